@@ -1,0 +1,63 @@
+/* A verification block (DESIGN §1, §5): the candidate draft tree with, per
+ * node, its parent, draft log-probability, cumulative score and whether it
+ * lies on the natural accepted path, and for every MoE layer the router
+ * logits stored as the top-m (expert id, logit) pairs, sorted by logit
+ * descending with ties to the lower id. Entries beyond m count as -inf. */
+#ifndef AMOE_BLOCK_H
+#define AMOE_BLOCK_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "model.h"
+
+#define AMOE_MAX_NODES 4096
+
+typedef struct {
+  uint64_t index;    /* position in the workload */
+  uint32_t request;  /* request this block belongs to */
+  uint32_t step;     /* block number inside the request */
+  int n;             /* nodes; node 0 is the root, parent[t] < t */
+  int layers, experts, m;
+  int32_t *parent;
+  float *logp;       /* draft log-probability of the node given its parent */
+  float *score;      /* cumulative draft log-probability */
+  uint8_t *accepted; /* 1 on the natural accepted path (root included) */
+  uint8_t *depth;    /* derived by amoe_block_finish */
+  uint16_t *ids;     /* [layer][node][m] */
+  float *logits;     /* [layer][node][m] */
+  /* storage */
+  int cap_n;
+  int owns;          /* 0 when the arrays point into a reader's buffer */
+  void *mem;
+  uint8_t *depth_mem;
+} amoe_block;
+
+void amoe_block_init(amoe_block *b, int layers, int experts, int m);
+amoe_status amoe_block_reserve(amoe_block *b, int n, amoe_err *e);
+void amoe_block_free(amoe_block *b);
+
+static inline const uint16_t *amoe_block_ids(const amoe_block *b, int l, int t) {
+  return b->ids + ((size_t)l * b->n + t) * b->m;
+}
+static inline const float *amoe_block_logits(const amoe_block *b, int l, int t) {
+  return b->logits + ((size_t)l * b->n + t) * b->m;
+}
+
+/* Stores node t's layer-l logits from a full E-vector: keeps the top m. */
+void amoe_block_set_full(amoe_block *b, int l, int t, const float *z);
+/* Sorts node t's m stored pairs (logit desc, then id asc). */
+void amoe_block_sort_pairs(amoe_block *b, int l, int t);
+
+/* Derives depth and checks the tree, the accepted path and every stored
+ * pair (ids in range, distinct, order). */
+amoe_status amoe_block_finish(amoe_block *b, amoe_err *e);
+
+/* Nodes on the natural accepted path (root included): τ under natural routing
+ * when every node is verified. */
+int amoe_block_accepted_count(const amoe_block *b);
+
+/* Copies src into dst (dst owns its storage). */
+amoe_status amoe_block_copy(amoe_block *dst, const amoe_block *src, amoe_err *e);
+
+#endif

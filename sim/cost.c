@@ -1,0 +1,33 @@
+#include "cost.h"
+
+static double mx(double a, double b) { return a > b ? a : b; }
+
+double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int context, int is_moe) {
+  double w = m->attn_bytes_per_layer;
+  if (is_moe)
+    w += m->shared_experts * amoe_model_shared_expert_bytes(m);
+  else
+    w += 3.0 * m->hidden * (double)m->dense_intermediate * 2.0;
+  double kv = m->kv_bytes_per_token_layer * (double)context;
+  /* bf16 weights: 2 FLOPs per parameter per token; attention ~4·ctx·d per token */
+  double flops = (double)n * (w + 4.0 * context * (double)m->hidden);
+  return mx((w + kv) / hw->hbm_bw, flops / hw->peak_flops) + hw->launch_s;
+}
+
+double amoe_cost_expert(const amoe_model *m, const amoe_hw *hw, int n) {
+  double flops = 2.0 * 3.0 * m->hidden * (double)m->moe_intermediate * n;
+  return mx(amoe_model_expert_bytes(m) / hw->hbm_bw, flops / hw->peak_flops);
+}
+
+double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, int fetched) {
+  return fetched * amoe_model_expert_bytes(m) / hw->h2d_bw;
+}
+
+double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n) {
+  double flops = 2.0 * n * (double)m->vocab * m->hidden;
+  return mx(m->lm_head_bytes / hw->hbm_bw, flops / hw->peak_flops) + hw->launch_s;
+}
+
+double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps) {
+  return steps * (m->draft_head_bytes / hw->hbm_bw + hw->launch_s);
+}

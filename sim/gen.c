@@ -1,0 +1,439 @@
+#include "gen.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Normal quantiles at 65536 evenly spaced probabilities: one 64-bit draw
+ * gives four normals, which keeps per-logit noise cheap. */
+static float g_ntab[65536];
+static int g_ntab_ready;
+
+static double inv_norm(double p) { /* Acklam's rational approximation */
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                             1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  double q, r;
+  if (p < 0.02425) {
+    q = sqrt(-2 * log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  if (p > 1 - 0.02425) return -inv_norm(1 - p);
+  q = p - 0.5;
+  r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
+
+static void ntab_init(void) {
+  if (g_ntab_ready) return;
+  for (int i = 0; i < 65536; i++) g_ntab[i] = (float)inv_norm((i + 0.5) / 65536.0);
+  g_ntab_ready = 1;
+}
+
+/* Fills out[0..n) with standard normals from the table. */
+static void fast_normals(amoe_rng *r, float *out, int n) {
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    uint64_t x = amoe_rng_next(r);
+    out[i] = g_ntab[x & 0xffff];
+    out[i + 1] = g_ntab[(x >> 16) & 0xffff];
+    out[i + 2] = g_ntab[(x >> 32) & 0xffff];
+    out[i + 3] = g_ntab[x >> 48];
+  }
+  if (i < n) {
+    uint64_t x = amoe_rng_next(r);
+    for (; i < n; i++, x >>= 16) out[i] = g_ntab[x & 0xffff];
+  }
+}
+
+typedef struct {
+  int parent;
+  float logp, score;
+} pool_node;
+
+struct amoe_gen {
+  amoe_gen_params p;
+  double h; /* acceptance scale */
+  float *w; /* [layer][expert][DIM] embeddings */
+  float *bias; /* [layer][expert] */
+  /* per request */
+  amoe_rng rng;
+  uint32_t request, step;
+  int committed;
+  uint32_t replay_start;
+  float *s_last; /* [layer][DIM] state of the last committed token */
+  /* scratch */
+  int pool_cap;
+  pool_node *pool;
+  int *order, *kept, *remap, *frontier, *next_frontier;
+  int *child_start, *child_list, *subdepth;
+  uint8_t *verified;
+  float *state; /* [node][layer][DIM] */
+  float *zfull, *eps;
+  double *expect;
+};
+
+static int cmp_score_idx(const void *a, const void *b, const pool_node *pool) {
+  int ia = *(const int *)a, ib = *(const int *)b;
+  if (pool[ia].score != pool[ib].score) return pool[ia].score > pool[ib].score ? -1 : 1;
+  return ia < ib ? -1 : ia > ib;
+}
+static const pool_node *g_sort_pool; /* qsort has no context argument in C11 */
+static int cmp_pool(const void *a, const void *b) { return cmp_score_idx(a, b, g_sort_pool); }
+static void sort_by_score(int *idx, int n, const pool_node *pool) {
+  g_sort_pool = pool;
+  qsort(idx, (size_t)n, sizeof *idx, cmp_pool);
+}
+
+/* Appends the K draft children of node `par` to the pool. */
+static void expand(amoe_gen *g, amoe_rng *r, int par, int *np) {
+  int K = g->p.branch;
+  double s = 0.5 + 2.5 * amoe_rng_unif(r); /* how peaked the draft is here */
+  double lg[AMOE_MAX_TOPK + 1], mx = -1e300, sum = 0;
+  for (int i = 0; i < K; i++) {
+    lg[i] = -s * i + 0.3 * amoe_rng_normal(r);
+    if (lg[i] > mx) mx = lg[i];
+  }
+  lg[K] = log(0.05 + 2.0 * amoe_rng_unif(r)); /* the rest of the vocabulary */
+  if (lg[K] > mx) mx = lg[K];
+  for (int i = 0; i <= K; i++) sum += exp(lg[i] - mx);
+  for (int i = 0; i < K; i++) lg[i] = lg[i] - mx - log(sum);
+  for (int i = 1; i < K; i++) /* the draft's top-1 first */
+    for (int j = i; j > 0 && lg[j] > lg[j - 1]; j--) {
+      double t = lg[j];
+      lg[j] = lg[j - 1];
+      lg[j - 1] = t;
+    }
+  for (int i = 0; i < K; i++) {
+    pool_node *c = &g->pool[(*np)++];
+    c->parent = par;
+    c->logp = (float)lg[i];
+    c->score = g->pool[par].score + c->logp;
+  }
+}
+
+/* Builds the candidate tree into the pool; kept[0..cand) are pool indices in
+ * creation order (root first). Returns the candidate count. */
+static int build_tree(amoe_gen *g, amoe_rng *r) {
+  int K = g->p.branch, np = 1, nf = 0;
+  g->pool[0] = (pool_node){-1, 0.0f, 0.0f};
+  expand(g, r, 0, &np);
+  for (int i = 0; i < K; i++) g->frontier[nf++] = 1 + i;
+  for (int d = 2; d <= g->p.depth; d++) {
+    int first = np;
+    for (int i = 0; i < nf; i++) expand(g, r, g->frontier[i], &np);
+    int nn = np - first;
+    for (int i = 0; i < nn; i++) g->next_frontier[i] = first + i;
+    sort_by_score(g->next_frontier, nn, g->pool);
+    nf = nn < K ? nn : K;
+    memcpy(g->frontier, g->next_frontier, (size_t)nf * sizeof(int));
+  }
+  for (int i = 0; i < np - 1; i++) g->order[i] = 1 + i;
+  sort_by_score(g->order, np - 1, g->pool);
+  int cand = g->p.candidates < np ? g->p.candidates : np;
+  memset(g->remap, 0xff, (size_t)np * sizeof(int));
+  g->remap[0] = 0;
+  for (int i = 0; i < cand - 1; i++) g->remap[g->order[i]] = 1;
+  int n = 0;
+  for (int i = 0; i < np; i++)
+    if (g->remap[i] >= 0) {
+      g->remap[i] = n;
+      g->kept[n++] = i;
+    }
+  return n;
+}
+
+/* Children lists of the kept tree, and which nodes EAGLE would verify. */
+static void tree_index(amoe_gen *g, int n) {
+  memset(g->child_start, 0, (size_t)(n + 1) * sizeof(int));
+  for (int t = 1; t < n; t++) g->child_start[g->remap[g->pool[g->kept[t]].parent] + 1]++;
+  for (int t = 0; t < n; t++) g->child_start[t + 1] += g->child_start[t];
+  int *fill = g->next_frontier;
+  memcpy(fill, g->child_start, (size_t)n * sizeof(int));
+  for (int t = 1; t < n; t++) g->child_list[fill[g->remap[g->pool[g->kept[t]].parent]]++] = t;
+  /* verified under eagle: root + best nodes-1 by score among the kept */
+  for (int i = 0; i < n - 1; i++) g->order[i] = g->kept[i + 1];
+  sort_by_score(g->order, n - 1, g->pool);
+  memset(g->verified, 0, (size_t)n);
+  g->verified[0] = 1;
+  for (int i = 0; i < n - 1 && i < g->p.nodes - 1; i++) g->verified[g->remap[g->order[i]]] = 1;
+  /* depth of the deepest verified descendant chain below each node */
+  for (int t = n - 1; t >= 0; t--) {
+    int best = 0;
+    for (int j = g->child_start[t]; j < g->child_start[t + 1]; j++) {
+      int c = g->child_list[j];
+      if (g->verified[c] && g->subdepth[c] + 1 > best) best = g->subdepth[c] + 1;
+    }
+    g->subdepth[t] = best;
+  }
+}
+
+/* Match probabilities of t's children at scale h, written to pi[]. */
+static int child_probs(const amoe_gen *g, int t, double h, double *pi) {
+  int cnt = 0;
+  double sum = 0;
+  for (int j = g->child_start[t]; j < g->child_start[t + 1]; j++) {
+    pi[cnt] = h * exp(g->pool[g->kept[g->child_list[j]]].logp);
+    sum += pi[cnt++];
+  }
+  if (sum > 1)
+    for (int i = 0; i < cnt; i++) pi[i] /= sum;
+  return cnt;
+}
+
+/* Expected accept length under eagle verification at scale h. */
+static double expected_tau(amoe_gen *g, int n, double h) {
+  double pi[AMOE_MAX_NODES];
+  for (int t = n - 1; t >= 0; t--) {
+    int cnt = child_probs(g, t, h, pi);
+    double v = 1;
+    for (int i = 0; i < cnt; i++) {
+      int c = g->child_list[g->child_start[t] + i];
+      if (g->verified[c]) v += pi[i] * g->expect[c];
+    }
+    g->expect[t] = v;
+  }
+  return g->expect[0];
+}
+
+#define CALIB_TREES 400
+
+static amoe_status calibrate(amoe_gen *g, amoe_err *e) {
+  /* Mean of E[τ] over a fixed set of trees is monotone in h: bisect. */
+  double lo = 0, hi = 1;
+  amoe_rng r;
+  /* grow hi until the target is bracketed */
+  double target = g->p.tau, mean_hi = 0;
+  for (;;) {
+    double acc = 0;
+    amoe_rng_seed(&r, g->p.seed, 0xca11bULL, 0);
+    for (int i = 0; i < CALIB_TREES; i++) {
+      int n = build_tree(g, &r);
+      tree_index(g, n);
+      acc += expected_tau(g, n, hi);
+    }
+    mean_hi = acc / CALIB_TREES;
+    if (mean_hi >= target || hi > 1e6) break;
+    lo = hi;
+    hi *= 2;
+  }
+  if (mean_hi < target - 1e-9)
+    return amoe_fail(e, AMOE_EINVAL,
+                     "workload.acceptance.tau %.3g is more than these trees allow (at most %.3g)",
+                     target, mean_hi);
+  for (int it = 0; it < 40; it++) {
+    double mid = 0.5 * (lo + hi), acc = 0;
+    amoe_rng_seed(&r, g->p.seed, 0xca11bULL, 0);
+    for (int i = 0; i < CALIB_TREES; i++) {
+      int n = build_tree(g, &r);
+      tree_index(g, n);
+      acc += expected_tau(g, n, mid);
+    }
+    if (acc / CALIB_TREES < target)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  g->h = 0.5 * (lo + hi);
+  return AMOE_OK;
+}
+
+amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e) {
+  *out = NULL;
+  if (p->branch < 1 || p->branch > AMOE_MAX_TOPK)
+    return amoe_fail(e, AMOE_EINVAL, "workload.tree.top_k must be in 1..%d", AMOE_MAX_TOPK);
+  if (p->depth < 1 || p->depth > 16)
+    return amoe_fail(e, AMOE_EINVAL, "workload.tree.depth must be in 1..16");
+  if (p->nodes < 1 || p->candidates < p->nodes || p->candidates > AMOE_MAX_NODES)
+    return amoe_fail(e, AMOE_EINVAL, "workload.tree: need 1 <= nodes <= candidates <= %d",
+                     AMOE_MAX_NODES);
+  if (!p->replay && p->tau < 1)
+    return amoe_fail(e, AMOE_EINVAL, "workload.acceptance.tau must be >= 1");
+  ntab_init();
+  amoe_gen *g = calloc(1, sizeof *g);
+  if (!g) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  g->p = *p;
+  int K = p->branch;
+  g->pool_cap = 1 + K + (p->depth - 1) * K * K;
+  int L = p->layers, E = p->experts, c = p->candidates;
+  g->pool = calloc((size_t)g->pool_cap, sizeof *g->pool);
+  g->order = calloc((size_t)g->pool_cap, sizeof(int));
+  g->kept = calloc((size_t)g->pool_cap, sizeof(int));
+  g->remap = calloc((size_t)g->pool_cap, sizeof(int));
+  g->frontier = calloc((size_t)g->pool_cap, sizeof(int));
+  g->next_frontier = calloc((size_t)g->pool_cap + 1, sizeof(int));
+  g->child_start = calloc((size_t)g->pool_cap + 1, sizeof(int));
+  g->child_list = calloc((size_t)g->pool_cap, sizeof(int));
+  g->subdepth = calloc((size_t)g->pool_cap, sizeof(int));
+  g->verified = calloc((size_t)g->pool_cap, 1);
+  g->expect = calloc((size_t)g->pool_cap, sizeof(double));
+  g->w = calloc((size_t)L * E * AMOE_GEN_DIM, sizeof(float));
+  g->bias = calloc((size_t)L * E, sizeof(float));
+  g->s_last = calloc((size_t)L * AMOE_GEN_DIM, sizeof(float));
+  g->state = calloc((size_t)c * L * AMOE_GEN_DIM, sizeof(float));
+  g->zfull = calloc((size_t)E, sizeof(float));
+  g->eps = calloc((size_t)E + AMOE_GEN_DIM, sizeof(float));
+  if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
+      !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->expect || !g->w ||
+      !g->bias || !g->s_last || !g->state || !g->zfull || !g->eps) {
+    amoe_gen_close(g);
+    return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
+  }
+  /* The routing structure belongs to the model, not to the workload seed:
+   * another seed is another set of prompts on the same model. */
+  amoe_rng r;
+  amoe_rng_seed(&r, 0x6d6f64656cULL, (uint64_t)L << 32 | (uint64_t)E, (uint64_t)p->top_k);
+  double ws = 1.0 / sqrt((double)AMOE_GEN_DIM);
+  for (size_t i = 0; i < (size_t)L * E * AMOE_GEN_DIM; i++) g->w[i] = (float)(amoe_rng_normal(&r) * ws);
+  for (size_t i = 0; i < (size_t)L * E; i++) g->bias[i] = (float)amoe_rng_normal(&r);
+  if (!p->replay) {
+    amoe_status st = calibrate(g, e);
+    if (st != AMOE_OK) {
+      amoe_gen_close(g);
+      return st;
+    }
+  }
+  *out = g;
+  return AMOE_OK;
+}
+
+void amoe_gen_close(amoe_gen *g) {
+  if (!g) return;
+  free(g->pool);
+  free(g->order);
+  free(g->kept);
+  free(g->remap);
+  free(g->frontier);
+  free(g->next_frontier);
+  free(g->child_start);
+  free(g->child_list);
+  free(g->subdepth);
+  free(g->verified);
+  free(g->expect);
+  free(g->w);
+  free(g->bias);
+  free(g->s_last);
+  free(g->state);
+  free(g->zfull);
+  free(g->eps);
+  free(g);
+}
+
+double amoe_gen_accept_scale(const amoe_gen *g) { return g->h; }
+
+void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
+  amoe_rng_seed(&g->rng, g->p.seed, 0x72657175ULL, req);
+  g->request = req;
+  g->step = 0;
+  g->committed = 0;
+  g->replay_start = g->p.replay ? (uint32_t)(amoe_rng_hash3(g->p.seed, req, 7) % (uint64_t)g->p.replay_n) : 0;
+  /* the prompt's last token */
+  fast_normals(&g->rng, g->s_last, g->p.layers * AMOE_GEN_DIM);
+}
+
+/* Draws the natural accepted path; marks accepted[]; returns its last node. */
+static int draw_accepted(amoe_gen *g, int n, uint8_t *accepted) {
+  memset(accepted, 0, (size_t)n);
+  accepted[0] = 1;
+  int t = 0;
+  if (g->p.replay) {
+    int want = g->p.replay[(g->replay_start + g->step) % (uint32_t)g->p.replay_n];
+    if (want > g->p.depth + 1) want = g->p.depth + 1;
+    for (int need = want - 1; need > 0; need--) {
+      /* among verified children deep enough, draw by draft probability;
+       * if none is deep enough, the deepest (lowest index on ties) */
+      double tot = 0;
+      int deepest = -1;
+      for (int j = g->child_start[t]; j < g->child_start[t + 1]; j++) {
+        int c = g->child_list[j];
+        if (!g->verified[c]) continue;
+        if (g->subdepth[c] + 1 >= need) tot += exp(g->pool[g->kept[c]].logp);
+        if (deepest < 0 || g->subdepth[c] > g->subdepth[deepest]) deepest = c;
+      }
+      if (deepest < 0) break;
+      int pick = deepest;
+      if (tot > 0) {
+        double u = amoe_rng_unif(&g->rng) * tot;
+        for (int j = g->child_start[t]; j < g->child_start[t + 1]; j++) {
+          int c = g->child_list[j];
+          if (!g->verified[c] || g->subdepth[c] + 1 < need) continue;
+          pick = c;
+          u -= exp(g->pool[g->kept[c]].logp);
+          if (u < 0) break;
+        }
+      }
+      t = pick;
+      accepted[t] = 1;
+    }
+    return t;
+  }
+  double pi[AMOE_MAX_NODES];
+  for (;;) {
+    int cnt = child_probs(g, t, g->h, pi);
+    double u = amoe_rng_unif(&g->rng);
+    int next = -1;
+    for (int i = 0; i < cnt; i++) {
+      if (u < pi[i]) {
+        next = g->child_list[g->child_start[t] + i];
+        break;
+      }
+      u -= pi[i];
+    }
+    if (next < 0) return t;
+    t = next;
+    accepted[t] = 1;
+  }
+}
+
+int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
+  if (g->committed >= g->p.tokens_per_request) return 0;
+  int n = build_tree(g, &g->rng);
+  tree_index(g, n);
+  if (amoe_block_reserve(b, n, e) != AMOE_OK) return -1;
+  b->request = g->request;
+  b->step = g->step;
+  for (int t = 0; t < n; t++) {
+    const pool_node *pn = &g->pool[g->kept[t]];
+    b->parent[t] = t ? g->remap[pn->parent] : -1;
+    b->logp[t] = pn->logp;
+    b->score[t] = pn->score;
+  }
+  int last = draw_accepted(g, n, b->accepted);
+  /* routing */
+  const int L = g->p.layers, E = g->p.experts, D = AMOE_GEN_DIM;
+  const float rho = (float)g->p.locality, crho = (float)sqrt(1 - g->p.locality * g->p.locality);
+  const float lc = (float)g->p.layer_correlation, clc = (float)sqrt(1 - lc * (double)lc);
+  const float inv_t = (float)(1.0 / g->p.temperature), sig = (float)g->p.noise, sk = (float)g->p.skew;
+  float tok[AMOE_GEN_DIM], xi[AMOE_GEN_DIM];
+  for (int t = 0; t < n; t++) {
+    const float *ps = t ? g->state + (size_t)b->parent[t] * L * D : g->s_last;
+    float *st = g->state + (size_t)t * L * D;
+    for (int l = 0; l < L; l++) {
+      fast_normals(&g->rng, xi, D);
+      for (int i = 0; i < D; i++) {
+        tok[i] = l ? lc * tok[i] + clc * xi[i] : xi[i];
+        st[l * D + i] = rho * ps[l * D + i] + crho * tok[i];
+      }
+      fast_normals(&g->rng, g->eps, E);
+      const float *w = g->w + (size_t)l * E * D, *bi = g->bias + (size_t)l * E;
+      const float *s = st + l * D;
+      for (int x = 0; x < E; x++) {
+        float dot = 0;
+        for (int i = 0; i < D; i++) dot += s[i] * w[x * D + i];
+        g->zfull[x] = (dot + sig * g->eps[x]) * inv_t + sk * bi[x];
+      }
+      amoe_block_set_full(b, l, t, g->zfull);
+    }
+  }
+  memcpy(g->s_last, g->state + (size_t)last * L * D, (size_t)L * D * sizeof(float));
+  g->committed += amoe_block_accepted_count(b);
+  g->step++;
+  return amoe_block_finish(b, e) == AMOE_OK ? 1 : -1;
+}

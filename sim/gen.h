@@ -1,0 +1,61 @@
+/* Seeded synthetic workload generator (DESIGN §5).
+ *
+ * Tree: EAGLE-2/3 dynamic expansion. The root proposes top_k children; each
+ * further step expands the top_k frontier nodes (by cumulative score) by
+ * top_k children each and keeps the best top_k as the next frontier; the
+ * block keeps the best `candidates - 1` of everything proposed (a connected
+ * tree, since a child never outscores its parent and ties go to the earlier
+ * node).
+ *
+ * Acceptance: walking down from the root, the target's argmax equals child c
+ * with probability h·p_c (p_c the draft probability; scaled down if the sum
+ * exceeds 1). h is found by bisection so that the mean accept length of the
+ * EAGLE-verified tree (best nodes-1) equals `tau`. In replay mode the accept
+ * length of each block is read from a real run instead.
+ *
+ * Routing: a latent-factor model. Node t at MoE layer l has a state
+ *   g[t,l] = c·g[t,l-1] + sqrt(1-c²)·ξ         (token part; c = layer_correlation)
+ *   s[t,l] = ρ·s[parent,l] + sqrt(1-ρ²)·g[t,l]  (ρ = locality)
+ * and logits z[t,l,e] = (<s[t,l], w[l,e]> + σ·ε) / temperature + skew·b[l,e],
+ * with fixed expert embeddings w, popularity biases b and per-logit noise ε.
+ * The root's parent is the last committed token of the previous block.
+ * A request (tokens_per_request committed tokens) depends only on
+ * (seed, request index). See docs/generator.md for the fit to real data. */
+#ifndef AMOE_GEN_H
+#define AMOE_GEN_H
+
+#include <stdint.h>
+
+#include "block.h"
+#include "err.h"
+#include "model.h"
+#include "rng.h"
+
+#define AMOE_GEN_DIM 8
+
+typedef struct {
+  uint64_t seed;
+  int layers, experts, top_k; /* the model's MoE shape */
+  int m;                      /* logits stored per node-layer */
+  int depth, branch, nodes, candidates; /* tree: depth, top_k, nodes, candidate pool */
+  double tau;                 /* target mean accept length (used when no replay) */
+  const uint16_t *replay;     /* per-step accept lengths to replay, or NULL */
+  int replay_n;
+  double temperature, locality, layer_correlation, skew, noise;
+  int tokens_per_request;
+} amoe_gen_params;
+
+typedef struct amoe_gen amoe_gen;
+
+/* Creates a generator; calibrates the acceptance scale (a few ms). */
+amoe_status amoe_gen_open(amoe_gen **g, const amoe_gen_params *p, amoe_err *e);
+void amoe_gen_close(amoe_gen *g);
+/* Starts request r (resets the request's random stream and state). */
+void amoe_gen_begin_request(amoe_gen *g, uint32_t r);
+/* Generates the next block of the current request; returns 0 when the
+ * request already has tokens_per_request committed tokens, else 1. */
+int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e);
+/* The acceptance scale h found by calibration. */
+double amoe_gen_accept_scale(const amoe_gen *g);
+
+#endif

@@ -1,0 +1,34 @@
+/* JSONL interchange (DESIGN §5).
+ *   blocks-jsonl: one block per line, full E-vectors ("logits") or top-m
+ *                 pairs ("topk"); read line by line, errors name file:line.
+ *   routing-jsonl: real decode traces, one record per (token, layer); read
+ *                 whole, grouped by problem, cut into chain blocks of
+ *                 `window` tokens. Ragged layers are cut to the shortest
+ *                 and what was dropped is reported. */
+#ifndef AMOE_JSONL_H
+#define AMOE_JSONL_H
+
+#include <stdio.h>
+
+#include "block.h"
+#include "err.h"
+
+typedef struct amoe_jsonl_reader amoe_jsonl_reader;
+
+/* Opens blocks-jsonl; layers/experts from the model; m = 0 picks E for full
+ * vectors or the file's top-m count. */
+amoe_status amoe_blocks_jsonl_open(amoe_jsonl_reader **r, const char *path, int layers, int experts,
+                                   amoe_err *e);
+/* Opens routing-jsonl and converts it into chain blocks of `window` tokens. */
+amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **r, const char *path, int layers, int experts,
+                                    int top_k, int window, amoe_err *e);
+int amoe_jsonl_m(const amoe_jsonl_reader *r);
+const char *amoe_jsonl_note(const amoe_jsonl_reader *r); /* what was dropped, or "" */
+int amoe_jsonl_next(amoe_jsonl_reader *r, amoe_block *b, amoe_err *e);
+amoe_status amoe_jsonl_rewind(amoe_jsonl_reader *r, amoe_err *e);
+void amoe_jsonl_close(amoe_jsonl_reader *r);
+
+/* Writes one block as a blocks-jsonl line (top-m pairs, or full vectors if m = E). */
+amoe_status amoe_blocks_jsonl_write(FILE *f, const amoe_block *b, amoe_err *e);
+
+#endif

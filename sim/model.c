@@ -1,0 +1,24 @@
+#include "model.h"
+
+#include <stdio.h>
+
+double amoe_model_expert_bytes(const amoe_model *m) {
+  if (m->expert_bytes > 0) return m->expert_bytes;
+  return 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;
+}
+
+double amoe_model_shared_expert_bytes(const amoe_model *m) {
+  return 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;
+}
+
+int amoe_model_check(const amoe_model *m, char *msg, int msglen) {
+  if (m->moe_layers < 1 || m->moe_layers > AMOE_MAX_LAYERS)
+    return snprintf(msg, msglen, "moe_layers must be in 1..%d", AMOE_MAX_LAYERS), 0;
+  if (m->layers < m->moe_layers)
+    return snprintf(msg, msglen, "layers (%d) < moe_layers (%d)", m->layers, m->moe_layers), 0;
+  if (m->experts < 2 || m->experts > AMOE_MAX_EXPERTS)
+    return snprintf(msg, msglen, "experts must be in 2..%d", AMOE_MAX_EXPERTS), 0;
+  if (m->top_k < 1 || m->top_k > m->experts || m->top_k > AMOE_MAX_TOPK)
+    return snprintf(msg, msglen, "top_k must be in 1..min(experts, %d)", AMOE_MAX_TOPK), 0;
+  return 1;
+}

@@ -1,0 +1,53 @@
+/* Model and hardware descriptions (DESIGN §4). Values come from the presets
+ * in workloads/models and workloads/hw, overridden field by field by a spec;
+ * nothing here holds a default number for a real model or GPU. */
+#ifndef AMOE_MODEL_H
+#define AMOE_MODEL_H
+
+#include <stdint.h>
+
+#define AMOE_NAME_MAX 64
+#define AMOE_MAX_EXPERTS 1024
+#define AMOE_MAX_LAYERS 256
+#define AMOE_MAX_TOPK 32
+
+typedef enum { AMOE_ROUTER_SOFTMAX = 0, AMOE_ROUTER_SIGMOID_NORM = 1 } amoe_router;
+typedef enum { AMOE_FMT_BF16 = 0, AMOE_FMT_FP8_BLOCK128 = 1, AMOE_FMT_MXFP4 = 2 } amoe_weight_fmt;
+
+typedef struct {
+  char name[AMOE_NAME_MAX];
+  int layers;            /* decoder layers in all */
+  int moe_layers;        /* of which MoE; the first (layers - moe_layers) are dense */
+  int experts;           /* E routed experts per MoE layer */
+  int top_k;             /* k */
+  int shared_experts;
+  int hidden;            /* d */
+  int moe_intermediate;  /* f */
+  int dense_intermediate;
+  int router;            /* amoe_router */
+  int weight_format;     /* amoe_weight_fmt */
+  double expert_bytes;   /* bytes of one routed expert; 0 = derive from format */
+  double attn_bytes_per_layer;  /* attention + norms + router weights */
+  double kv_bytes_per_token_layer;
+  int vocab;
+  double lm_head_bytes;
+  double draft_head_bytes;
+} amoe_model;
+
+typedef struct {
+  char name[AMOE_NAME_MAX];
+  double hbm_bw;          /* effective device-memory bandwidth, bytes/s */
+  double h2d_bw;          /* pinned host-to-device bandwidth, bytes/s */
+  double peak_flops;      /* dense bf16 FLOP/s */
+  double launch_s;        /* per-kernel launch overhead, s */
+  double memory_bytes;    /* device memory */
+} amoe_hw;
+
+/* Bytes of one routed expert: the explicit value if set, else bf16 3·d·f·2. */
+double amoe_model_expert_bytes(const amoe_model *m);
+/* Bytes of one shared expert (always bf16 3·d·f·2). */
+double amoe_model_shared_expert_bytes(const amoe_model *m);
+/* Checks shapes for consistency; message names the field. */
+int amoe_model_check(const amoe_model *m, char *msg, int msglen);
+
+#endif

@@ -1,0 +1,78 @@
+#include "policy.h"
+
+#include <math.h>
+#include <string.h>
+
+const amoe_verifier_def amoe_verifier_table[] = {
+    {"natural", 0, 0, amoe_verifier_natural},
+    {"moe-spec", 1, 0, amoe_verifier_moe_spec},
+    {"acceptmoe", 0, 1, amoe_verifier_acceptmoe},
+    {"acceptmoe-fix", 1, 0, amoe_verifier_acceptmoe_fix},
+    {"oracle", 0, 0, amoe_verifier_oracle},
+};
+const int amoe_verifier_count = (int)(sizeof amoe_verifier_table / sizeof amoe_verifier_table[0]);
+
+const amoe_draft_def amoe_draft_table[] = {
+    {"eagle", amoe_draft_eagle},
+    {"autoregressive", amoe_draft_autoregressive},
+};
+const int amoe_draft_count = (int)(sizeof amoe_draft_table / sizeof amoe_draft_table[0]);
+
+int amoe_verifier_find(const char *name) {
+  for (int i = 0; i < amoe_verifier_count; i++)
+    if (!strcmp(amoe_verifier_table[i].name, name)) return i;
+  return -1;
+}
+
+int amoe_draft_find(const char *name) {
+  for (int i = 0; i < amoe_draft_count; i++)
+    if (!strcmp(amoe_draft_table[i].name, name)) return i;
+  return -1;
+}
+
+size_t amoe_draft_scratch_bytes(int n, int layers, int experts) {
+  return (size_t)n * 16 + (size_t)layers * experts * 2 + 4096;
+}
+
+void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {
+  const float *z = amoe_block_logits(b, l, t);
+  if (router == AMOE_ROUTER_SIGMOID_NORM) {
+    for (int j = 0; j < b->m; j++) out[j] = 1.0f / (1.0f + expf(-z[j]));
+    return;
+  }
+  float sum = 0;
+  for (int j = 0; j < b->m; j++) sum += out[j] = expf(z[j] - z[0]);
+  float inv = 1.0f / sum;
+  for (int j = 0; j < b->m; j++) out[j] *= inv;
+}
+
+int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {
+  const uint16_t *id = amoe_block_ids(b, l, t);
+  int c = 0;
+  for (int j = 0; j < b->m && c < k; j++)
+    if (S[id[j]]) out[c++] = id[j];
+  if (c < k) { /* the rest of S is -inf: lowest ids first */
+    for (int e = 0; e < b->experts && c < k; e++) {
+      if (!S[e]) continue;
+      int stored = 0;
+      for (int j = 0; j < b->m && !stored; j++) stored = id[j] == e;
+      if (!stored) out[c++] = (uint16_t)e;
+    }
+  }
+  return c;
+}
+
+void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
+                       int *taken) {
+  memset(taken, 0, (size_t)experts * sizeof *taken);
+  for (int i = 0; i < count; i++) {
+    int best = -1;
+    for (int e = 0; e < experts; e++) {
+      if (taken[e] || (cand && !cand[e])) continue;
+      if (best < 0 || value[e] > value[best]) best = e; /* strict: ties keep the lower id */
+    }
+    if (best < 0) return;
+    taken[best] = 1;
+    S[best] = 1;
+  }
+}

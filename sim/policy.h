@@ -1,0 +1,88 @@
+/* Policies are rows of two tables driven by one loop (run.c):
+ *   draft policies choose which candidate nodes are verified;
+ *   verifier policies choose the eligible expert set S of a (block, layer).
+ * Adding a policy is one file and one row in policy.c. DESIGN §6. */
+#ifndef AMOE_POLICY_H
+#define AMOE_POLICY_H
+
+#include <stdint.h>
+
+#include "block.h"
+#include "model.h"
+#include "spec.h"
+
+/* What a verifier sees for one (block, layer). */
+typedef struct {
+  const amoe_block *b;
+  int layer;
+  int k, experts, router;
+  const int *nodes;          /* verified nodes, ascending, nodes[0] = root */
+  int nn;
+  const int *level_count;    /* N_d: verified nodes at depth d */
+  const double *phat;        /* commitment p̂_d */
+  int phat_n;
+  const uint8_t *resident;   /* E flags, or NULL when every expert is resident */
+  const amoe_policy_row *row;
+  const float *prob;         /* [i][m] router probability of node nodes[i]'s stored entries */
+  double *scratch;           /* >= 4·E doubles */
+  int *iscratch;             /* >= 2·E ints */
+} amoe_vctx;
+
+typedef struct {
+  const char *name;
+  int needs_budget;          /* 1: `budget` is required */
+  int uses_residency;        /* 1: decisions depend on the cache (offload) */
+  /* Fills S (E flags). */
+  void (*select)(const amoe_vctx *c, uint8_t *S);
+} amoe_verifier_def;
+
+/* What a draft policy sees for one block. */
+typedef struct {
+  const amoe_block *b;
+  const amoe_model *model;
+  const amoe_hw *hw;
+  const amoe_policy_row *row;
+  int nodes;                 /* node budget (tree.nodes) */
+  uint64_t seed;
+  const uint8_t *const *resident; /* per layer E flags, or NULL */
+  void *scratch;             /* workspace of amoe_draft_scratch_bytes */
+} amoe_dctx;
+
+typedef struct {
+  const char *name;
+  /* Writes verified node ids ascending (root first); returns their count. */
+  int (*choose)(const amoe_dctx *c, int *out);
+} amoe_draft_def;
+
+extern const amoe_verifier_def amoe_verifier_table[];
+extern const int amoe_verifier_count;
+extern const amoe_draft_def amoe_draft_table[];
+extern const int amoe_draft_count;
+
+int amoe_verifier_find(const char *name);
+int amoe_draft_find(const char *name);
+size_t amoe_draft_scratch_bytes(int n, int layers, int experts);
+
+/* Shared helpers. */
+/* Router probabilities of node t's stored entries at layer l (softmax over
+ * the stored logits, or sigmoid scores for sigmoid-normalized routers). */
+void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out);
+/* Constrained top-k: the k highest stored logits inside S, then (entries
+ * beyond m are -inf) the lowest ids of S not stored. Returns count (<= k). */
+int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out);
+/* Keeps in S the `count` experts with the highest value (ties: lower id),
+ * among those with cand[e] != 0 (cand NULL = all). */
+void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
+                       int *iscratch);
+
+/* The verifier policies. */
+void amoe_verifier_natural(const amoe_vctx *c, uint8_t *S);
+void amoe_verifier_moe_spec(const amoe_vctx *c, uint8_t *S);
+void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S);
+void amoe_verifier_acceptmoe_fix(const amoe_vctx *c, uint8_t *S);
+void amoe_verifier_oracle(const amoe_vctx *c, uint8_t *S);
+/* The draft policies. */
+int amoe_draft_autoregressive(const amoe_dctx *c, int *out);
+int amoe_draft_eagle(const amoe_dctx *c, int *out);
+
+#endif

@@ -1,0 +1,366 @@
+#include "run.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "cost.h"
+#include "policy.h"
+#include "rng.h"
+
+typedef struct {
+  const amoe_policy_row *row;
+  const amoe_verifier_def *ver;
+  const amoe_draft_def *draft;
+  amoe_cache *cache;
+  amoe_reqlog *log; /* pass 1 of a Belady run records here */
+  amoe_row_result *res;
+} row_state;
+
+typedef struct { /* scratch shared by all rows (one row runs at a time) */
+  int *nodes, *level, *count, *iscratch;
+  uint8_t *U, *S, *X, *F;
+  float *prob, *delta;
+  double *scratch;
+  void *dscratch;
+  uint16_t *route;
+  int cap_n;
+} work;
+
+static void work_free(work *w) {
+  free(w->nodes);
+  free(w->level);
+  free(w->count);
+  free(w->iscratch);
+  free(w->U);
+  free(w->S);
+  free(w->X);
+  free(w->F);
+  free(w->prob);
+  free(w->delta);
+  free(w->scratch);
+  free(w->dscratch);
+  free(w->route);
+}
+
+static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
+  if (b->n <= w->cap_n && w->U) return AMOE_OK;
+  work_free(w);
+  memset(w, 0, sizeof *w);
+  int n = b->n, E = b->experts;
+  w->cap_n = n;
+  w->nodes = malloc((size_t)n * sizeof(int));
+  w->level = calloc(AMOE_MAX_DEPTH * 4 + 256, sizeof(int));
+  w->count = malloc((size_t)E * sizeof(int));
+  w->iscratch = malloc((size_t)E * 2 * sizeof(int));
+  w->U = malloc((size_t)E);
+  w->S = malloc((size_t)E);
+  w->X = malloc((size_t)E);
+  w->F = malloc((size_t)E);
+  w->prob = malloc((size_t)n * b->m * sizeof(float));
+  w->delta = malloc((size_t)n * sizeof(float));
+  w->scratch = malloc((size_t)E * 4 * sizeof(double));
+  w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
+  w->route = malloc(AMOE_MAX_TOPK * sizeof(uint16_t));
+  if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->prob ||
+      !w->delta || !w->scratch || !w->dscratch || !w->route)
+    return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
+  return AMOE_OK;
+}
+
+/* One row on one block. */
+static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+                             const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
+                             amoe_err *e) {
+  const amoe_model *M = &s->model;
+  const amoe_hw *HW = &s->hw;
+  const int E = b->experts, k = M->top_k, L = b->layers;
+  const int natural = rs->ver->select == amoe_verifier_natural;
+  const uint8_t *res_layers[AMOE_MAX_LAYERS];
+  if (rs->cache)
+    for (int l = 0; l < L; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
+  amoe_dctx dc = {b, M, HW, rs->row, s->workload.nodes, s->workload.seed,
+                  rs->cache ? res_layers : NULL, w->dscratch};
+  int nn = rs->draft->choose(&dc, w->nodes);
+  int maxd = 0;
+  memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
+  for (int i = 0; i < nn; i++) {
+    int d = b->depth[w->nodes[i]];
+    w->level[d]++;
+    if (d > maxd) maxd = d;
+  }
+  for (int i = 0; i < nn; i++) w->delta[i] = 0;
+  double t_dense = amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 1);
+  double T = amoe_cost_draft(M, HW, maxd) + amoe_cost_head(M, HW, nn) +
+             (M->layers - M->moe_layers) * amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 0);
+  double sum_u = 0, sum_s = 0, sum_x = 0, sum_f = 0;
+  amoe_totals *tt = &rs->res->tot;
+  for (int l = 0; l < L; l++) {
+    memset(w->U, 0, (size_t)E);
+    memset(w->count, 0, (size_t)E * sizeof(int));
+    for (int i = 0; i < nn; i++) {
+      const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
+      for (int j = 0; j < k; j++) w->U[id[j]] = 1;
+    }
+    int nu = 0, ns = E, nx = 0, nf = 0;
+    for (int x = 0; x < E; x++) nu += w->U[x];
+    const uint8_t *resident = rs->cache ? res_layers[l] : NULL;
+    if (natural) {
+      memset(w->S, 1, (size_t)E);
+      for (int i = 0; i < nn; i++) {
+        const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
+        for (int j = 0; j < k; j++) w->count[id[j]]++;
+      }
+    } else {
+      for (int i = 0; i < nn; i++) amoe_router_probs(b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
+      amoe_vctx vc = {b, l, k, E, M->router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
+                      w->prob, w->scratch, w->iscratch};
+      rs->ver->select(&vc, w->S);
+      ns = 0;
+      for (int x = 0; x < E; x++) ns += w->S[x];
+      for (int i = 0; i < nn; i++) {
+        const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
+        int got = amoe_route_constrained(b, l, w->nodes[i], k, w->S, w->route);
+        for (int j = 0; j < got; j++) w->count[w->route[j]]++;
+        for (int j = 0; j < k; j++) { /* displaced natural assignments */
+          int kept = 0;
+          for (int q = 0; q < got && !kept; q++) kept = w->route[q] == id[j];
+          if (!kept) {
+            tt->displaced += !record_only;
+            w->delta[i] += w->prob[(size_t)i * b->m + j];
+          }
+        }
+      }
+    }
+    tt->assignments += record_only ? 0 : (double)nn * k;
+    double t_moe = HW->launch_s;
+    for (int x = 0; x < E; x++) {
+      w->X[x] = w->count[x] > 0;
+      w->F[x] = 0;
+      if (!w->X[x]) continue;
+      nx++;
+      t_moe += amoe_cost_expert(M, HW, w->count[x]);
+    }
+    int hits = 0;
+    if (rs->cache) {
+      int j = 0;
+      for (int x = 0; x < E; x++) {
+        if (!w->X[x]) continue;
+        if (rs->log && amoe_reqlog_add(rs->log, l, x) != AMOE_OK)
+          return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+        int hit = amoe_cache_request(rs->cache, l, x, j++);
+        hits += hit;
+        w->F[x] = !hit;
+        nf += !hit;
+      }
+    } else {
+      hits = nx;
+    }
+    double t_fetch = amoe_cost_fetch(M, HW, nf);
+    double wait = s->offload.overlap ? (t_fetch > t_dense ? t_fetch - t_dense : 0) : t_fetch;
+    T += t_dense + t_moe + wait;
+    if (record_only) continue;
+    amoe_layer_totals *lt = &rs->res->layers[l];
+    lt->union_sum += nu;
+    lt->eligible_sum += ns;
+    lt->executed_sum += nx;
+    lt->hits += hits;
+    lt->requests += nx;
+    lt->fetched += nf;
+    lt->t_moe += t_moe;
+    lt->t_fetch += wait;
+    tt->t_fetch += wait;
+    tt->hits += hits;
+    tt->requests += nx;
+    tt->h2d_bytes += nf * amoe_model_expert_bytes(M);
+    tt->hbm_expert_bytes += nx * amoe_model_expert_bytes(M);
+    sum_u += nu;
+    sum_s += ns;
+    sum_x += nx;
+    sum_f += nf;
+    if (h && h->on_select)
+      AMOE_TRY(h->on_select(h->ctx, ri, b->index, l, w->U, w->S, w->X, w->F, E, e));
+  }
+  if (rs->cache) amoe_cache_end_block(rs->cache);
+  if (rs->log && amoe_reqlog_end_block(rs->log) != AMOE_OK)
+    return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+  if (record_only) return AMOE_OK;
+  /* acceptance (§7): walk the natural accepted path inside the verified set */
+  int tau = 1, deviated = 0;
+  double dsum = 0;
+  int pos = 0; /* index into nodes[] of the current path node (root) */
+  for (;;) {
+    int t = w->nodes[pos];
+    dsum += w->delta[pos];
+    double d = w->delta[pos];
+    if (d > 0 && s->kappa > 0 &&
+        amoe_rng_coin(s->workload.seed, b->index, (uint64_t)t) < 1.0 - exp(-s->kappa * d)) {
+      deviated = 1;
+      break;
+    }
+    int next = -1;
+    for (int i = pos + 1; i < nn && next < 0; i++)
+      if (b->parent[w->nodes[i]] == t && b->accepted[w->nodes[i]]) next = i;
+    if (next < 0) break;
+    pos = next;
+    tau++;
+  }
+  tt->blocks += 1;
+  tt->committed += tau;
+  tt->verified += nn;
+  tt->layer_blocks += L;
+  tt->union_sum += sum_u;
+  tt->eligible_sum += sum_s;
+  tt->executed_sum += sum_x;
+  tt->t_total += T;
+  tt->delta_sum += dsum;
+  tt->delta_n += tau;
+  tt->deviated += deviated;
+  if (h && h->on_block) {
+    amoe_block_stats bs = {b->index, b->request, b->step, nn, tau, deviated, sum_u / L, sum_s / L,
+                           sum_x / L, sum_f, dsum / tau, T};
+    AMOE_TRY(h->on_block(h->ctx, ri, &bs, e));
+  }
+  return AMOE_OK;
+}
+
+void amoe_row_result_free(amoe_row_result *r) {
+  free(r->layers);
+  r->layers = NULL;
+}
+
+static amoe_status run_pass(const amoe_spec *s, const amoe_commitment *ph, amoe_source *src,
+                            row_state *rs, const amoe_run_hooks *h, int record_only, amoe_err *e) {
+  amoe_block b;
+  amoe_block_init(&b, s->model.moe_layers, s->model.experts, amoe_source_m(src));
+  work w;
+  memset(&w, 0, sizeof w);
+  amoe_status st = amoe_source_rewind(src, e);
+  int rc = 0;
+  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
+    st = work_fit(&w, &b, e);
+    for (int i = 0; i < s->npolicies && st == AMOE_OK; i++)
+      st = row_block(s, ph, &rs[i], i, &b, &w, h, record_only, e);
+    if (st == AMOE_OK && h && h->on_progress && !record_only) h->on_progress(h->ctx, b.index + 1);
+  }
+  if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
+  work_free(&w);
+  amoe_block_free(&b);
+  return st;
+}
+
+amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source *src,
+                     const amoe_run_hooks *h, amoe_row_result *rows, amoe_err *e) {
+  const int P = s->npolicies, L = s->model.moe_layers, E = s->model.experts;
+  row_state rs[AMOE_MAX_POLICIES];
+  memset(rs, 0, sizeof rs);
+  amoe_status st = AMOE_OK;
+  for (int i = 0; i < P && st == AMOE_OK; i++) {
+    memset(&rows[i], 0, sizeof rows[i]);
+    rows[i].layers = calloc((size_t)L, sizeof *rows[i].layers);
+    if (!rows[i].layers) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    rs[i].row = &s->policies[i];
+    rs[i].ver = &amoe_verifier_table[s->policies[i].verifier];
+    rs[i].draft = &amoe_draft_table[s->policies[i].draft];
+    rs[i].res = &rows[i];
+  }
+  int belady = s->offload.enabled && s->offload.policy == AMOE_CACHE_BELADY;
+  if (st == AMOE_OK && belady) {
+    /* Belady needs the future: pass 1 realises each row's request sequence
+     * (decisions that read residency see an LRU cache there). */
+    for (int i = 0; i < P && st == AMOE_OK; i++) {
+      rs[i].cache = amoe_cache_new(L, E, s->offload.slots_per_layer, AMOE_CACHE_LRU, NULL);
+      rs[i].log = amoe_reqlog_new(L, E);
+      if (!rs[i].cache || !rs[i].log) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    }
+    if (st == AMOE_OK) st = run_pass(s, ph, src, rs, NULL, 1, e);
+    for (int i = 0; i < P && st == AMOE_OK; i++) {
+      amoe_cache_free(rs[i].cache);
+      rs[i].cache = NULL;
+      if (amoe_reqlog_finalize(rs[i].log) != AMOE_OK) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    }
+  }
+  for (int i = 0; i < P && st == AMOE_OK && s->offload.enabled; i++) {
+    rs[i].cache = amoe_cache_new(L, E, s->offload.slots_per_layer, (amoe_cache_policy)s->offload.policy,
+                                 rs[i].log);
+    if (!rs[i].cache) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  }
+  /* the log is read by the cache now, no longer written */
+  amoe_reqlog *logs[AMOE_MAX_POLICIES];
+  for (int i = 0; i < P; i++) {
+    logs[i] = rs[i].log;
+    rs[i].log = NULL;
+  }
+  if (st == AMOE_OK) st = run_pass(s, ph, src, rs, h, 0, e);
+  for (int i = 0; i < P; i++) {
+    amoe_cache_free(rs[i].cache);
+    amoe_reqlog_free(logs[i]);
+  }
+  if (st != AMOE_OK)
+    for (int i = 0; i < P; i++) amoe_row_result_free(&rows[i]);
+  return st;
+}
+
+amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, amoe_commitment *out, amoe_err *e) {
+  memset(out, 0, sizeof *out);
+  double reach[AMOE_MAX_DEPTH] = {0}, blocks = 0;
+  amoe_block b;
+  amoe_block_init(&b, 1, 2, 1);
+  amoe_policy_row row = {0};
+  int *sel = NULL, cap = 0;
+  void *scratch = NULL;
+  amoe_status st = amoe_source_rewind(src, e);
+  int rc = 0;
+  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
+    if (b.n > cap) {
+      free(sel);
+      free(scratch);
+      cap = b.n;
+      sel = malloc((size_t)cap * sizeof *sel);
+      scratch = malloc(amoe_draft_scratch_bytes(cap, b.layers, b.experts));
+      if (!sel || !scratch) {
+        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+        break;
+      }
+    }
+    amoe_dctx dc = {&b, NULL, NULL, &row, nodes, 0, NULL, scratch};
+    int nn = amoe_draft_eagle(&dc, sel);
+    int depth = 0;
+    for (int i = 1; i < nn; i++) /* the accepted verified chain is closed under parents */
+      if (b.accepted[sel[i]] && b.depth[sel[i]] > depth) depth = b.depth[sel[i]];
+    for (int d = 0; d <= depth && d < AMOE_MAX_DEPTH; d++) reach[d] += 1;
+    blocks += 1;
+  }
+  if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
+  if (st == AMOE_OK && blocks == 0) st = amoe_fail(e, AMOE_EINVAL, "commitment: the calibration workload is empty");
+  if (st == AMOE_OK) {
+    int n = 0;
+    for (int d = 0; d < AMOE_MAX_DEPTH; d++)
+      if (reach[d] > 0) n = d + 1;
+    for (int d = 0; d < n; d++) out->p[d] = reach[d] / blocks;
+    out->n = n;
+  }
+  free(sel);
+  free(scratch);
+  amoe_block_free(&b);
+  return st;
+}
+
+void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
+  double c = t->committed > 0 ? t->committed : 1, lb = t->layer_blocks > 0 ? t->layer_blocks : 1;
+  o->tau_mean = t->blocks > 0 ? t->committed / t->blocks : 0;
+  o->verified_nodes_mean = t->blocks > 0 ? t->verified / t->blocks : 0;
+  o->union_mean = t->union_sum / lb;
+  o->eligible_mean = t->eligible_sum / lb;
+  o->executed_mean = t->executed_sum / lb;
+  o->hbm_expert_bytes_per_token = t->hbm_expert_bytes / c;
+  o->h2d_bytes_per_token = t->h2d_bytes / c;
+  o->cache_hit_rate = offload ? (t->requests > 0 ? t->hits / t->requests : 0) : 1.0;
+  o->fetch_wait_share = t->t_total > 0 ? t->t_fetch / t->t_total : 0;
+  o->time_per_token_s = t->t_total / c;
+  o->tokens_per_s = t->t_total > 0 ? t->committed / t->t_total : 0;
+  o->displaced_assignment_rate = t->assignments > 0 ? t->displaced / t->assignments : 0;
+  o->deviated_token_rate = t->deviated / c;
+  o->delta_mean = t->delta_n > 0 ? t->delta_sum / t->delta_n : 0;
+}

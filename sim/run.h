@@ -1,0 +1,73 @@
+/* The run loop (DESIGN §2): each block is produced once and handed to every
+ * policy row; each row keeps its own cache and totals. Per block and row:
+ * draft policy → per MoE layer (verifier policy → constrained routing →
+ * cache → cost) → acceptance under constrained routing (§7). */
+#ifndef AMOE_RUN_H
+#define AMOE_RUN_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "source.h"
+#include "spec.h"
+
+typedef struct {
+  double blocks, committed, verified, layer_blocks;
+  double union_sum, eligible_sum, executed_sum;
+  double hbm_expert_bytes, h2d_bytes, hits, requests;
+  double t_fetch, t_total;
+  double displaced, assignments, delta_sum, delta_n, deviated;
+} amoe_totals;
+
+typedef struct {
+  double union_sum, eligible_sum, executed_sum, hits, requests, fetched, t_moe, t_fetch;
+} amoe_layer_totals;
+
+typedef struct {
+  amoe_totals tot;
+  amoe_layer_totals *layers; /* [moe_layers], owned */
+} amoe_row_result;
+
+typedef struct {
+  uint64_t block;
+  uint32_t request, step;
+  int verified, tau, deviated;
+  double union_mean, eligible_mean, executed_mean, fetched, delta_mean, time_s;
+} amoe_block_stats;
+
+typedef struct {
+  void *ctx;
+  /* Optional: per (row, block). */
+  amoe_status (*on_block)(void *ctx, int row, const amoe_block_stats *s, amoe_err *e);
+  /* Optional: per (row, block, layer): E-flag sets. */
+  amoe_status (*on_select)(void *ctx, int row, uint64_t block, int layer, const uint8_t *uni,
+                           const uint8_t *eligible, const uint8_t *executed, const uint8_t *fetched,
+                           int experts, amoe_err *e);
+  /* Optional: after each block. */
+  void (*on_progress)(void *ctx, uint64_t blocks);
+} amoe_run_hooks;
+
+/* The commitment table p̂ used by acceptmoe. */
+typedef struct {
+  double p[AMOE_MAX_DEPTH];
+  int n;
+} amoe_commitment;
+
+/* Runs every policy row of s over the source. rows[i].layers is allocated. */
+amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *phat, amoe_source *src,
+                     const amoe_run_hooks *hooks, amoe_row_result *rows, amoe_err *e);
+void amoe_row_result_free(amoe_row_result *r);
+
+/* p̂_d: the fraction of blocks whose natural accepted prefix, within the
+ * EAGLE-verified tree of `nodes` nodes, reaches depth d. */
+amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, amoe_commitment *out, amoe_err *e);
+
+/* Derived per-run metrics (DESIGN §10). */
+typedef struct {
+  double tau_mean, verified_nodes_mean, union_mean, eligible_mean, executed_mean;
+  double hbm_expert_bytes_per_token, h2d_bytes_per_token, cache_hit_rate, fetch_wait_share;
+  double time_per_token_s, tokens_per_s, displaced_assignment_rate, deviated_token_rate, delta_mean;
+} amoe_summary;
+void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *out);
+
+#endif

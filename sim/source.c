@@ -1,0 +1,250 @@
+#include "source.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+#include "jsonl.h"
+#include "trace.h"
+
+struct amoe_source {
+  int kind;
+  amoe_workload_spec w;
+  amoe_model model;
+  amoe_gen *gen;
+  amoe_trace_reader *trace;
+  amoe_jsonl_reader *jsonl;
+  uint16_t *replay;
+  int replay_n;
+  int m;
+  uint64_t produced;
+  uint32_t request;
+  int in_request;
+  char *prov;
+};
+
+int amoe_default_top_m(int experts, int top_k) {
+  int m = 4 * top_k > 32 ? 4 * top_k : 32;
+  return m < experts ? m : experts;
+}
+
+amoe_status amoe_replay_load(const char *path, uint16_t **out, int *n, amoe_err *e) {
+  *out = NULL;
+  *n = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return amoe_fail(e, AMOE_EIO, "%s: cannot open: %s", path, strerror(errno));
+  uint16_t *v = NULL;
+  int cnt = 0, cap = 0;
+  char *line = NULL;
+  size_t lcap = 0;
+  long ln = 0;
+  amoe_status st = AMOE_OK;
+  while (st == AMOE_OK && getline(&line, &lcap, f) >= 0) {
+    ln++;
+    const char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '\n' || *p == 0 || *p == '#') continue;
+    long vals[4096];
+    int nv = 0;
+    if (*p == '{') { /* Spec-Bench answer record */
+      json_error_t je;
+      json_t *o = json_loads(line, 0, &je);
+      json_t *al = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "accept_lengths");
+      if (!o || !json_is_array(al)) {
+        st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: expected choices[0].accept_lengths", path, ln);
+      } else {
+        for (size_t i = 0; i < json_array_size(al) && nv < 4096; i++)
+          vals[nv++] = (long)json_number_value(json_array_get(al, i));
+      }
+      json_decref(o);
+    } else {
+      char *end;
+      while (*p && *p != '\n' && nv < 4096) {
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p) {
+          st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld:%ld: expected an integer accept length", path, ln,
+                         (long)(p - line) + 1);
+          break;
+        }
+        vals[nv++] = x;
+        p = end;
+        while (*p == ' ' || *p == '\t' || *p == ',' || *p == '\r') p++;
+      }
+    }
+    for (int i = 0; i < nv && st == AMOE_OK; i++) {
+      if (vals[i] < 1 || vals[i] > 1000) {
+        st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: accept length %ld out of range 1..1000", path, ln, vals[i]);
+        break;
+      }
+      if (cnt == cap) {
+        cap = cap ? 2 * cap : 4096;
+        uint16_t *nv2 = realloc(v, (size_t)cap * sizeof *v);
+        if (!nv2) {
+          st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+          break;
+        }
+        v = nv2;
+      }
+      v[cnt++] = (uint16_t)vals[i];
+    }
+  }
+  free(line);
+  fclose(f);
+  if (st == AMOE_OK && cnt == 0) st = amoe_fail(e, AMOE_EFORMAT, "%s: no accept lengths found", path);
+  if (st != AMOE_OK) {
+    free(v);
+    return st;
+  }
+  *out = v;
+  *n = cnt;
+  return AMOE_OK;
+}
+
+static amoe_status check_sig(const char *path, int L, int E, int k, const amoe_model *m, amoe_err *e) {
+  if (L != m->moe_layers || E != m->experts || k != m->top_k)
+    return amoe_fail(e, AMOE_EINVAL,
+                     "%s: trace is for %d MoE layers x %d experts, top-%d; the model %s has %d x %d, top-%d",
+                     path, L, E, k, m->name, m->moe_layers, m->experts, m->top_k);
+  return AMOE_OK;
+}
+
+amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, const amoe_model *model,
+                             amoe_err *e) {
+  *out = NULL;
+  amoe_source *s = calloc(1, sizeof *s);
+  if (!s) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  s->kind = w->source;
+  s->w = *w;
+  s->model = *model;
+  amoe_status st = AMOE_OK;
+  char buf[2048];
+  if (w->source == AMOE_SRC_SYNTHETIC) {
+    amoe_gen_params p = {0};
+    p.seed = w->seed;
+    p.layers = model->moe_layers;
+    p.experts = model->experts;
+    p.top_k = model->top_k;
+    p.m = w->top_m > 0 ? w->top_m : amoe_default_top_m(model->experts, model->top_k);
+    p.depth = w->depth;
+    p.branch = w->top_k;
+    p.nodes = w->nodes;
+    p.candidates = w->candidates > w->nodes ? w->candidates : w->nodes;
+    p.tau = w->tau;
+    p.temperature = w->temperature;
+    p.locality = w->locality;
+    p.layer_correlation = w->layer_correlation;
+    p.skew = w->skew;
+    p.noise = w->noise;
+    p.tokens_per_request = w->tokens_per_request;
+    if (w->replay[0]) {
+      st = amoe_replay_load(w->replay, &s->replay, &s->replay_n, e);
+      p.replay = s->replay;
+      p.replay_n = s->replay_n;
+    }
+    if (st == AMOE_OK) st = amoe_gen_open(&s->gen, &p, e);
+    s->m = p.m;
+    json_t *o = json_pack("{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i}", "source", "synthetic", "seed",
+                          (json_int_t)w->seed, "model", model->name, "m", p.m, "depth", p.depth, "top_k",
+                          p.branch, "nodes", p.nodes, "candidates", p.candidates);
+    if (w->replay[0]) {
+      json_object_set_new(o, "acceptance", json_string("replay"));
+      json_object_set_new(o, "replay_steps", json_integer(s->replay_n));
+    } else {
+      json_object_set_new(o, "acceptance", json_string("tau"));
+      json_object_set_new(o, "tau", json_real(w->tau));
+      json_object_set_new(o, "accept_scale", json_real(s->gen ? amoe_gen_accept_scale(s->gen) : 0));
+    }
+    char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    snprintf(buf, sizeof buf, "%s", txt ? txt : "{}");
+    free(txt);
+    json_decref(o);
+  } else if (w->source == AMOE_SRC_TRACE) {
+    st = amoe_trace_open(&s->trace, w->path, e);
+    if (st == AMOE_OK) {
+      const amoe_trace_info *ti = amoe_trace_info_of(s->trace);
+      st = check_sig(w->path, ti->layers, ti->experts, ti->top_k, model, e);
+      s->m = ti->m;
+      snprintf(buf, sizeof buf, "{\"source\":\"trace\",\"blocks\":%llu,\"provenance\":%s}",
+               (unsigned long long)ti->blocks, ti->provenance[0] ? ti->provenance : "{}");
+    }
+  } else {
+    if (w->source == AMOE_SRC_BLOCKS_JSONL)
+      st = amoe_blocks_jsonl_open(&s->jsonl, w->path, model->moe_layers, model->experts, e);
+    else
+      st = amoe_routing_jsonl_open(&s->jsonl, w->path, model->moe_layers, model->experts, model->top_k,
+                                   w->window, e);
+    if (st == AMOE_OK) {
+      s->m = amoe_jsonl_m(s->jsonl);
+      snprintf(buf, sizeof buf, "{\"source\":\"%s\",\"m\":%d,\"window\":%d,\"note\":\"%s\"}",
+               w->source == AMOE_SRC_BLOCKS_JSONL ? "blocks-jsonl" : "routing-jsonl", s->m, w->window,
+               amoe_jsonl_note(s->jsonl));
+    }
+  }
+  if (st == AMOE_OK && !(s->prov = strdup(buf))) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  if (st != AMOE_OK) {
+    amoe_source_close(s);
+    return st;
+  }
+  *out = s;
+  return AMOE_OK;
+}
+
+int amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
+  if (s->w.blocks > 0 && s->produced >= (uint64_t)s->w.blocks) return 0;
+  int rc;
+  if (s->gen) {
+    if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {
+      amoe_block_free(b);
+      amoe_block_init(b, s->model.moe_layers, s->model.experts, s->m);
+    }
+    for (;;) {
+      if (!s->in_request) {
+        amoe_gen_begin_request(s->gen, s->request);
+        s->in_request = 1;
+      }
+      rc = amoe_gen_next(s->gen, b, e);
+      if (rc != 0) break;
+      s->in_request = 0;
+      s->request++;
+    }
+    if (rc == 1) b->index = s->produced;
+    else rc = -(int)AMOE_EINVAL;
+  } else if (s->trace) {
+    rc = amoe_trace_next(s->trace, b, e);
+  } else {
+    if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts) {
+      amoe_block_free(b);
+      amoe_block_init(b, s->model.moe_layers, s->model.experts, s->m);
+    }
+    rc = amoe_jsonl_next(s->jsonl, b, e);
+  }
+  if (rc == 1) s->produced++;
+  return rc;
+}
+
+amoe_status amoe_source_rewind(amoe_source *s, amoe_err *e) {
+  s->produced = 0;
+  s->request = 0;
+  s->in_request = 0;
+  if (s->trace) return amoe_trace_rewind(s->trace, e);
+  if (s->jsonl) return amoe_jsonl_rewind(s->jsonl, e);
+  return AMOE_OK;
+}
+
+void amoe_source_close(amoe_source *s) {
+  if (!s) return;
+  amoe_gen_close(s->gen);
+  amoe_trace_close_reader(s->trace);
+  amoe_jsonl_close(s->jsonl);
+  free(s->replay);
+  free(s->prov);
+  free(s);
+}
+
+const char *amoe_source_provenance(const amoe_source *s) { return s->prov; }
+int amoe_source_m(const amoe_source *s) { return s->m; }
+double amoe_source_accept_scale(const amoe_source *s) { return s->gen ? amoe_gen_accept_scale(s->gen) : 0; }

@@ -1,0 +1,35 @@
+/* Where blocks come from (DESIGN §5): the seeded generator, an .amt trace,
+ * blocks-jsonl or routing-jsonl. One interface, so the run loop streams any
+ * of them the same way; each block is produced once and handed to every
+ * policy row. */
+#ifndef AMOE_SOURCE_H
+#define AMOE_SOURCE_H
+
+#include "block.h"
+#include "err.h"
+#include "spec.h"
+
+typedef struct amoe_source amoe_source;
+
+/* Opens the spec's workload. For file sources the model's (moe_layers,
+ * experts, top_k) must match the file. */
+amoe_status amoe_source_open(amoe_source **s, const amoe_workload_spec *w, const amoe_model *m,
+                             amoe_err *e);
+/* 1: a block in b, 0: end, negative: -amoe_status. */
+int amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e);
+amoe_status amoe_source_rewind(amoe_source *s, amoe_err *e);
+void amoe_source_close(amoe_source *s);
+/* Provenance (JSON text) and the stored logits per node-layer. */
+const char *amoe_source_provenance(const amoe_source *s);
+int amoe_source_m(const amoe_source *s);
+/* For synthetic sources, the acceptance scale found by calibration (else 0). */
+double amoe_source_accept_scale(const amoe_source *s);
+
+/* Reads a per-step accept-length file: Spec-Bench answers (JSONL with
+ * choices[0].accept_lengths) or plain whitespace-separated integers. */
+amoe_status amoe_replay_load(const char *path, uint16_t **out, int *n, amoe_err *e);
+
+/* The default stored logits per node-layer: min(E, max(4k, 32)). */
+int amoe_default_top_m(int experts, int top_k);
+
+#endif

@@ -1,0 +1,77 @@
+/* A resolved experiment (DESIGN §13) at one sweep point: every default
+ * filled in. The harness builds it from YAML; the library only reads it. */
+#ifndef AMOE_SPEC_H
+#define AMOE_SPEC_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+#define AMOE_PATH_MAX 1024
+#define AMOE_MAX_POLICIES 32
+#define AMOE_MAX_DEPTH 64
+
+typedef enum {
+  AMOE_SRC_SYNTHETIC = 0,
+  AMOE_SRC_TRACE = 1,
+  AMOE_SRC_BLOCKS_JSONL = 2,
+  AMOE_SRC_ROUTING_JSONL = 3
+} amoe_source_kind;
+
+typedef enum { AMOE_COMMIT_CALIBRATE = 0, AMOE_COMMIT_TABLE = 1, AMOE_COMMIT_FILE = 2 } amoe_commit_mode;
+
+typedef struct {
+  char label[64];      /* e.g. "acceptmoe", "moe-spec/B=32", "ecospec+acceptmoe" */
+  int draft;           /* index into amoe_draft_table */
+  int verifier;        /* index into amoe_verifier_table */
+  int budget;          /* B for fixed-budget verifiers */
+  double lambda;       /* ecospec */
+  double predictor_accuracy;
+  double beta;         /* acceptmoe commitment exponent */
+  int implicit;        /* added by the run as the natural baseline */
+} amoe_policy_row;
+
+typedef struct {
+  int source;
+  char path[AMOE_PATH_MAX];
+  int window;
+  int blocks;
+  int tokens_per_request;
+  int context_tokens;
+  uint64_t seed;
+  int depth, top_k, nodes, candidates, top_m;
+  double tau;
+  char replay[AMOE_PATH_MAX];
+  double temperature, locality, layer_correlation, skew, noise;
+} amoe_workload_spec;
+
+typedef struct {
+  char name[128];
+  amoe_model model;
+  amoe_hw hw;
+  amoe_workload_spec workload;
+  struct {
+    int mode;
+    int blocks;
+    uint64_t seed;
+    double table[AMOE_MAX_DEPTH];
+    int table_n;
+    char file[AMOE_PATH_MAX];
+  } commitment;
+  struct {
+    int enabled;
+    int slots_per_layer;
+    int policy; /* amoe_cache_policy */
+    int overlap;
+  } offload;
+  double kappa;
+  amoe_policy_row policies[AMOE_MAX_POLICIES];
+  int npolicies;
+  struct {
+    char dir[AMOE_PATH_MAX];
+    int blocks_csv;
+    char dump_selection[AMOE_PATH_MAX];
+  } output;
+} amoe_spec;
+
+#endif

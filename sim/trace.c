@@ -1,0 +1,419 @@
+#include "trace.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HDR_FIXED 52
+#define BLK_HDR 24
+static const char MAGIC[8] = {'A', 'M', 'O', 'E', 'T', 'R', 'C', 0};
+static const uint32_t BLK_MAGIC = 0x31424d41u; /* "AMB1" */
+
+static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
+
+typedef struct {
+  size_t parent, logp, score, accepted, ids, logits, total;
+} layout;
+
+static layout layout_of(size_t n, size_t lnm) {
+  layout o;
+  o.parent = 16;
+  o.logp = o.parent + pad8(4 * n);
+  o.score = o.logp + pad8(4 * n);
+  o.accepted = o.score + pad8(4 * n);
+  o.ids = o.accepted + pad8(n);
+  o.logits = o.ids + pad8(2 * lnm);
+  o.total = o.logits + pad8(4 * lnm);
+  return o;
+}
+
+uint64_t amoe_trace_checksum(const void *data, size_t bytes) {
+  const unsigned char *p = data;
+  uint64_t h[4] = {0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL, 0xa4093822299f31d0ULL,
+                   0x082efa98ec4e6c89ULL};
+  size_t words = bytes / 8, i = 0;
+  for (; i + 4 <= words; i += 4)
+    for (int j = 0; j < 4; j++) {
+      uint64_t w;
+      memcpy(&w, p + 8 * (i + j), 8);
+      h[j] = (h[j] ^ w) * 0x100000001b3ULL;
+      h[j] ^= h[j] >> 29;
+    }
+  for (; i < words; i++) {
+    uint64_t w;
+    memcpy(&w, p + 8 * i, 8);
+    h[0] = (h[0] ^ w) * 0x100000001b3ULL;
+    h[0] ^= h[0] >> 29;
+  }
+  for (size_t k = words * 8; k < bytes; k++) h[1] = (h[1] ^ p[k]) * 0x100000001b3ULL;
+  uint64_t x = h[0] ^ (h[1] * 31) ^ (h[2] * 131) ^ (h[3] * 1313) ^ bytes;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  return x ^ (x >> 33);
+}
+
+static int little_endian(void) {
+  uint16_t x = 1;
+  return *(unsigned char *)&x == 1;
+}
+
+/* ---------------------------------------------------------------- writer */
+
+struct amoe_trace_writer {
+  FILE *f;
+  char *path, *tmp;
+  int layers, experts, m;
+  uint64_t count, cap;
+  uint64_t *offsets;
+  unsigned char *buf;
+  size_t buf_cap;
+  uint64_t pos;
+};
+
+static amoe_status wr(amoe_trace_writer *w, const void *p, size_t n, amoe_err *e) {
+  if (fwrite(p, 1, n, w->f) != n)
+    return amoe_fail(e, AMOE_EIO, "%s: write failed: %s", w->path, strerror(errno));
+  w->pos += n;
+  return AMOE_OK;
+}
+
+amoe_status amoe_trace_create(amoe_trace_writer **out, const char *path, int layers, int experts,
+                              int top_k, int m, const char *provenance, amoe_err *e) {
+  *out = NULL;
+  if (!little_endian()) return amoe_fail(e, AMOE_EINVAL, "the .amt format needs a little-endian host");
+  amoe_trace_writer *w = calloc(1, sizeof *w);
+  if (!w) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  size_t pl = strlen(path);
+  w->path = malloc(pl + 1);
+  w->tmp = malloc(pl + 32);
+  if (!w->path || !w->tmp) {
+    free(w->path);
+    free(w->tmp);
+    free(w);
+    return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  }
+  memcpy(w->path, path, pl + 1);
+  snprintf(w->tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+  w->f = fopen(w->tmp, "wb");
+  if (!w->f) {
+    amoe_status st = amoe_fail(e, AMOE_EIO, "%s: cannot create: %s", path, strerror(errno));
+    free(w->path);
+    free(w->tmp);
+    free(w);
+    return st;
+  }
+  w->layers = layers;
+  w->experts = experts;
+  w->m = m;
+  const char *prov = provenance ? provenance : "{}";
+  uint32_t plen = (uint32_t)strlen(prov);
+  uint32_t hb = (uint32_t)pad8(HDR_FIXED + plen);
+  unsigned char hdr[HDR_FIXED];
+  uint32_t v32[6] = {AMOE_TRACE_VERSION, hb, (uint32_t)layers, (uint32_t)experts, (uint32_t)top_k,
+                     (uint32_t)m};
+  uint64_t zero = 0;
+  memcpy(hdr, MAGIC, 8);
+  memcpy(hdr + 8, v32, 24);
+  memcpy(hdr + 32, &zero, 8);
+  memcpy(hdr + 40, &zero, 8);
+  memcpy(hdr + 48, &plen, 4);
+  amoe_status st = wr(w, hdr, HDR_FIXED, e);
+  if (st == AMOE_OK) st = wr(w, prov, plen, e);
+  if (st == AMOE_OK && hb > HDR_FIXED + plen) st = wr(w, "\0\0\0\0\0\0\0", hb - HDR_FIXED - plen, e);
+  if (st != AMOE_OK) {
+    amoe_trace_abort(w);
+    return st;
+  }
+  *out = w;
+  return AMOE_OK;
+}
+
+amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err *e) {
+  if (b->layers != w->layers || b->m != w->m || b->experts != w->experts)
+    return amoe_fail(e, AMOE_EINVAL, "%s: block shape differs from the trace header", w->path);
+  size_t n = (size_t)b->n, lnm = (size_t)b->layers * n * b->m;
+  layout o = layout_of(n, lnm);
+  if (o.total > w->buf_cap) {
+    unsigned char *nb = realloc(w->buf, o.total);
+    if (!nb) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    w->buf = nb;
+    w->buf_cap = o.total;
+  }
+  unsigned char *p = w->buf;
+  memset(p, 0, o.total);
+  uint64_t idx = w->count;
+  memcpy(p, &idx, 8);
+  memcpy(p + 8, &b->request, 4);
+  memcpy(p + 12, &b->step, 4);
+  memcpy(p + o.parent, b->parent, 4 * n);
+  memcpy(p + o.logp, b->logp, 4 * n);
+  memcpy(p + o.score, b->score, 4 * n);
+  memcpy(p + o.accepted, b->accepted, n);
+  memcpy(p + o.ids, b->ids, 2 * lnm);
+  memcpy(p + o.logits, b->logits, 4 * lnm);
+  if (w->count == w->cap) {
+    uint64_t nc = w->cap ? 2 * w->cap : 1024;
+    uint64_t *no = realloc(w->offsets, nc * 8);
+    if (!no) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    w->offsets = no;
+    w->cap = nc;
+  }
+  w->offsets[w->count] = w->pos;
+  unsigned char hdr[BLK_HDR];
+  uint32_t nn = (uint32_t)n;
+  uint64_t pb = o.total, ck = amoe_trace_checksum(p, o.total);
+  memcpy(hdr, &BLK_MAGIC, 4);
+  memcpy(hdr + 4, &nn, 4);
+  memcpy(hdr + 8, &pb, 8);
+  memcpy(hdr + 16, &ck, 8);
+  AMOE_TRY(wr(w, hdr, BLK_HDR, e));
+  AMOE_TRY(wr(w, p, o.total, e));
+  w->count++;
+  return AMOE_OK;
+}
+
+static void writer_free(amoe_trace_writer *w) {
+  free(w->offsets);
+  free(w->buf);
+  free(w->path);
+  free(w->tmp);
+  free(w);
+}
+
+void amoe_trace_abort(amoe_trace_writer *w) {
+  if (!w) return;
+  if (w->f) fclose(w->f);
+  remove(w->tmp);
+  writer_free(w);
+}
+
+amoe_status amoe_trace_close(amoe_trace_writer *w, amoe_err *e) {
+  uint64_t table = w->pos;
+  amoe_status st = AMOE_OK;
+  if (w->count) st = wr(w, w->offsets, w->count * 8, e);
+  uint64_t ck = amoe_trace_checksum(w->offsets, w->count * 8);
+  if (st == AMOE_OK) st = wr(w, &ck, 8, e);
+  if (st == AMOE_OK && (fseek(w->f, 32, SEEK_SET) != 0 || fwrite(&w->count, 8, 1, w->f) != 1 ||
+                        fwrite(&table, 8, 1, w->f) != 1))
+    st = amoe_fail(e, AMOE_EIO, "%s: cannot finish the header: %s", w->path, strerror(errno));
+  if (st == AMOE_OK && (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0))
+    st = amoe_fail(e, AMOE_EIO, "%s: flush failed: %s", w->path, strerror(errno));
+  if (fclose(w->f) != 0 && st == AMOE_OK)
+    st = amoe_fail(e, AMOE_EIO, "%s: close failed: %s", w->path, strerror(errno));
+  w->f = NULL;
+  if (st == AMOE_OK && rename(w->tmp, w->path) != 0)
+    st = amoe_fail(e, AMOE_EIO, "%s: cannot rename into place: %s", w->path, strerror(errno));
+  if (st != AMOE_OK) remove(w->tmp);
+  writer_free(w);
+  return st;
+}
+
+/* ---------------------------------------------------------------- reader */
+
+struct amoe_trace_reader {
+  FILE *f;
+  char *path;
+  amoe_trace_info info;
+  uint64_t file_bytes, data_start, table_offset, next_index, pos;
+  unsigned char *buf;
+  size_t buf_cap;
+  uint8_t *depth;
+  size_t depth_cap;
+};
+
+const amoe_trace_info *amoe_trace_info_of(const amoe_trace_reader *r) { return &r->info; }
+
+int amoe_trace_sniff(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  char m[8];
+  int ok = fread(m, 1, 8, f) == 8 && memcmp(m, MAGIC, 8) == 0;
+  fclose(f);
+  return ok;
+}
+
+void amoe_trace_close_reader(amoe_trace_reader *r) {
+  if (!r) return;
+  if (r->f) fclose(r->f);
+  free(r->path);
+  free(r->info.provenance);
+  free(r->buf);
+  free(r->depth);
+  free(r);
+}
+
+amoe_status amoe_trace_open(amoe_trace_reader **out, const char *path, amoe_err *e) {
+  *out = NULL;
+  if (!little_endian()) return amoe_fail(e, AMOE_EINVAL, "the .amt format needs a little-endian host");
+  amoe_trace_reader *r = calloc(1, sizeof *r);
+  if (!r) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  r->path = strdup(path);
+  r->f = fopen(path, "rb");
+  amoe_status st = AMOE_OK;
+  struct stat sb;
+  unsigned char h[HDR_FIXED];
+  if (!r->path)
+    st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  else if (!r->f)
+    st = amoe_fail(e, AMOE_EIO, "%s: cannot open: %s", path, strerror(errno));
+  else if (fstat(fileno(r->f), &sb) != 0)
+    st = amoe_fail(e, AMOE_EIO, "%s: cannot stat: %s", path, strerror(errno));
+  else if (fread(h, 1, HDR_FIXED, r->f) != HDR_FIXED)
+    st = amoe_fail(e, AMOE_EFORMAT, "%s: byte offset 0: truncated header (file has %lld bytes)", path,
+                   (long long)sb.st_size);
+  else if (memcmp(h, MAGIC, 8) != 0)
+    st = amoe_fail(e, AMOE_EFORMAT, "%s: byte offset 0: not an .amt trace (bad magic)", path);
+  if (st != AMOE_OK) {
+    amoe_trace_close_reader(r);
+    return st;
+  }
+  uint32_t v32[6], plen;
+  uint64_t count, table;
+  memcpy(v32, h + 8, 24);
+  memcpy(&count, h + 32, 8);
+  memcpy(&table, h + 40, 8);
+  memcpy(&plen, h + 48, 4);
+  r->file_bytes = (uint64_t)sb.st_size;
+  if (v32[0] != AMOE_TRACE_VERSION)
+    st = amoe_fail(e, AMOE_EFORMAT, "%s: byte offset 8: version %u, this build reads %u", path, v32[0],
+                   AMOE_TRACE_VERSION);
+  else if (v32[2] < 1 || v32[2] > 256 || v32[3] < 2 || v32[3] > 1024 || v32[4] < 1 ||
+           v32[4] > v32[3] || v32[5] < v32[4] || v32[5] > v32[3])
+    st = amoe_fail(e, AMOE_EFORMAT,
+                   "%s: byte offset 16: impossible model signature (layers %u, experts %u, top_k %u, m %u)",
+                   path, v32[2], v32[3], v32[4], v32[5]);
+  else if (v32[1] != pad8(HDR_FIXED + (uint64_t)plen) || v32[1] > r->file_bytes)
+    st = amoe_fail(e, AMOE_EFORMAT, "%s: byte offset 12: header length %u does not fit the file", path,
+                   v32[1]);
+  else if (table < v32[1] || table > r->file_bytes || count > (r->file_bytes - table) / 8 ||
+           r->file_bytes - table != count * 8 + 8)
+    st = amoe_fail(e, AMOE_EFORMAT,
+                   "%s: byte offset 32: block count %llu / table offset %llu do not fit a file of %llu bytes "
+                   "(truncated, or not finished by its writer)",
+                   path, (unsigned long long)count, (unsigned long long)table,
+                   (unsigned long long)r->file_bytes);
+  if (st == AMOE_OK) {
+    r->info.provenance = calloc(plen + 1, 1);
+    if (!r->info.provenance)
+      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    else if (fread(r->info.provenance, 1, plen, r->f) != plen)
+      st = amoe_fail(e, AMOE_EFORMAT, "%s: byte offset %d: truncated provenance", path, HDR_FIXED);
+  }
+  if (st != AMOE_OK) {
+    amoe_trace_close_reader(r);
+    return st;
+  }
+  r->info.layers = (int)v32[2];
+  r->info.experts = (int)v32[3];
+  r->info.top_k = (int)v32[4];
+  r->info.m = (int)v32[5];
+  r->info.blocks = count;
+  r->data_start = v32[1];
+  r->table_offset = table;
+  st = amoe_trace_rewind(r, e);
+  if (st != AMOE_OK) {
+    amoe_trace_close_reader(r);
+    return st;
+  }
+  *out = r;
+  return AMOE_OK;
+}
+
+amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e) {
+  if (fseek(r->f, (long)r->data_start, SEEK_SET) != 0)
+    return amoe_fail(e, AMOE_EIO, "%s: seek failed: %s", r->path, strerror(errno));
+  r->pos = r->data_start;
+  r->next_index = 0;
+  return AMOE_OK;
+}
+
+int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
+  uint64_t at = r->pos, bi = r->next_index;
+  if (bi == r->info.blocks) {
+    if (at != r->table_offset)
+      return -amoe_fail(e, AMOE_EFORMAT, "%s: byte offset %llu: data after the last block (%llu)", r->path,
+                        (unsigned long long)at, (unsigned long long)bi);
+    return 0;
+  }
+#define BAD(...) (-(int)amoe_fail(e, AMOE_EFORMAT, __VA_ARGS__))
+  unsigned char h[BLK_HDR];
+  if (r->table_offset - at < BLK_HDR || fread(h, 1, BLK_HDR, r->f) != BLK_HDR)
+    return BAD("%s: block %llu at byte offset %llu: truncated block header", r->path,
+               (unsigned long long)bi, (unsigned long long)at);
+  uint32_t mg, n;
+  uint64_t pb, ck;
+  memcpy(&mg, h, 4);
+  memcpy(&n, h + 4, 4);
+  memcpy(&pb, h + 8, 8);
+  memcpy(&ck, h + 16, 8);
+  if (mg != BLK_MAGIC)
+    return BAD("%s: block %llu at byte offset %llu: bad block marker", r->path, (unsigned long long)bi,
+               (unsigned long long)at);
+  if (n < 1 || n > AMOE_MAX_NODES)
+    return BAD("%s: block %llu at byte offset %llu: node count %u out of range 1..%d", r->path,
+               (unsigned long long)bi, (unsigned long long)(at + 4), n, AMOE_MAX_NODES);
+  size_t lnm = (size_t)r->info.layers * n * r->info.m;
+  layout o = layout_of(n, lnm);
+  if (pb != o.total)
+    return BAD("%s: block %llu at byte offset %llu: payload length %llu, expected %zu for %u nodes", r->path,
+               (unsigned long long)bi, (unsigned long long)(at + 8), (unsigned long long)pb, o.total, n);
+  if (r->table_offset - at - BLK_HDR < pb)
+    return BAD("%s: block %llu at byte offset %llu: payload runs past the end of the data (truncated?)",
+               r->path, (unsigned long long)bi, (unsigned long long)(at + BLK_HDR));
+  if (pb > r->buf_cap) {
+    unsigned char *nb = realloc(r->buf, pb);
+    if (!nb) return -(int)amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    r->buf = nb;
+    r->buf_cap = pb;
+  }
+  if (fread(r->buf, 1, pb, r->f) != pb)
+    return BAD("%s: block %llu at byte offset %llu: truncated payload", r->path, (unsigned long long)bi,
+               (unsigned long long)(at + BLK_HDR));
+  if (amoe_trace_checksum(r->buf, pb) != ck)
+    return BAD("%s: block %llu at byte offset %llu: checksum mismatch (corrupted)", r->path,
+               (unsigned long long)bi, (unsigned long long)at);
+  uint64_t idx;
+  memcpy(&idx, r->buf, 8);
+  if (idx != bi)
+    return BAD("%s: block %llu at byte offset %llu: stored index %llu out of sequence", r->path,
+               (unsigned long long)bi, (unsigned long long)(at + BLK_HDR), (unsigned long long)idx);
+  if (n > r->depth_cap) {
+    uint8_t *nd = realloc(r->depth, n);
+    if (!nd) return -(int)amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    r->depth = nd;
+    r->depth_cap = n;
+  }
+  /* point the block into our buffer */
+  if (b->owns) amoe_block_free(b);
+  free(b->depth_mem);
+  b->depth_mem = NULL;
+  b->mem = NULL;
+  b->cap_n = 0;
+  b->owns = 0;
+  b->layers = r->info.layers;
+  b->experts = r->info.experts;
+  b->m = r->info.m;
+  b->n = (int)n;
+  b->index = idx;
+  memcpy(&b->request, r->buf + 8, 4);
+  memcpy(&b->step, r->buf + 12, 4);
+  b->parent = (int32_t *)(void *)(r->buf + o.parent);
+  b->logp = (float *)(void *)(r->buf + o.logp);
+  b->score = (float *)(void *)(r->buf + o.score);
+  b->accepted = r->buf + o.accepted;
+  b->ids = (uint16_t *)(void *)(r->buf + o.ids);
+  b->logits = (float *)(void *)(r->buf + o.logits);
+  b->depth = r->depth;
+  r->pos = at + BLK_HDR + pb;
+  r->next_index++;
+  amoe_status st = amoe_block_finish(b, e);
+  if (st != AMOE_OK) {
+    amoe_err_prefix(e, "%s: block %llu at byte offset %llu", r->path, (unsigned long long)bi,
+                    (unsigned long long)at);
+    return -(int)st;
+  }
+  return 1;
+#undef BAD
+}

@@ -1,0 +1,56 @@
+/* The native binary trace `.amt` (DESIGN §5), little-endian, version 1.
+ *
+ *   header  magic "AMOETRC\0" | u32 version | u32 header_bytes
+ *           u32 moe_layers | u32 experts | u32 top_k | u32 m
+ *           u64 block_count | u64 table_offset | u32 provenance_bytes | provenance (JSON)
+ *   blocks  each: u32 "AMB1" | u32 n | u64 payload_bytes | u64 checksum | payload
+ *           payload: u64 index | u32 request | u32 step | i32 parent[n] | f32 logp[n]
+ *                    | f32 score[n] | u8 accepted[n] | u16 ids[L·n·m] | f32 logits[L·n·m]
+ *                    (each array padded to 8 bytes)
+ *   table   u64 offset[block_count] | u64 checksum of the table
+ *
+ * A reader streams blocks through one reusable buffer, so memory does not
+ * grow with the trace. Every length, offset and checksum is checked; an error
+ * names the block and its byte offset. */
+#ifndef AMOE_TRACE_H
+#define AMOE_TRACE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "block.h"
+#include "err.h"
+
+#define AMOE_TRACE_VERSION 1u
+
+typedef struct {
+  int layers, experts, top_k, m;
+  uint64_t blocks;
+  char *provenance; /* owned, NUL-terminated */
+} amoe_trace_info;
+
+typedef struct amoe_trace_writer amoe_trace_writer;
+typedef struct amoe_trace_reader amoe_trace_reader;
+
+/* Writes to path atomically: a temporary file renamed into place on close. */
+amoe_status amoe_trace_create(amoe_trace_writer **w, const char *path, int layers, int experts,
+                              int top_k, int m, const char *provenance, amoe_err *e);
+amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err *e);
+amoe_status amoe_trace_close(amoe_trace_writer *w, amoe_err *e); /* commits */
+void amoe_trace_abort(amoe_trace_writer *w);                    /* removes the temporary */
+
+amoe_status amoe_trace_open(amoe_trace_reader **r, const char *path, amoe_err *e);
+const amoe_trace_info *amoe_trace_info_of(const amoe_trace_reader *r);
+/* 1: a block, 0: end, or a negative amoe_status. b's arrays point into the
+ * reader's buffer until the next call. */
+int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e);
+amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e);
+void amoe_trace_close_reader(amoe_trace_reader *r);
+
+/* Checksum used by the format (4 independent lanes over 8-byte words). */
+uint64_t amoe_trace_checksum(const void *data, size_t bytes);
+
+/* Is this file an .amt trace (by its magic)? */
+int amoe_trace_sniff(const char *path);
+
+#endif

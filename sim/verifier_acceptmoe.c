@@ -1,0 +1,97 @@
+/* acceptmoe and acceptmoe-fix, exactly as DESIGN §6 states them.
+ *   α_t = p̂_{d_t}^β · N_{d_t}^{-1/2};  u_e = Σ_t α_t · r_t,e · 1[e ∈ K_t]
+ *   S = K_root ∪ top-n_er(R) with n_er = ⌈exp(H(q))⌉ over the non-anchors;
+ *   offload: drop the lowest-utility nonresident non-anchors while the
+ *   displaced tokens they would add (v_e) fit in the displacement S already
+ *   causes (a(S)) and |S| stays >= k. */
+#include <math.h>
+#include <string.h>
+
+#include "policy.h"
+
+/* exp(H) is an integer for a uniform q; don't let rounding push it over. */
+#define AMOE_NER_EPS 1e-9
+
+static void utilities(const amoe_vctx *c, double *u) {
+  memset(u, 0, (size_t)c->experts * sizeof *u);
+  double beta = c->row->beta;
+  for (int i = 0; i < c->nn; i++) {
+    int t = c->nodes[i], d = c->b->depth[t];
+    double ph = d == 0 ? 1.0 : d < c->phat_n ? c->phat[d] : 0.0;
+    if (ph <= 0) continue;
+    double alpha = pow(ph, beta) / sqrt((double)c->level_count[d]);
+    const uint16_t *id = amoe_block_ids(c->b, c->layer, t);
+    const float *p = c->prob + (size_t)i * c->b->m;
+    for (int j = 0; j < c->k; j++) u[id[j]] += alpha * p[j];
+  }
+}
+
+void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
+  const int E = c->experts, k = c->k;
+  double *u = c->scratch, *v = c->scratch + E;
+  uint8_t *anchor = (uint8_t *)(c->scratch + 2 * E), *rest = anchor + E;
+  utilities(c, u);
+  memset(anchor, 0, (size_t)E);
+  const uint16_t *rid = amoe_block_ids(c->b, c->layer, 0);
+  for (int j = 0; j < k; j++) anchor[rid[j]] = 1;
+  /* effective rank of the non-anchor utility distribution */
+  double Z = 0;
+  for (int e = 0; e < E; e++)
+    if (!anchor[e] && u[e] > 0) Z += u[e];
+  int ner = 0;
+  if (Z > 0) {
+    double H = 0;
+    for (int e = 0; e < E; e++)
+      if (!anchor[e] && u[e] > 0) {
+        double q = u[e] / Z;
+        H -= q * log(q);
+      }
+    ner = (int)ceil(exp(H) - AMOE_NER_EPS);
+  }
+  memcpy(S, anchor, (size_t)E);
+  for (int e = 0; e < E; e++) rest[e] = !anchor[e];
+  amoe_top_by_value(u, rest, E, ner, S, c->iscratch);
+  int size = 0;
+  for (int e = 0; e < E; e++) size += S[e];
+  if (size < k) {
+    for (int e = 0; e < E; e++) rest[e] = !S[e];
+    amoe_top_by_value(u, rest, E, k - size, S, c->iscratch);
+    size = k;
+  }
+  if (!c->resident) return;
+  /* residency pruning */
+  memset(v, 0, (size_t)E * sizeof *v);
+  long a = 0;
+  for (int i = 0; i < c->nn; i++) {
+    const uint16_t *id = amoe_block_ids(c->b, c->layer, c->nodes[i]);
+    for (int j = 0; j < k; j++) {
+      v[id[j]] += 1;
+      a += !S[id[j]];
+    }
+  }
+  int *cand = c->iscratch + E, nc = 0;
+  for (int e = 0; e < E; e++)
+    if (S[e] && !c->resident[e] && !anchor[e]) cand[nc++] = e;
+  for (int i = 1; i < nc; i++) /* ascending utility, ties lower id */
+    for (int j = i; j > 0 && (u[cand[j]] < u[cand[j - 1]] ||
+                              (u[cand[j]] == u[cand[j - 1]] && cand[j] < cand[j - 1]));
+         j--) {
+      int tmp = cand[j];
+      cand[j] = cand[j - 1];
+      cand[j - 1] = tmp;
+    }
+  double acc = 0;
+  for (int i = 0; i < nc && size - 1 >= k; i++) {
+    if (acc + v[cand[i]] > (double)a) break;
+    acc += v[cand[i]];
+    S[cand[i]] = 0;
+    size--;
+  }
+}
+
+void amoe_verifier_acceptmoe_fix(const amoe_vctx *c, uint8_t *S) {
+  double *u = c->scratch;
+  utilities(c, u);
+  memset(S, 0, (size_t)c->experts);
+  amoe_top_by_value(u, NULL, c->experts, c->row->budget, S, c->iscratch);
+}

@@ -1,0 +1,17 @@
+/* moe-spec: keep the B experts with the largest router mass Σ_t r_t,e over
+ * every verified node (all stored entries, not only the top-k). */
+#include <string.h>
+
+#include "policy.h"
+
+void amoe_verifier_moe_spec(const amoe_vctx *c, uint8_t *S) {
+  double *mass = c->scratch;
+  memset(mass, 0, (size_t)c->experts * sizeof *mass);
+  int m = c->b->m;
+  for (int i = 0; i < c->nn; i++) {
+    const uint16_t *id = amoe_block_ids(c->b, c->layer, c->nodes[i]);
+    for (int j = 0; j < m; j++) mass[id[j]] += c->prob[(size_t)i * m + j];
+  }
+  memset(S, 0, (size_t)c->experts);
+  amoe_top_by_value(mass, NULL, c->experts, c->row->budget, S, c->iscratch);
+}
