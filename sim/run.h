@@ -11,6 +11,11 @@
 #include "source.h"
 #include "spec.h"
 
+/* κ of §7, see docs/metrics.md: δ sums displaced router mass over every
+ * MoE layer, so a δ of 1 (one whole expert's weight moved, summed over
+ * 48 layers) changes the output with probability 1 - e^-0.05 ≈ 5%. */
+#define AMOE_DEFAULT_KAPPA 0.05
+
 typedef struct {
   double blocks, committed, verified, layer_blocks;
   double union_sum, eligible_sum, executed_sum;

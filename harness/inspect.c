@@ -1,0 +1,176 @@
+#include "inspect.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const int amoe_inspect_windows[AMOE_INSPECT_NW] = {1, 2, 4, 8, 16};
+
+typedef struct {
+  int L, E, k;
+  uint16_t *routes; /* [token][layer][k] of the current request */
+  int ntok, cap;
+  double usum[AMOE_INSPECT_NW], ucnt[AMOE_INSPECT_NW];
+  int *seen;
+  int clock;
+} stream;
+
+static void flush_request(stream *s) {
+  for (int wi = 0; wi < AMOE_INSPECT_NW; wi++) {
+    int W = amoe_inspect_windows[wi];
+    if (s->ntok < W) continue;
+    for (int l = 0; l < s->L; l++)
+      for (int st = 0; st + W <= s->ntok; st++) {
+        int distinct = 0;
+        int stamp = ++s->clock; /* unique per window */
+        for (int t = st; t < st + W; t++) {
+          const uint16_t *r = s->routes + ((size_t)t * s->L + l) * s->k;
+          for (int j = 0; j < s->k; j++)
+            if (s->seen[r[j]] != stamp) {
+              s->seen[r[j]] = stamp;
+              distinct++;
+            }
+        }
+        s->usum[wi] += distinct;
+        s->ucnt[wi] += 1;
+      }
+  }
+  s->ntok = 0;
+}
+
+amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, amoe_inspect_stats *o, amoe_err *e) {
+  memset(o, 0, sizeof *o);
+  stream s = {L, E, k, NULL, 0, 0, {0}, {0}, calloc((size_t)E, sizeof(int)), 0};
+  double *pop = calloc((size_t)L * E, sizeof(double));
+  amoe_block b;
+  amoe_block_init(&b, L, E, amoe_source_m(src));
+  amoe_status st = (s.seen && pop) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  int rc = 0;
+  long last_req = -1;
+  double nodes = 0, top1 = 0, top1n = 0;
+  int *path = NULL, pcap = 0;
+  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
+    if ((long)b.request != last_req || b.step == 0) {
+      flush_request(&s);
+      last_req = (long)b.request;
+      o->requests++;
+    }
+    o->blocks++;
+    nodes += b.n;
+    if (b.n > pcap) {
+      free(path);
+      pcap = b.n;
+      path = malloc((size_t)pcap * sizeof *path);
+      if (!path) {
+        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+        break;
+      }
+    }
+    int np = 0; /* accepted nodes, root first, in depth order */
+    for (int t = 0; t < b.n; t++)
+      if (b.accepted[t]) path[np++] = t;
+    for (int i = 1; i < np; i++)
+      for (int j = i; j > 0 && b.depth[path[j]] < b.depth[path[j - 1]]; j--) {
+        int tmp = path[j];
+        path[j] = path[j - 1];
+        path[j - 1] = tmp;
+      }
+    o->tau_hist[np < 64 ? np : 64]++;
+    o->tau_mean += np;
+    if (s.ntok + np > s.cap) {
+      int nc = (s.ntok + np) * 2;
+      uint16_t *nr = realloc(s.routes, (size_t)nc * L * k * sizeof *nr);
+      if (!nr) {
+        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+        break;
+      }
+      s.routes = nr;
+      s.cap = nc;
+    }
+    for (int i = 0; i < np; i++) {
+      int t = path[i];
+      for (int l = 0; l < L; l++) {
+        const uint16_t *id = amoe_block_ids(&b, l, t);
+        const float *z = amoe_block_logits(&b, l, t);
+        memcpy(s.routes + ((size_t)s.ntok * L + l) * k, id, (size_t)k * sizeof *id);
+        for (int j = 0; j < k; j++) pop[(size_t)l * E + id[j]] += 1;
+        if (k >= 2) { /* renormalised top-1 weight over the top-k (softmax router) */
+          double sum = 0;
+          for (int j = 0; j < k; j++) sum += exp((double)z[j] - z[0]);
+          top1 += 1.0 / sum;
+          top1n += 1;
+        }
+      }
+      s.ntok++;
+      o->tokens++;
+    }
+  }
+  if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
+  flush_request(&s);
+  if (st == AMOE_OK) {
+    if (o->blocks) {
+      o->nodes_mean = nodes / o->blocks;
+      o->tau_mean /= o->blocks;
+    }
+    for (int wi = 0; wi < AMOE_INSPECT_NW; wi++)
+      o->window_union[wi] = s.ucnt[wi] > 0 ? s.usum[wi] / s.ucnt[wi] : NAN;
+    o->top1_weight_mean = top1n > 0 ? top1 / top1n : NAN;
+    for (int l = 0; l < L; l++) {
+      double tot = 0, mx = 0, mn = 1e300, H = 0;
+      for (int x = 0; x < E; x++) {
+        double c = pop[(size_t)l * E + x];
+        tot += c;
+        mx = c > mx ? c : mx;
+        mn = c < mn ? c : mn;
+      }
+      if (tot <= 0) continue;
+      for (int x = 0; x < E; x++) {
+        double q = pop[(size_t)l * E + x] / tot;
+        if (q > 0) H -= q * log(q);
+      }
+      o->pop_max_over_mean += mx / (tot / E) / L;
+      o->pop_min_over_mean += mn / (tot / E) / L;
+      o->pop_effective += exp(H) / L;
+    }
+  }
+  free(path);
+  free(s.routes);
+  free(s.seen);
+  free(pop);
+  amoe_block_free(&b);
+  return st;
+}
+
+void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, int json) {
+  if (json) {
+    fprintf(f, "{\"input\":\"%s\",\"blocks\":%ld,\"requests\":%ld,\"committed_tokens\":%ld,\"nodes_mean\":%.6g,"
+               "\"tau_mean\":%.6g,\"window_union\":{",
+            what, s->blocks, s->requests, s->tokens, s->nodes_mean, s->tau_mean);
+    for (int i = 0; i < AMOE_INSPECT_NW; i++)
+      fprintf(f, "%s\"%d\":%.6g", i ? "," : "", amoe_inspect_windows[i],
+              isnan(s->window_union[i]) ? -1.0 : s->window_union[i]);
+    fprintf(f, "},\"top1_weight_mean\":%.6g,\"popularity\":{\"max_over_mean\":%.6g,\"min_over_mean\":%.6g,"
+               "\"effective_experts\":%.6g},\"tau_hist\":{",
+            isnan(s->top1_weight_mean) ? -1.0 : s->top1_weight_mean, s->pop_max_over_mean, s->pop_min_over_mean,
+            s->pop_effective);
+    int first = 1;
+    for (int i = 0; i <= 64; i++)
+      if (s->tau_hist[i]) {
+        fprintf(f, "%s\"%d\":%ld", first ? "" : ",", i, s->tau_hist[i]);
+        first = 0;
+      }
+    fprintf(f, "}}\n");
+    return;
+  }
+  fprintf(f, "%s\n  blocks %ld, requests %ld, committed tokens %ld, nodes/block %.2f, tau %.3f\n", what,
+          s->blocks, s->requests, s->tokens, s->nodes_mean, s->tau_mean);
+  fprintf(f, "  distinct experts per layer over W consecutive committed tokens:\n   ");
+  for (int i = 0; i < AMOE_INSPECT_NW; i++) fprintf(f, "  W=%d: %.3f", amoe_inspect_windows[i], s->window_union[i]);
+  fprintf(f, "\n  mean renormalised top-1 weight: %.3f\n", s->top1_weight_mean);
+  fprintf(f, "  expert popularity (mean over layers): busiest %.2fx mean, quietest %.2fx, effective %.1f experts\n",
+          s->pop_max_over_mean, s->pop_min_over_mean, s->pop_effective);
+  fprintf(f, "  tau histogram:");
+  for (int i = 0; i <= 64; i++)
+    if (s->tau_hist[i]) fprintf(f, " %d:%ld", i, s->tau_hist[i]);
+  fprintf(f, "\n");
+}

@@ -1,0 +1,28 @@
+/* `acceptmoe inspect`: what a workload looks like. Window-union curves over
+ * the committed token stream (mean distinct experts per layer over W
+ * consecutive committed tokens of a request), the accept-length histogram,
+ * the mean renormalised top-1 weight and expert popularity. */
+#ifndef AMOE_INSPECT_H
+#define AMOE_INSPECT_H
+
+#include <stdio.h>
+
+#include "source.h"
+
+#define AMOE_INSPECT_NW 5
+extern const int amoe_inspect_windows[AMOE_INSPECT_NW]; /* 1, 2, 4, 8, 16 */
+
+typedef struct {
+  long blocks, requests, tokens;
+  double nodes_mean, tau_mean;
+  long tau_hist[65];
+  double window_union[AMOE_INSPECT_NW];
+  double top1_weight_mean;
+  double pop_max_over_mean, pop_min_over_mean, pop_effective; /* averaged over layers */
+} amoe_inspect_stats;
+
+amoe_status amoe_inspect(amoe_source *src, int layers, int experts, int top_k, amoe_inspect_stats *out,
+                         amoe_err *e);
+void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, int json);
+
+#endif

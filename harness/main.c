@@ -1,0 +1,624 @@
+/* acceptmoe: a cost simulator for MoE speculative decoding.
+ *   build:  cmake -B build && cmake --build build -j
+ *   run:    build/acceptmoe run workloads/specs/quickstart.yaml
+ * Commands return statuses; only main() turns them into exit codes:
+ * 0 ok, 1 runtime error, 2 bad spec or usage. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inspect.h"
+#include "jsonl.h"
+#include "policy.h"
+#include "results.h"
+#include "run.h"
+#include "source.h"
+#include "spec_load.h"
+#include "trace.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+
+static const char USAGE[] =
+    "usage: acceptmoe COMMAND [options]\n"
+    "\n"
+    "Simulates what a Mixture-of-Experts model pays to verify speculative draft\n"
+    "trees under different expert-selection and draft policies.\n"
+    "\n"
+    "commands:\n"
+    "  run SPEC.yaml [--set KEY=VALUE]... [--out DIR] [--blocks-csv] [--dump-selection FILE] [--quiet]\n"
+    "      run every policy of the spec (and every sweep point); write\n"
+    "      results/<name>/{summary.csv,layers.csv,meta.json,spec.resolved.yaml}\n"
+    "  gen SPEC.yaml [--set KEY=VALUE]... -o FILE.amt|FILE.jsonl\n"
+    "      write the spec's workload as a trace (.amt) or blocks-jsonl\n"
+    "  import --format blocks-jsonl|routing-jsonl IN --model PRESET [--window W] -o FILE.amt\n"
+    "      convert an interchange file or a real routing trace to .amt\n"
+    "  inspect FILE [--format blocks-jsonl|routing-jsonl --model PRESET] [--window W] [--json]\n"
+    "      FILE is an .amt trace, a JSONL file or a spec; prints window-union\n"
+    "      curves, the accept-length histogram and expert popularity\n"
+    "  calibrate SPEC.yaml [--set KEY=VALUE]... [-o FILE]\n"
+    "      estimate the commitment table p_d on the spec's calibration workload\n"
+    "  presets\n"
+    "      list model and hardware presets\n"
+    "\n"
+    "Keys for --set are the spec's dotted keys, e.g. --set model.top_k=4,\n"
+    "--set offload.slots_per_layer=32, --set workload.blocks=200. See docs/spec.md.\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "acceptmoe: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n(see acceptmoe --help)\n");
+  return EXIT_USAGE;
+}
+
+static int report(amoe_status st, const amoe_err *e) {
+  if (st == AMOE_OK) return 0;
+  fprintf(stderr, "acceptmoe: %s\n", e->msg);
+  return st == AMOE_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
+}
+
+/* ------------------------------------------------------------ options */
+
+typedef struct {
+  const char *spec, *out, *dump, *format, *model, *input;
+  char *sets[64];
+  int nset, blocks_csv, quiet, json, window;
+} opts;
+
+static int parse_opts(int argc, char **argv, opts *o) {
+  memset(o, 0, sizeof *o);
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+#define NEXT() (i + 1 < argc ? argv[++i] : NULL)
+    if (!strcmp(a, "--set")) {
+      const char *v = NEXT();
+      if (!v) return usage_error("--set needs KEY=VALUE%s", "");
+      if (o->nset == 64) return usage_error("too many --set options%s", "");
+      o->sets[o->nset++] = (char *)v;
+    } else if (!strncmp(a, "--set=", 6)) {
+      if (o->nset == 64) return usage_error("too many --set options%s", "");
+      o->sets[o->nset++] = (char *)a + 6;
+    } else if (!strcmp(a, "-o") || !strcmp(a, "--out")) {
+      if (!(o->out = NEXT())) return usage_error("%s needs a path", a);
+    } else if (!strcmp(a, "--dump-selection")) {
+      if (!(o->dump = NEXT())) return usage_error("%s needs a path", a);
+    } else if (!strcmp(a, "--format")) {
+      if (!(o->format = NEXT())) return usage_error("%s needs a name", a);
+    } else if (!strcmp(a, "--model")) {
+      if (!(o->model = NEXT())) return usage_error("%s needs a preset name", a);
+    } else if (!strcmp(a, "--window")) {
+      const char *v = NEXT();
+      if (!v || (o->window = atoi(v)) < 1) return usage_error("--window needs a positive integer%s", "");
+    } else if (!strcmp(a, "--blocks-csv")) {
+      o->blocks_csv = 1;
+    } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+      o->quiet = 1;
+    } else if (!strcmp(a, "--json")) {
+      o->json = 1;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error("unknown option '%s'", a);
+    } else if (!o->input) {
+      o->input = a;
+    } else {
+      return usage_error("unexpected argument '%s'", a);
+    }
+#undef NEXT
+  }
+  o->spec = o->input;
+  return 0;
+}
+
+static int load_spec(const opts *o, amoe_experiment *x) {
+  if (!o->spec) return usage_error("this command needs a spec file%s", "");
+  amoe_diag d = {0};
+  int ok = amoe_experiment_load(x, o->spec, o->sets, o->nset, &d);
+  amoe_diag_print(&d, stderr);
+  amoe_diag_free(&d);
+  return ok ? 0 : EXIT_USAGE;
+}
+
+static int spec_point(const amoe_experiment *x, int i, amoe_spec *s) {
+  amoe_diag d = {0};
+  int ok = amoe_experiment_point(x, i, s, &d);
+  amoe_diag_print(&d, stderr);
+  amoe_diag_free(&d);
+  return ok ? 0 : EXIT_USAGE;
+}
+
+/* ------------------------------------------------------------ run */
+
+typedef struct {
+  FILE *blocks, *dump;
+  const amoe_spec *s;
+  int point, npoints;
+  const char *sweepvals;
+  double t0;
+  int tty, quiet;
+  double last_print;
+} run_ctx;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static amoe_status on_block(void *vc, int row, const amoe_block_stats *b, amoe_err *e) {
+  run_ctx *c = vc;
+  if (!c->blocks) return AMOE_OK;
+  int n = fprintf(c->blocks, "%d%s,%s,%llu,%u,%u,%d,%d,%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", c->point,
+                  c->sweepvals, c->s->policies[row].label, (unsigned long long)b->block, b->request, b->step,
+                  b->verified, b->tau, b->deviated, b->union_mean, b->eligible_mean, b->executed_mean, b->fetched,
+                  b->delta_mean, b->time_s);
+  return n < 0 ? amoe_fail(e, AMOE_EIO, "blocks.csv: write failed") : AMOE_OK;
+}
+
+static void ids_json(FILE *f, const char *key, const uint8_t *flags, int E) {
+  fprintf(f, ",\"%s\":[", key);
+  int first = 1;
+  for (int x = 0; x < E; x++)
+    if (flags[x]) {
+      fprintf(f, first ? "%d" : ",%d", x);
+      first = 0;
+    }
+  fputc(']', f);
+}
+
+static amoe_status on_select(void *vc, int row, uint64_t block, int layer, const uint8_t *U, const uint8_t *S,
+                             const uint8_t *X, const uint8_t *F, int E, amoe_err *e) {
+  run_ctx *c = vc;
+  if (!c->dump) return AMOE_OK;
+  fprintf(c->dump, "{\"point\":%d,\"block\":%llu,\"layer\":%d,\"policy\":\"%s\"", c->point,
+          (unsigned long long)block, layer, c->s->policies[row].label);
+  ids_json(c->dump, "union", U, E);
+  ids_json(c->dump, "eligible", S, E);
+  ids_json(c->dump, "executed", X, E);
+  ids_json(c->dump, "fetched", F, E);
+  if (fputs("}\n", c->dump) == EOF) return amoe_fail(e, AMOE_EIO, "selection dump: write failed");
+  return AMOE_OK;
+}
+
+static void on_progress(void *vc, uint64_t blocks) {
+  run_ctx *c = vc;
+  if (c->quiet || !c->tty) return;
+  double t = now_s();
+  if (t - c->t0 < 1.0 || t - c->last_print < 0.2) return;
+  c->last_print = t;
+  fprintf(stderr, "\r[point %d/%d] %llu/%d blocks, %.0f blocks/s   ", c->point + 1, c->npoints,
+          (unsigned long long)blocks, c->s->workload.blocks, blocks / (t - c->t0));
+}
+
+/* p̂ for a spec: calibrated on another workload, an inline table, or a file. */
+static amoe_status commitment_for(const amoe_spec *s, amoe_commitment *ph, char *how, size_t hn, amoe_err *e) {
+  memset(ph, 0, sizeof *ph);
+  if (s->commitment.mode == AMOE_COMMIT_TABLE) {
+    memcpy(ph->p, s->commitment.table, sizeof(double) * (size_t)s->commitment.table_n);
+    ph->n = s->commitment.table_n;
+    snprintf(how, hn, "table in the spec");
+    return AMOE_OK;
+  }
+  if (s->commitment.mode == AMOE_COMMIT_FILE) {
+    amoe_diag d = {0};
+    int ok = amoe_commitment_file_load(s->commitment.file, ph->p, &ph->n, &d);
+    amoe_status st = ok ? AMOE_OK : amoe_fail(e, AMOE_EINVAL, "%s", d.n ? d.msgs[0] : "bad commitment file");
+    amoe_diag_free(&d);
+    snprintf(how, hn, "file %s", s->commitment.file);
+    return st;
+  }
+  amoe_workload_spec w = s->workload;
+  w.seed = s->commitment.seed;
+  w.blocks = s->commitment.blocks;
+  amoe_source *src;
+  AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
+  amoe_status st = amoe_commitment_estimate(src, s->workload.nodes, ph, e);
+  amoe_source_close(src);
+  snprintf(how, hn, "calibrated on %d blocks of the workload with seed %llu", w.blocks,
+           (unsigned long long)w.seed);
+  return st;
+}
+
+static const char *SUMMARY_COLS =
+    "model,hw,policy,draft_policy,verifier_policy,budget,blocks,committed_tokens,tau_mean,verified_nodes_mean,"
+    "union_mean,eligible_mean,executed_mean,hbm_expert_bytes_per_token,h2d_bytes_per_token,cache_hit_rate,"
+    "fetch_wait_share,time_per_token_s,tokens_per_s,speedup_vs_natural,displaced_assignment_rate,"
+    "displaced_mass_mean,deviated_token_rate";
+
+static void sweep_header(FILE *f, const amoe_experiment *x) {
+  fputs("point", f);
+  for (int i = 0; i < x->nsweep; i++) fprintf(f, ",%s", x->sweep[i].key);
+}
+
+static void sweep_values(char *buf, size_t n, const amoe_experiment *x, int point) {
+  buf[0] = 0;
+  int idx = point;
+  char vals[AMOE_MAX_SWEEP_KEYS][128];
+  for (int i = x->nsweep - 1; i >= 0; i--) {
+    snprintf(vals[i], sizeof vals[i], "%s", x->sweep[i].values[idx % x->sweep[i].nvalues]);
+    idx /= x->sweep[i].nvalues;
+  }
+  for (int i = 0; i < x->nsweep; i++) snprintf(buf + strlen(buf), n - strlen(buf), ",%s", vals[i]);
+}
+
+static int cmd_run(int argc, char **argv) {
+  opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc) return rc;
+  amoe_experiment *x = calloc(1, sizeof *x);
+  amoe_spec *s = calloc(1, sizeof *s);
+  if (!x || !s) return EXIT_RUNTIME;
+  if ((rc = load_spec(&o, x))) goto out;
+  if (o.blocks_csv) x->base.output.blocks_csv = 1;
+  if (o.dump) snprintf(x->base.output.dump_selection, sizeof x->base.output.dump_selection, "%s", o.dump);
+  char dir[AMOE_PATH_MAX];
+  if (o.out)
+    snprintf(dir, sizeof dir, "%s", o.out);
+  else if (x->base.output.dir[0])
+    snprintf(dir, sizeof dir, "%s", x->base.output.dir);
+  else
+    snprintf(dir, sizeof dir, "results/%s", x->base.name);
+  amoe_err e = {{0}};
+  amoe_status st = amoe_mkdirs(dir, &e);
+  if (st) {
+    rc = report(st, &e);
+    goto out;
+  }
+  char path[AMOE_PATH_MAX + 64];
+  amoe_afile fs, fl, fb = {0}, fd = {0}, fm, fy;
+  memset(&fs, 0, sizeof fs);
+  memset(&fl, 0, sizeof fl);
+  memset(&fm, 0, sizeof fm);
+  memset(&fy, 0, sizeof fy);
+  snprintf(path, sizeof path, "%s/summary.csv", dir);
+  st = amoe_afile_open(&fs, path, &e);
+  snprintf(path, sizeof path, "%s/layers.csv", dir);
+  if (!st) st = amoe_afile_open(&fl, path, &e);
+  snprintf(path, sizeof path, "%s/blocks.csv", dir);
+  if (!st && x->base.output.blocks_csv) st = amoe_afile_open(&fb, path, &e);
+  if (!st && x->base.output.dump_selection[0]) st = amoe_afile_open(&fd, x->base.output.dump_selection, &e);
+  snprintf(path, sizeof path, "%s/meta.json", dir);
+  if (!st) st = amoe_afile_open(&fm, path, &e);
+  snprintf(path, sizeof path, "%s/spec.resolved.yaml", dir);
+  if (!st) st = amoe_afile_open(&fy, path, &e);
+  sweep_header(fs.f ? fs.f : stderr, x);
+  if (fs.f) fprintf(fs.f, ",%s\n", SUMMARY_COLS);
+  if (fl.f) {
+    sweep_header(fl.f, x);
+    fputs(",policy,layer,union_mean,eligible_mean,executed_mean,cache_hit_rate,fetched_per_block,"
+          "h2d_bytes_per_block,t_moe_s_per_block,t_fetch_s_per_block\n",
+          fl.f);
+  }
+  if (fb.f) {
+    sweep_header(fb.f, x);
+    fputs(",policy,block,request,step,verified_nodes,tau,deviated,union_mean,eligible_mean,executed_mean,"
+          "fetched_experts,displaced_mass_mean,time_s\n",
+          fb.f);
+  }
+  json_t *meta = json_object(), *points = json_array();
+  json_object_set_new(meta, "tool", json_string("acceptmoe"));
+  json_object_set_new(meta, "version", json_string(AMOE_VERSION));
+  json_object_set_new(meta, "git_commit", json_string(AMOE_GIT));
+  json_object_set_new(meta, "spec", json_string(o.spec));
+  int npoints = amoe_experiment_points(x);
+  /* markdown table on stdout */
+  if (!st) {
+    printf("| point | policy | tau | verified | union | executed | h2d MB/tok | hit | tok/s | speedup | deviated |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  }
+  for (int p = 0; p < npoints && !st; p++) {
+    if ((rc = spec_point(x, p, s))) break;
+    char how[AMOE_PATH_MAX + 128], sv[1024];
+    sweep_values(sv, sizeof sv, x, p);
+    amoe_commitment ph;
+    int needs_phat = 0;
+    for (int i = 0; i < s->npolicies; i++)
+      needs_phat |= !strncmp(amoe_verifier_table[s->policies[i].verifier].name, "acceptmoe", 9);
+    if (needs_phat)
+      st = commitment_for(s, &ph, how, sizeof how, &e);
+    else {
+      memset(&ph, 0, sizeof ph);
+      snprintf(how, sizeof how, "not needed by these policies");
+    }
+    amoe_source *src = NULL;
+    if (!st) st = amoe_source_open(&src, &s->workload, &s->model, &e);
+    if (st) break;
+    run_ctx c = {fb.f, fd.f, s, p, npoints, sv, now_s(), isatty(2), o.quiet, 0};
+    amoe_run_hooks h = {&c, fb.f ? on_block : NULL, fd.f ? on_select : NULL, on_progress};
+    amoe_row_result rows[AMOE_MAX_POLICIES];
+    st = amoe_run(s, &ph, src, &h, rows, &e);
+    if (c.tty && !o.quiet && now_s() - c.t0 >= 1.0) fprintf(stderr, "\n");
+    if (!st) {
+      json_t *pt = json_object();
+      json_object_set_new(pt, "point", json_integer(p));
+      json_error_t je;
+      json_t *prov = json_loads(amoe_source_provenance(src), 0, &je);
+      json_object_set_new(pt, "workload", prov ? prov : json_string(amoe_source_provenance(src)));
+      json_object_set_new(pt, "workload_seed", json_integer((json_int_t)s->workload.seed));
+      json_object_set_new(pt, "acceptance_seed", json_integer((json_int_t)s->workload.seed));
+      json_object_set_new(pt, "commitment", json_string(how));
+      if (needs_phat) {
+        json_t *tab = json_array();
+        for (int d = 0; d < ph.n; d++) json_array_append_new(tab, json_real(ph.p[d]));
+        json_object_set_new(pt, "commitment_table", tab);
+      }
+      json_object_set_new(pt, "hw_calibration", json_string("preset (no calibration file applied)"));
+      json_array_append_new(points, pt);
+      amoe_summary nat;
+      memset(&nat, 0, sizeof nat);
+      for (int i = 0; i < s->npolicies; i++)
+        if (!strcmp(s->policies[i].label, "natural")) amoe_summarize(&rows[i].tot, s->offload.enabled, &nat);
+      for (int i = 0; i < s->npolicies; i++) {
+        const amoe_policy_row *r = &s->policies[i];
+        amoe_summary m;
+        amoe_summarize(&rows[i].tot, s->offload.enabled, &m);
+        double sp = nat.tokens_per_s > 0 ? m.tokens_per_s / nat.tokens_per_s : 0;
+        fprintf(fs.f,
+                "%d%s,%s,%s,%s,%s,%s,%d,%.0f,%.0f,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
+                "%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n",
+                p, sv, s->model.name, s->hw.name, r->label, amoe_draft_table[r->draft].name,
+                amoe_verifier_table[r->verifier].name, r->budget, rows[i].tot.blocks, rows[i].tot.committed,
+                m.tau_mean, m.verified_nodes_mean, m.union_mean, m.eligible_mean, m.executed_mean,
+                m.hbm_expert_bytes_per_token, m.h2d_bytes_per_token, m.cache_hit_rate, m.fetch_wait_share,
+                m.time_per_token_s, m.tokens_per_s, sp, m.displaced_assignment_rate, m.delta_mean,
+                m.deviated_token_rate);
+        printf("| %d | %s | %.3f | %.1f | %.2f | %.2f | %.2f | %.3f | %.1f | %.3f | %.4f |\n", p, r->label,
+               m.tau_mean, m.verified_nodes_mean, m.union_mean, m.executed_mean, m.h2d_bytes_per_token / 1e6,
+               m.cache_hit_rate, m.tokens_per_s, sp, m.deviated_token_rate);
+        double B = rows[i].tot.blocks > 0 ? rows[i].tot.blocks : 1;
+        for (int l = 0; l < s->model.moe_layers; l++) {
+          const amoe_layer_totals *lt = &rows[i].layers[l];
+          fprintf(fl.f, "%d%s,%s,%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", p, sv, r->label, l,
+                  lt->union_sum / B, lt->eligible_sum / B, lt->executed_sum / B,
+                  s->offload.enabled ? (lt->requests > 0 ? lt->hits / lt->requests : 0) : 1.0, lt->fetched / B,
+                  lt->fetched * amoe_model_expert_bytes(&s->model) / B, lt->t_moe / B, lt->t_fetch / B);
+        }
+        amoe_row_result_free(&rows[i]);
+      }
+    }
+    amoe_source_close(src);
+  }
+  json_object_set_new(meta, "points", points);
+  if (!st && !rc) {
+    amoe_spec_write_yaml(fy.f, x);
+    char *txt = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (txt) {
+      fputs(txt, fm.f);
+      fputc('\n', fm.f);
+      free(txt);
+    }
+    /* spec hash: of the resolved spec text */
+    st = amoe_afile_commit(&fs, &e);
+    if (!st) st = amoe_afile_commit(&fl, &e);
+    if (!st) st = amoe_afile_commit(&fb, &e);
+    if (!st) st = amoe_afile_commit(&fd, &e);
+    if (!st) st = amoe_afile_commit(&fy, &e);
+    if (!st) st = amoe_afile_commit(&fm, &e);
+    if (!st && !o.quiet) fprintf(stderr, "results in %s/\n", dir);
+  }
+  json_decref(meta);
+  amoe_afile_abort(&fs);
+  amoe_afile_abort(&fl);
+  amoe_afile_abort(&fb);
+  amoe_afile_abort(&fd);
+  amoe_afile_abort(&fm);
+  amoe_afile_abort(&fy);
+  if (!rc) rc = report(st, &e);
+out:
+  free(x);
+  free(s);
+  return rc;
+}
+
+/* ------------------------------------------------------------ gen, import */
+
+static amoe_status write_source(amoe_source *src, const amoe_model *m, const char *out, amoe_err *e) {
+  size_t n = strlen(out);
+  int jsonl = n > 6 && !strcmp(out + n - 6, ".jsonl");
+  amoe_block b;
+  amoe_block_init(&b, m->moe_layers, m->experts, amoe_source_m(src));
+  amoe_status st = AMOE_OK;
+  int rc;
+  long count = 0;
+  if (jsonl) {
+    amoe_afile a;
+    st = amoe_afile_open(&a, out, e);
+    while (!st && (rc = amoe_source_next(src, &b, e)) != 0) {
+      if (rc < 0) st = (amoe_status)-rc;
+      else st = amoe_blocks_jsonl_write(a.f, &b, e), count++;
+    }
+    if (!st) st = amoe_afile_commit(&a, e);
+    amoe_afile_abort(&a);
+  } else {
+    amoe_trace_writer *w;
+    st = amoe_trace_create(&w, out, m->moe_layers, m->experts, m->top_k, amoe_source_m(src),
+                           amoe_source_provenance(src), e);
+    while (!st && (rc = amoe_source_next(src, &b, e)) != 0) {
+      if (rc < 0) st = (amoe_status)-rc;
+      else st = amoe_trace_write(w, &b, e), count++;
+    }
+    if (!st) st = amoe_trace_close(w, e);
+    else if (w) amoe_trace_abort(w);
+  }
+  amoe_block_free(&b);
+  if (!st) fprintf(stderr, "wrote %ld blocks to %s\n", count, out);
+  return st;
+}
+
+static int cmd_gen(int argc, char **argv) {
+  opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc) return rc;
+  if (!o.out) return usage_error("gen needs -o FILE.amt%s", "");
+  amoe_experiment *x = calloc(1, sizeof *x);
+  amoe_spec *s = calloc(1, sizeof *s);
+  if (!(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
+    amoe_err e = {{0}};
+    amoe_source *src;
+    amoe_status st = amoe_source_open(&src, &s->workload, &s->model, &e);
+    if (!st) st = write_source(src, &s->model, o.out, &e);
+    amoe_source_close(st ? NULL : src);
+    rc = report(st, &e);
+  }
+  free(x);
+  free(s);
+  return rc;
+}
+
+/* A workload spec for a file given on the command line. */
+static int file_source(const opts *o, amoe_spec *s, amoe_source **src, amoe_err *e) {
+  amoe_spec_defaults(s);
+  s->workload.blocks = 0; /* the whole file */
+  snprintf(s->workload.path, sizeof s->workload.path, "%s", o->input);
+  if (o->window) s->workload.window = o->window;
+  if (amoe_trace_sniff(o->input)) {
+    amoe_trace_reader *r;
+    amoe_status st = amoe_trace_open(&r, o->input, e);
+    if (st) return report(st, e);
+    const amoe_trace_info *ti = amoe_trace_info_of(r);
+    snprintf(s->model.name, sizeof s->model.name, "trace");
+    s->model.layers = s->model.moe_layers = ti->layers;
+    s->model.experts = ti->experts;
+    s->model.top_k = ti->top_k;
+    amoe_trace_close_reader(r);
+    s->workload.source = AMOE_SRC_TRACE;
+  } else {
+    if (!o->format || !o->model)
+      return usage_error("%s is not an .amt trace: give --format blocks-jsonl|routing-jsonl and --model PRESET",
+                         o->input);
+    if (!strcmp(o->format, "blocks-jsonl")) s->workload.source = AMOE_SRC_BLOCKS_JSONL;
+    else if (!strcmp(o->format, "routing-jsonl")) s->workload.source = AMOE_SRC_ROUTING_JSONL;
+    else return usage_error("unknown --format '%s' (blocks-jsonl, routing-jsonl)", o->format);
+    amoe_diag d = {0};
+    int ok = amoe_spec_load_preset(s, 0, o->model, "--model", &d);
+    amoe_diag_print(&d, stderr);
+    amoe_diag_free(&d);
+    if (!ok) return EXIT_USAGE;
+  }
+  amoe_status st = amoe_source_open(src, &s->workload, &s->model, e);
+  return st ? report(st, e) : 0;
+}
+
+static int cmd_import(int argc, char **argv) {
+  opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc) return rc;
+  if (!o.input || !o.out || !o.format) return usage_error("import needs --format F IN --model PRESET -o OUT%s", "");
+  amoe_spec *s = calloc(1, sizeof *s);
+  amoe_source *src = NULL;
+  amoe_err e = {{0}};
+  if (!(rc = file_source(&o, s, &src, &e))) {
+    fprintf(stderr, "%s\n", amoe_source_provenance(src));
+    rc = report(write_source(src, &s->model, o.out, &e), &e);
+    amoe_source_close(src);
+  }
+  free(s);
+  return rc;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+  opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc) return rc;
+  if (!o.input) return usage_error("inspect needs a file%s", "");
+  amoe_spec *s = calloc(1, sizeof *s);
+  amoe_experiment *x = calloc(1, sizeof *x);
+  amoe_source *src = NULL;
+  amoe_err e = {{0}};
+  size_t n = strlen(o.input);
+  int is_spec = (n > 5 && !strcmp(o.input + n - 5, ".yaml")) || (n > 4 && !strcmp(o.input + n - 4, ".yml"));
+  if (is_spec) {
+    if (!(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
+      amoe_status st = amoe_source_open(&src, &s->workload, &s->model, &e);
+      rc = report(st, &e);
+    }
+  } else {
+    rc = file_source(&o, s, &src, &e);
+  }
+  if (!rc) {
+    amoe_inspect_stats st;
+    amoe_status r = amoe_inspect(src, s->model.moe_layers, s->model.experts, s->model.top_k, &st, &e);
+    if (!r) amoe_inspect_print(stdout, &st, o.input, o.json);
+    rc = report(r, &e);
+  }
+  amoe_source_close(src);
+  free(s);
+  free(x);
+  return rc;
+}
+
+static int cmd_calibrate(int argc, char **argv) {
+  opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc) return rc;
+  amoe_experiment *x = calloc(1, sizeof *x);
+  amoe_spec *s = calloc(1, sizeof *s);
+  if (!(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
+    amoe_err e = {{0}};
+    amoe_commitment ph;
+    char how[AMOE_PATH_MAX + 128];
+    s->commitment.mode = AMOE_COMMIT_CALIBRATE;
+    amoe_status st = commitment_for(s, &ph, how, sizeof how, &e);
+    if (!st) {
+      amoe_afile a = {0};
+      FILE *f = stdout;
+      if (o.out) {
+        st = amoe_afile_open(&a, o.out, &e);
+        f = a.f;
+      }
+      if (!st) {
+        fprintf(f, "# commitment p_d: fraction of blocks whose natural accepted prefix reaches depth d\n");
+        fprintf(f, "# model %s, %s, eagle tree of %d nodes\n", s->model.name, how, s->workload.nodes);
+        fprintf(f, "table: [");
+        for (int d = 0; d < ph.n; d++) fprintf(f, "%s%.6f", d ? ", " : "", ph.p[d]);
+        fprintf(f, "]\n");
+        if (o.out) st = amoe_afile_commit(&a, &e);
+      }
+      amoe_afile_abort(&a);
+    }
+    rc = report(st, &e);
+  }
+  free(x);
+  free(s);
+  return rc;
+}
+
+static int cmd_presets(void) {
+  const char *kinds[2] = {"models", "hw"};
+  for (int k = 0; k < 2; k++) {
+    char dir[AMOE_PATH_MAX], cmd[AMOE_PATH_MAX + 64];
+    amoe_presets_dir(dir, sizeof dir, kinds[k], NULL);
+    printf("%s (%s):\n", kinds[k], dir);
+    snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null | sed -n 's/\\.yaml$//p' | sed 's/^/  /'", dir);
+    fflush(stdout);
+    if (system(cmd) != 0) return EXIT_RUNTIME;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    fputs(USAGE, argc < 2 ? stderr : stdout);
+    return argc < 2 ? EXIT_USAGE : 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("acceptmoe %s (%s)\n", AMOE_VERSION, AMOE_GIT);
+    return 0;
+  }
+  const char *c = argv[1];
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(USAGE, stdout);
+      return 0;
+    }
+  if (!strcmp(c, "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(c, "gen")) return cmd_gen(argc - 2, argv + 2);
+  if (!strcmp(c, "import")) return cmd_import(argc - 2, argv + 2);
+  if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
+  if (!strcmp(c, "calibrate")) return cmd_calibrate(argc - 2, argv + 2);
+  if (!strcmp(c, "presets")) return cmd_presets();
+  return usage_error("unknown command '%s'", c);
+}

@@ -1,0 +1,940 @@
+#include "spec_load.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <yaml.h>
+
+#include "cache.h"
+#include "gen.h"
+#include "policy.h"
+#include "run.h"
+
+/* ------------------------------------------------------------ diagnostics */
+
+void amoe_diag_add(amoe_diag *d, const char *fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (d->n == d->cap) {
+    int nc = d->cap ? 2 * d->cap : 16;
+    char **nm = realloc(d->msgs, (size_t)nc * sizeof *nm);
+    if (!nm) return;
+    d->msgs = nm;
+    d->cap = nc;
+  }
+  d->msgs[d->n] = strdup(buf);
+  if (d->msgs[d->n]) d->n++;
+}
+
+void amoe_diag_print(const amoe_diag *d, FILE *f) {
+  for (int i = 0; i < d->n; i++) fprintf(f, "%s\n", d->msgs[i]);
+}
+
+void amoe_diag_free(amoe_diag *d) {
+  for (int i = 0; i < d->n; i++) free(d->msgs[i]);
+  free(d->msgs);
+  memset(d, 0, sizeof *d);
+}
+
+/* ------------------------------------------------------------ key table */
+
+typedef enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_ENUM } ktype;
+
+static const char *const ROUTERS[] = {"softmax", "sigmoid-normalized", NULL};
+static const char *const FORMATS[] = {"bf16", "fp8-block128", "mxfp4", NULL};
+static const char *const SOURCES[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl", NULL};
+static const char *const CACHES[] = {"lru", "lfu", "belady", NULL};
+
+typedef struct {
+  const char *path;
+  ktype type;
+  size_t off, size;
+  double lo, hi;
+  const char *const *names;
+  int nullable;
+} krow;
+
+#define F(field) offsetof(amoe_spec, field), sizeof(((amoe_spec *)0)->field)
+#define BIG 1e30
+/* The stable keys of DESIGN §13, in the order spec.resolved.yaml lists them. */
+static const krow KEYS[] = {
+    {"name", T_STR, F(name), 0, 0, NULL, 0},
+    {"model.name", T_STR, F(model.name), 0, 0, NULL, 0},
+    {"model.layers", T_INT, F(model.layers), 1, AMOE_MAX_LAYERS, NULL, 0},
+    {"model.moe_layers", T_INT, F(model.moe_layers), 1, AMOE_MAX_LAYERS, NULL, 0},
+    {"model.experts", T_INT, F(model.experts), 2, AMOE_MAX_EXPERTS, NULL, 0},
+    {"model.top_k", T_INT, F(model.top_k), 1, AMOE_MAX_TOPK, NULL, 0},
+    {"model.shared_experts", T_INT, F(model.shared_experts), 0, 64, NULL, 0},
+    {"model.hidden", T_INT, F(model.hidden), 1, 1 << 20, NULL, 0},
+    {"model.moe_intermediate", T_INT, F(model.moe_intermediate), 1, 1 << 20, NULL, 0},
+    {"model.dense_intermediate", T_INT, F(model.dense_intermediate), 0, 1 << 22, NULL, 0},
+    {"model.router", T_ENUM, F(model.router), 0, 0, ROUTERS, 0},
+    {"model.weight_format", T_ENUM, F(model.weight_format), 0, 0, FORMATS, 0},
+    {"model.expert_bytes", T_DBL, F(model.expert_bytes), 0, BIG, NULL, 0},
+    {"model.attn_bytes_per_layer", T_DBL, F(model.attn_bytes_per_layer), 0, BIG, NULL, 0},
+    {"model.kv_bytes_per_token_layer", T_DBL, F(model.kv_bytes_per_token_layer), 0, BIG, NULL, 0},
+    {"model.vocab", T_INT, F(model.vocab), 0, 1 << 24, NULL, 0},
+    {"model.lm_head_bytes", T_DBL, F(model.lm_head_bytes), 0, BIG, NULL, 0},
+    {"model.draft_head_bytes", T_DBL, F(model.draft_head_bytes), 0, BIG, NULL, 0},
+    {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0},
+    {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0},
+    {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0},
+    {"hardware.peak_flops", T_DBL, F(hw.peak_flops), 1e6, BIG, NULL, 0},
+    {"hardware.launch_s", T_DBL, F(hw.launch_s), 0, 1, NULL, 0},
+    {"hardware.memory_bytes", T_DBL, F(hw.memory_bytes), 0, BIG, NULL, 0},
+    {"workload.source", T_ENUM, F(workload.source), 0, 0, SOURCES, 0},
+    {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1},
+    {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0},
+    {"workload.blocks", T_INT, F(workload.blocks), 0, 2e9, NULL, 0},
+    {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0},
+    {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0},
+    {"workload.seed", T_U64, F(workload.seed), 0, 0, NULL, 0},
+    {"workload.top_m", T_INT, F(workload.top_m), 0, AMOE_MAX_EXPERTS, NULL, 0},
+    {"workload.tree.depth", T_INT, F(workload.depth), 1, 16, NULL, 0},
+    {"workload.tree.top_k", T_INT, F(workload.top_k), 1, AMOE_MAX_TOPK, NULL, 0},
+    {"workload.tree.nodes", T_INT, F(workload.nodes), 1, AMOE_MAX_NODES, NULL, 0},
+    {"workload.tree.candidates", T_INT, F(workload.candidates), 0, AMOE_MAX_NODES, NULL, 0},
+    {"workload.acceptance.tau", T_DBL, F(workload.tau), 1, 64, NULL, 0},
+    {"workload.acceptance.replay", T_STR, F(workload.replay), 0, 0, NULL, 1},
+    {"workload.routing.temperature", T_DBL, F(workload.temperature), 1e-3, 1e3, NULL, 0},
+    {"workload.routing.locality", T_DBL, F(workload.locality), 0, 0.999, NULL, 0},
+    {"workload.routing.layer_correlation", T_DBL, F(workload.layer_correlation), 0, 0.999, NULL, 0},
+    {"workload.routing.skew", T_DBL, F(workload.skew), 0, 100, NULL, 0},
+    {"workload.routing.noise", T_DBL, F(workload.noise), 0, 100, NULL, 0},
+    {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0},
+    {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0},
+    {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1},
+    {"offload.slots_per_layer", T_INT, F(offload.slots_per_layer), 1, AMOE_MAX_EXPERTS, NULL, 0},
+    {"offload.policy", T_ENUM, F(offload.policy), 0, 0, CACHES, 0},
+    {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0},
+    {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0},
+    {"output.dir", T_STR, F(output.dir), 0, 0, NULL, 1},
+    {"output.blocks_csv", T_BOOL, F(output.blocks_csv), 0, 0, NULL, 0},
+    {"output.dump_selection", T_STR, F(output.dump_selection), 0, 0, NULL, 1},
+};
+#define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+
+static const krow *find_key(const char *path) {
+  for (int i = 0; i < NKEYS; i++)
+    if (!strcmp(KEYS[i].path, path)) return &KEYS[i];
+  return NULL;
+}
+
+static int is_prefix_of_key(const char *path) {
+  size_t n = strlen(path);
+  for (int i = 0; i < NKEYS; i++)
+    if (!strncmp(KEYS[i].path, path, n) && KEYS[i].path[n] == '.') return 1;
+  return 0;
+}
+
+static int is_null_text(const char *v) { return !strcmp(v, "null") || !strcmp(v, "~") || !v[0]; }
+
+/* Sets one table key from scalar text. quoted: the YAML scalar was quoted. */
+static int set_value(amoe_spec *s, const krow *k, const char *v, int quoted, const char *where,
+                     amoe_diag *d) {
+  char *p = (char *)s + k->off, *end;
+  if (!quoted && is_null_text(v) && k->type != T_STR) {
+    amoe_diag_add(d, "%s: %s needs a value", where, k->path);
+    return 0;
+  }
+  switch (k->type) {
+  case T_STR:
+    if (!quoted && is_null_text(v)) v = "";
+    if (!k->nullable && !v[0]) {
+      amoe_diag_add(d, "%s: %s must not be empty", where, k->path);
+      return 0;
+    }
+    if (strlen(v) >= k->size) {
+      amoe_diag_add(d, "%s: %s is longer than %zu characters", where, k->path, k->size - 1);
+      return 0;
+    }
+    memcpy(p, v, strlen(v) + 1);
+    return 1;
+  case T_BOOL: {
+    int b = -1;
+    if (!quoted) {
+      if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on")) b = 1;
+      if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off")) b = 0;
+    }
+    if (b < 0) {
+      amoe_diag_add(d, "%s: %s must be true or false, not '%s'", where, k->path, v);
+      return 0;
+    }
+    *(int *)p = b;
+    return 1;
+  }
+  case T_ENUM:
+    for (int i = 0; k->names[i]; i++)
+      if (!strcmp(k->names[i], v)) {
+        *(int *)p = i;
+        return 1;
+      }
+    {
+      char list[256] = "";
+      for (int i = 0; k->names[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", k->names[i]);
+      amoe_diag_add(d, "%s: %s must be one of %s, not '%s'", where, k->path, list, v);
+    }
+    return 0;
+  case T_INT:
+  case T_U64: {
+    errno = 0;
+    if (quoted) goto bad_int;
+    if (k->type == T_U64) {
+      if (v[0] == '-') goto bad_int;
+      unsigned long long x = strtoull(v, &end, 10);
+      if (errno || *end || end == v) goto bad_int;
+      *(uint64_t *)p = (uint64_t)x;
+      return 1;
+    }
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || end == v) goto bad_int;
+    if ((double)x < k->lo || (double)x > k->hi) {
+      amoe_diag_add(d, "%s: %s = %lld is out of range %.0f..%.0f", where, k->path, x, k->lo, k->hi);
+      return 0;
+    }
+    *(int *)p = (int)x;
+    return 1;
+  bad_int:
+    amoe_diag_add(d, "%s: %s must be an integer, not '%s'", where, k->path, v);
+    return 0;
+  }
+  case T_DBL: {
+    errno = 0;
+    double x = quoted ? NAN : strtod(v, &end);
+    if (quoted || errno || *end || end == v || !isfinite(x)) {
+      amoe_diag_add(d, "%s: %s must be a number, not '%s'", where, k->path, v);
+      return 0;
+    }
+    if (x < k->lo || x > k->hi) {
+      amoe_diag_add(d, "%s: %s = %g is out of range %g..%g", where, k->path, x, k->lo, k->hi);
+      return 0;
+    }
+    *(double *)p = x;
+    return 1;
+  }
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ YAML helpers */
+
+typedef struct {
+  yaml_document_t doc;
+  const char *file;
+  amoe_diag *d;
+  const char *base_dir; /* for relative paths inside the spec */
+} ydoc;
+
+static void at(const ydoc *y, const yaml_node_t *n, char *buf, size_t len) {
+  snprintf(buf, len, "%s:%lu:%lu", y->file, (unsigned long)n->start_mark.line + 1,
+           (unsigned long)n->start_mark.column + 1);
+}
+
+static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+static int quoted(const yaml_node_t *n) {
+  return n->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+         n->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+}
+
+static int load_file(ydoc *y, const char *path, amoe_diag *d) {
+  memset(y, 0, sizeof *y);
+  y->file = path;
+  y->d = d;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    amoe_diag_add(d, "%s: cannot open: %s", path, strerror(errno));
+    return 0;
+  }
+  yaml_parser_t p;
+  yaml_parser_initialize(&p);
+  yaml_parser_set_input_file(&p, f);
+  int ok = yaml_parser_load(&p, &y->doc);
+  if (!ok) {
+    amoe_diag_add(d, "%s:%lu:%lu: %s%s%s", path, (unsigned long)p.problem_mark.line + 1,
+                  (unsigned long)p.problem_mark.column + 1, p.problem ? p.problem : "YAML error",
+                  p.context ? " " : "", p.context ? p.context : "");
+  }
+  yaml_parser_delete(&p);
+  fclose(f);
+  return ok;
+}
+
+static int load_string(ydoc *y, const char *text, const char *where, amoe_diag *d) {
+  memset(y, 0, sizeof *y);
+  y->file = where;
+  y->d = d;
+  yaml_parser_t p;
+  yaml_parser_initialize(&p);
+  yaml_parser_set_input_string(&p, (const unsigned char *)text, strlen(text));
+  int ok = yaml_parser_load(&p, &y->doc);
+  if (!ok) amoe_diag_add(d, "%s: %s", where, p.problem ? p.problem : "YAML error");
+  yaml_parser_delete(&p);
+  return ok;
+}
+
+/* ------------------------------------------------------------ presets */
+
+static int is_dir(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+void amoe_presets_dir(char *out, size_t n, const char *kind, const char *spec_path) {
+  const char *env = getenv("ACCEPTMOE_DATA");
+  char buf[AMOE_PATH_MAX + 64];
+  if (env && env[0]) {
+    snprintf(out, n, "%s/%s", env, kind);
+    return;
+  }
+  snprintf(buf, sizeof buf, "workloads/%s", kind);
+  if (is_dir(buf)) {
+    snprintf(out, n, "%s", buf);
+    return;
+  }
+  if (spec_path) { /* a spec in workloads/specs/ finds its siblings */
+    char dir[AMOE_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", spec_path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+      *slash = 0;
+      snprintf(buf, sizeof buf, "%s/../%s", dir, kind);
+      if (is_dir(buf)) {
+        snprintf(out, n, "%s", buf);
+        return;
+      }
+    }
+  }
+  snprintf(out, n, "%s/workloads/%s", AMOE_SOURCE_DIR, kind);
+}
+
+static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int preset);
+
+int amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *where, amoe_diag *d) {
+  char dir[AMOE_PATH_MAX], path[AMOE_PATH_MAX + 160];
+  amoe_presets_dir(dir, sizeof dir, hw ? "hw" : "models", NULL);
+  for (const char *c = name; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.' ||
+          (*c >= 'A' && *c <= 'Z'))) {
+      amoe_diag_add(d, "%s: '%s' is not a preset name", where, name);
+      return 0;
+    }
+  snprintf(path, sizeof path, "%s/%s.yaml", dir, name);
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    amoe_diag_add(d, "%s: unknown %s preset '%s' (no %s)", where, hw ? "hardware" : "model", name, path);
+    return 0;
+  }
+  ydoc y;
+  int before = d->n;
+  if (!load_file(&y, path, d)) return 0;
+  yaml_node_t *root = yaml_document_get_root_node(&y.doc);
+  if (hw)
+    memset(&s->hw, 0, sizeof s->hw);
+  else
+    memset(&s->model, 0, sizeof s->model);
+  if (!root || root->type != YAML_MAPPING_NODE)
+    amoe_diag_add(d, "%s: a preset must be a mapping", path);
+  else
+    walk(&y, root, hw ? "hardware" : "model", s, 1);
+  yaml_document_delete(&y.doc);
+  if (hw && !s->hw.name[0]) snprintf(s->hw.name, sizeof s->hw.name, "%s", name);
+  if (!hw && !s->model.name[0]) snprintf(s->model.name, sizeof s->model.name, "%s", name);
+  return d->n == before;
+}
+
+/* ------------------------------------------------------------ policies */
+
+static void policy_label(amoe_policy_row *r) {
+  const char *dn = amoe_draft_table[r->draft].name, *vn = amoe_verifier_table[r->verifier].name;
+  int vnat = !strcmp(vn, "natural"), deagle = !strcmp(dn, "eagle");
+  char b[32] = "";
+  if (amoe_verifier_table[r->verifier].needs_budget) snprintf(b, sizeof b, "/B=%d", r->budget);
+  if (deagle)
+    snprintf(r->label, sizeof r->label, "%s%s", vn, b);
+  else if (vnat)
+    snprintf(r->label, sizeof r->label, "%s", dn);
+  else
+    snprintf(r->label, sizeof r->label, "%s+%s%s", dn, vn, b);
+}
+
+static void names_of(char *buf, size_t n, int verifier) {
+  buf[0] = 0;
+  int cnt = verifier ? amoe_verifier_count : amoe_draft_count;
+  for (int i = 0; i < cnt; i++)
+    snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "",
+             verifier ? amoe_verifier_table[i].name : amoe_draft_table[i].name);
+}
+
+static void policy_defaults(amoe_policy_row *r) {
+  memset(r, 0, sizeof *r);
+  r->draft = amoe_draft_find("eagle");
+  r->verifier = amoe_verifier_find("natural");
+  r->lambda = 0.5;
+  r->predictor_accuracy = 0.8;
+  r->beta = 0.5;
+}
+
+static int set_policy_name(ydoc *y, yaml_node_t *n, amoe_policy_row *r, int verifier, int either) {
+  char w[AMOE_PATH_MAX + 64], names[256];
+  at(y, n, w, sizeof w);
+  if (n->type != YAML_SCALAR_NODE) {
+    amoe_diag_add(y->d, "%s: a policy name must be a string", w);
+    return 0;
+  }
+  const char *v = scalar(n);
+  int vi = amoe_verifier_find(v), di = amoe_draft_find(v);
+  if ((verifier || either) && vi >= 0) {
+    r->verifier = vi;
+    return 1;
+  }
+  if ((!verifier || either) && di >= 0) {
+    r->draft = di;
+    return 1;
+  }
+  names_of(names, sizeof names, 1);
+  char dn[256];
+  names_of(dn, sizeof dn, 0);
+  amoe_diag_add(y->d, "%s: unknown %s policy '%s' (verifiers: %s; drafts: %s)", w,
+                either ? "" : verifier ? "verifier" : "draft", v, names, dn);
+  return 0;
+}
+
+static void parse_policies(ydoc *y, yaml_node_t *seq, amoe_spec *s) {
+  char w[AMOE_PATH_MAX + 64];
+  at(y, seq, w, sizeof w);
+  if (seq->type != YAML_SEQUENCE_NODE) {
+    amoe_diag_add(y->d, "%s: policies must be a list", w);
+    return;
+  }
+  s->npolicies = 0;
+  for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+    yaml_node_t *n = yaml_document_get_node(&y->doc, *it);
+    at(y, n, w, sizeof w);
+    if (s->npolicies == AMOE_MAX_POLICIES - 1) {
+      amoe_diag_add(y->d, "%s: at most %d policies", w, AMOE_MAX_POLICIES - 1);
+      return;
+    }
+    amoe_policy_row *r = &s->policies[s->npolicies];
+    policy_defaults(r);
+    int ok = 1;
+    if (n->type == YAML_SCALAR_NODE) {
+      ok = set_policy_name(y, n, r, 0, 1);
+    } else if (n->type == YAML_MAPPING_NODE) {
+      for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(&y->doc, p->key), *v = yaml_document_get_node(&y->doc, p->value);
+        char kw[AMOE_PATH_MAX + 64];
+        at(y, v, kw, sizeof kw);
+        const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "";
+        if (!strcmp(key, "draft") || !strcmp(key, "verifier")) {
+          ok &= set_policy_name(y, v, r, key[0] == 'v', 0);
+          continue;
+        }
+        static const krow PK[] = {
+            {"budget", T_INT, offsetof(amoe_policy_row, budget), 4, 1, AMOE_MAX_EXPERTS, NULL, 0},
+            {"lambda", T_DBL, offsetof(amoe_policy_row, lambda), 8, 0, 1e6, NULL, 0},
+            {"predictor_accuracy", T_DBL, offsetof(amoe_policy_row, predictor_accuracy), 8, 0, 1, NULL, 0},
+            {"beta", T_DBL, offsetof(amoe_policy_row, beta), 8, 0, 100, NULL, 0},
+        };
+        const krow *pk = NULL;
+        for (size_t i = 0; i < sizeof PK / sizeof PK[0]; i++)
+          if (!strcmp(PK[i].path, key)) pk = &PK[i];
+        if (!pk || v->type != YAML_SCALAR_NODE) {
+          at(y, k, kw, sizeof kw);
+          amoe_diag_add(y->d, "%s: unknown policy key '%s' (draft, verifier, budget, lambda, "
+                        "predictor_accuracy, beta)", kw, key);
+          ok = 0;
+          continue;
+        }
+        /* reuse the scalar parser on a policy row */
+        ok &= set_value((amoe_spec *)(void *)r, pk, scalar(v), quoted(v), kw, y->d);
+      }
+    } else {
+      amoe_diag_add(y->d, "%s: a policy is a name or a mapping", w);
+      ok = 0;
+    }
+    if (!ok) continue;
+    if (amoe_verifier_table[r->verifier].needs_budget && r->budget == 0) {
+      amoe_diag_add(y->d, "%s: verifier %s needs a budget", w, amoe_verifier_table[r->verifier].name);
+      continue;
+    }
+    policy_label(r);
+    s->npolicies++;
+  }
+}
+
+/* ------------------------------------------------------------ walking */
+
+static void parse_commitment(ydoc *y, yaml_node_t *n, amoe_spec *s) {
+  char w[AMOE_PATH_MAX + 64];
+  at(y, n, w, sizeof w);
+  if (n->type != YAML_MAPPING_NODE) {
+    amoe_diag_add(y->d, "%s: commitment must be {calibrate: {...}}, {table: [...]} or {file: F}", w);
+    return;
+  }
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(&y->doc, p->key), *v = yaml_document_get_node(&y->doc, p->value);
+    const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "";
+    at(y, v, w, sizeof w);
+    if (!strcmp(key, "table")) {
+      s->commitment.mode = AMOE_COMMIT_TABLE;
+      s->commitment.table_n = 0;
+      if (v->type != YAML_SEQUENCE_NODE) {
+        amoe_diag_add(y->d, "%s: commitment.table must be a list of probabilities", w);
+        continue;
+      }
+      for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *x = yaml_document_get_node(&y->doc, *it);
+        at(y, x, w, sizeof w);
+        char *end;
+        double val = x->type == YAML_SCALAR_NODE ? strtod(scalar(x), &end) : NAN;
+        if (x->type != YAML_SCALAR_NODE || *end || !(val >= 0 && val <= 1)) {
+          amoe_diag_add(y->d, "%s: commitment.table entries must be numbers in [0, 1]", w);
+        } else if (s->commitment.table_n == AMOE_MAX_DEPTH) {
+          amoe_diag_add(y->d, "%s: commitment.table has more than %d entries", w, AMOE_MAX_DEPTH);
+          break;
+        } else {
+          s->commitment.table[s->commitment.table_n++] = val;
+        }
+      }
+    } else if (!strcmp(key, "file")) {
+      s->commitment.mode = AMOE_COMMIT_FILE;
+      if (v->type == YAML_SCALAR_NODE)
+        set_value(s, find_key("commitment.file"), scalar(v), quoted(v), w, y->d);
+      else
+        amoe_diag_add(y->d, "%s: commitment.file must be a path", w);
+    } else if (!strcmp(key, "calibrate")) {
+      s->commitment.mode = AMOE_COMMIT_CALIBRATE;
+      if (v->type == YAML_MAPPING_NODE) walk(y, v, "commitment.calibrate", s, 0);
+      else if (!(v->type == YAML_SCALAR_NODE && is_null_text(scalar(v))))
+        amoe_diag_add(y->d, "%s: commitment.calibrate must be {blocks: N, seed: S}", w);
+    } else {
+      at(y, k, w, sizeof w);
+      amoe_diag_add(y->d, "%s: unknown key 'commitment.%s' (calibrate, table, file)", w, key);
+    }
+  }
+}
+
+static void parse_preset_node(ydoc *y, yaml_node_t *v, amoe_spec *s, int hw) {
+  char w[AMOE_PATH_MAX + 64];
+  at(y, v, w, sizeof w);
+  const char *sect = hw ? "hardware" : "model";
+  if (v->type == YAML_SCALAR_NODE) {
+    amoe_spec_load_preset(s, hw, scalar(v), w, y->d);
+    return;
+  }
+  if (v->type != YAML_MAPPING_NODE) {
+    amoe_diag_add(y->d, "%s: %s must be a preset name or a mapping", w, sect);
+    return;
+  }
+  for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(&y->doc, p->key), *x = yaml_document_get_node(&y->doc, p->value);
+    if (k->type == YAML_SCALAR_NODE && !strcmp(scalar(k), "preset")) {
+      at(y, x, w, sizeof w);
+      if (x->type != YAML_SCALAR_NODE)
+        amoe_diag_add(y->d, "%s: preset must be a name", w);
+      else
+        amoe_spec_load_preset(s, hw, scalar(x), w, y->d);
+    }
+  }
+  walk(y, v, sect, s, 0);
+}
+
+/* Walks a mapping whose keys extend `prefix`. preset: a preset file (its
+ * citation keys `source`, `sources` and `notes` are allowed and skipped). */
+static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int preset) {
+  char w[AMOE_PATH_MAX + 64], path[256];
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(&y->doc, p->key), *v = yaml_document_get_node(&y->doc, p->value);
+    at(y, k, w, sizeof w);
+    if (k->type != YAML_SCALAR_NODE) {
+      amoe_diag_add(y->d, "%s: keys must be strings", w);
+      continue;
+    }
+    const char *key = scalar(k);
+    if (prefix[0])
+      snprintf(path, sizeof path, "%s.%s", prefix, key);
+    else
+      snprintf(path, sizeof path, "%s", key);
+    if (preset && (!strcmp(key, "source") || !strcmp(key, "sources") || !strcmp(key, "notes"))) continue;
+    if (!strcmp(path, "model.preset") || !strcmp(path, "hardware.preset")) continue;
+    if (!strcmp(path, "model") || !strcmp(path, "hardware")) {
+      parse_preset_node(y, v, s, path[0] == 'h');
+      continue;
+    }
+    if (!strcmp(path, "policies")) {
+      parse_policies(y, v, s);
+      continue;
+    }
+    if (!strcmp(path, "sweep")) continue; /* handled by the caller */
+    if (!strcmp(path, "commitment")) {
+      parse_commitment(y, v, s);
+      continue;
+    }
+    if (!strcmp(path, "offload")) {
+      if (v->type == YAML_SCALAR_NODE && is_null_text(scalar(v))) {
+        s->offload.enabled = 0;
+        continue;
+      }
+      s->offload.enabled = 1;
+    }
+    const krow *kr = find_key(path);
+    char vw[AMOE_PATH_MAX + 64];
+    at(y, v, vw, sizeof vw);
+    if (kr) {
+      if (v->type != YAML_SCALAR_NODE)
+        amoe_diag_add(y->d, "%s: %s must be a single value", vw, path);
+      else
+        set_value(s, kr, scalar(v), quoted(v), vw, y->d);
+      continue;
+    }
+    if (is_prefix_of_key(path)) {
+      if (v->type == YAML_MAPPING_NODE)
+        walk(y, v, path, s, preset);
+      else
+        amoe_diag_add(y->d, "%s: %s must be a mapping", vw, path);
+      continue;
+    }
+    amoe_diag_add(y->d, "%s: unknown key '%s'", w, path);
+  }
+}
+
+/* ------------------------------------------------------------ public */
+
+void amoe_spec_defaults(amoe_spec *s) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->name, sizeof s->name, "run");
+  amoe_workload_spec *w = &s->workload;
+  w->source = AMOE_SRC_SYNTHETIC;
+  w->window = 8;
+  w->blocks = 2000;
+  w->tokens_per_request = 256;
+  w->context_tokens = 1024;
+  w->seed = 1;
+  w->depth = 5;
+  w->top_k = 8;
+  w->nodes = 64;
+  w->tau = 4.4;
+  /* Routing defaults fitted to the real Mixtral-8x7B trace: docs/generator.md. */
+  w->temperature = AMOE_FIT_TEMPERATURE;
+  w->locality = AMOE_FIT_LOCALITY;
+  w->layer_correlation = AMOE_FIT_LAYER_CORRELATION;
+  w->skew = AMOE_FIT_SKEW;
+  w->noise = AMOE_FIT_NOISE;
+  s->commitment.mode = AMOE_COMMIT_CALIBRATE;
+  s->commitment.blocks = 500;
+  s->commitment.seed = 0; /* 0: workload.seed + 1000 */
+  s->offload.slots_per_layer = 48;
+  s->offload.policy = AMOE_CACHE_LRU;
+  s->kappa = AMOE_DEFAULT_KAPPA;
+}
+
+int amoe_spec_set(amoe_spec *s, const char *key, const char *value, const char *where, amoe_diag *d) {
+  int before = d->n;
+  char text[AMOE_PATH_MAX + 256];
+  /* Build a one-key YAML document so every key goes through the same walk. */
+  ydoc y;
+  const char *dot = strrchr(key, '.');
+  if (!strcmp(key, "model") || !strcmp(key, "hardware")) {
+    amoe_spec_load_preset(s, key[0] == 'h', value, where, d);
+    return d->n == before;
+  }
+  if (dot && (!strncmp(key, "offload.", 8))) s->offload.enabled = 1;
+  const krow *kr = find_key(key);
+  if (!kr) {
+    if (!strcmp(key, "policies") || !strcmp(key, "commitment.table")) {
+      snprintf(text, sizeof text, "%s: %s", !strcmp(key, "policies") ? "policies" : "commitment",
+               !strcmp(key, "policies") ? value : "");
+      if (!strcmp(key, "commitment.table")) snprintf(text, sizeof text, "commitment: {table: %s}", value);
+      if (!load_string(&y, text, where, d)) return 0;
+      yaml_node_t *root = yaml_document_get_root_node(&y.doc);
+      if (root && root->type == YAML_MAPPING_NODE) walk(&y, root, "", s, 0);
+      yaml_document_delete(&y.doc);
+      return d->n == before;
+    }
+    amoe_diag_add(d, "%s: unknown key '%s'", where, key);
+    return 0;
+  }
+  snprintf(text, sizeof text, "%s", value);
+  if (!load_string(&y, text, where, d)) return 0;
+  yaml_node_t *root = yaml_document_get_root_node(&y.doc);
+  if (!root)
+    set_value(s, kr, "", 0, where, d);
+  else if (root->type != YAML_SCALAR_NODE)
+    amoe_diag_add(d, "%s: %s must be a single value", where, key);
+  else
+    set_value(s, kr, scalar(root), quoted(root), where, d);
+  yaml_document_delete(&y.doc);
+  return d->n == before;
+}
+
+static void parse_sweep(ydoc *y, yaml_node_t *n, amoe_experiment *x) {
+  char w[AMOE_PATH_MAX + 64];
+  at(y, n, w, sizeof w);
+  if (n->type != YAML_MAPPING_NODE) {
+    amoe_diag_add(y->d, "%s: sweep must map keys to lists of values", w);
+    return;
+  }
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(&y->doc, p->key), *v = yaml_document_get_node(&y->doc, p->value);
+    at(y, k, w, sizeof w);
+    if (x->nsweep == AMOE_MAX_SWEEP_KEYS) {
+      amoe_diag_add(y->d, "%s: at most %d sweep keys", w, AMOE_MAX_SWEEP_KEYS);
+      return;
+    }
+    const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "";
+    if (!find_key(key) && strcmp(key, "model") && strcmp(key, "hardware")) {
+      amoe_diag_add(y->d, "%s: cannot sweep unknown key '%s'", w, key);
+      continue;
+    }
+    amoe_sweep_key *sk = &x->sweep[x->nsweep];
+    memset(sk, 0, sizeof *sk);
+    snprintf(sk->key, sizeof sk->key, "%s", key);
+    yaml_node_item_t one = p->value, *start = &one, *top = &one + 1;
+    if (v->type == YAML_SEQUENCE_NODE) {
+      start = v->data.sequence.items.start;
+      top = v->data.sequence.items.top;
+    }
+    int ok = 1;
+    for (yaml_node_item_t *it = start; it < top; it++) {
+      yaml_node_t *e = yaml_document_get_node(&y->doc, *it);
+      char ew[AMOE_PATH_MAX + 64];
+      at(y, e, ew, sizeof ew);
+      if (e->type != YAML_SCALAR_NODE || sk->nvalues == AMOE_MAX_SWEEP_VALUES) {
+        amoe_diag_add(y->d, "%s: sweep values must be scalars (at most %d)", ew, AMOE_MAX_SWEEP_VALUES);
+        ok = 0;
+        continue;
+      }
+      amoe_spec probe = x->base; /* check the value now, with its position */
+      ok &= amoe_spec_set(&probe, key, scalar(e), ew, y->d);
+      snprintf(sk->values[sk->nvalues++], 128, "%s", scalar(e));
+    }
+    if (ok && sk->nvalues > 0) x->nsweep++;
+  }
+}
+
+int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
+  int before = d->n;
+  char msg[256];
+  if (!s->model.name[0]) amoe_diag_add(d, "%s: model: required (a preset name or a shape)", where);
+  else if (!amoe_model_check(&s->model, msg, sizeof msg)) amoe_diag_add(d, "%s: model %s: %s", where, s->model.name, msg);
+  if (!s->hw.name[0] || s->hw.hbm_bw <= 0 || s->hw.h2d_bw <= 0 || s->hw.peak_flops <= 0)
+    amoe_diag_add(d, "%s: hardware: required (a preset name, or hbm_bw, h2d_bw and peak_flops)", where);
+  if (s->workload.source != AMOE_SRC_SYNTHETIC && !s->workload.path[0])
+    amoe_diag_add(d, "%s: workload.path is required for source %s", where, SOURCES[s->workload.source]);
+  if (s->workload.candidates && s->workload.candidates < s->workload.nodes)
+    amoe_diag_add(d, "%s: workload.tree.candidates (%d) must be >= nodes (%d)", where, s->workload.candidates,
+                  s->workload.nodes);
+  if (s->workload.top_m && s->model.experts && (s->workload.top_m < s->model.top_k || s->workload.top_m > s->model.experts))
+    amoe_diag_add(d, "%s: workload.top_m must be in top_k..experts", where);
+  if (s->npolicies == 0) { /* default: natural alone */
+    policy_defaults(&s->policies[0]);
+    policy_label(&s->policies[0]);
+    s->npolicies = 1;
+  }
+  int have_nat = 0;
+  for (int i = 0; i < s->npolicies; i++) {
+    amoe_policy_row *r = &s->policies[i];
+    if (amoe_verifier_table[r->verifier].needs_budget && s->model.top_k &&
+        (r->budget < s->model.top_k || r->budget > s->model.experts))
+      amoe_diag_add(d, "%s: policy %s: budget %d must be in top_k..experts (%d..%d)", where, r->label, r->budget,
+                    s->model.top_k, s->model.experts);
+    if (!strcmp(r->label, "natural")) have_nat = 1;
+  }
+  if (!have_nat && s->npolicies < AMOE_MAX_POLICIES) { /* the baseline of speedup_vs_natural */
+    amoe_policy_row *r = &s->policies[s->npolicies++];
+    policy_defaults(r);
+    policy_label(r);
+    r->implicit = 1;
+  }
+  if (s->commitment.seed == 0) s->commitment.seed = s->workload.seed + 1000;
+  return d->n == before;
+}
+
+int amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d) {
+  memset(x, 0, sizeof *x);
+  snprintf(x->spec_path, sizeof x->spec_path, "%s", path);
+  amoe_spec_defaults(&x->base);
+  int before = d->n;
+  ydoc y;
+  if (!load_file(&y, path, d)) return 0;
+  yaml_node_t *root = yaml_document_get_root_node(&y.doc);
+  if (!root || root->type != YAML_MAPPING_NODE) {
+    amoe_diag_add(d, "%s:1:1: a spec must be a mapping of keys", path);
+    yaml_document_delete(&y.doc);
+    return 0;
+  }
+  /* model and hardware first, so that other keys may refer to them */
+  walk(&y, root, "", &x->base, 0);
+  for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(&y.doc, p->key);
+    if (k->type == YAML_SCALAR_NODE && !strcmp(scalar(k), "sweep"))
+      parse_sweep(&y, yaml_document_get_node(&y.doc, p->value), x);
+  }
+  yaml_document_delete(&y.doc);
+  for (int i = 0; i < nset; i++) {
+    char key[256], where[320];
+    const char *eq = strchr(sets[i], '=');
+    snprintf(where, sizeof where, "--set %s", sets[i]);
+    if (!eq || eq == sets[i]) {
+      amoe_diag_add(d, "%s: expected KEY=VALUE", where);
+      continue;
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
+    int swept = -1;
+    for (int j = 0; j < x->nsweep; j++)
+      if (!strcmp(x->sweep[j].key, key)) swept = j;
+    if (swept >= 0) { /* --set pins a swept key to one value */
+      for (int j = swept; j < x->nsweep - 1; j++) x->sweep[j] = x->sweep[j + 1];
+      x->nsweep--;
+    }
+    amoe_spec_set(&x->base, key, eq + 1, where, d);
+  }
+  if (d->n == before) amoe_spec_validate(&x->base, path, d);
+  return d->n == before;
+}
+
+int amoe_experiment_points(const amoe_experiment *x) {
+  int n = 1;
+  for (int i = 0; i < x->nsweep; i++) n *= x->sweep[i].nvalues;
+  return n;
+}
+
+int amoe_experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, amoe_diag *d) {
+  *out = x->base;
+  int before = d->n;
+  /* the implicit baseline is re-added by validate */
+  if (out->npolicies && out->policies[out->npolicies - 1].implicit) out->npolicies--;
+  for (int i = x->nsweep - 1; i >= 0; i--) { /* the last key varies fastest */
+    const amoe_sweep_key *k = &x->sweep[i];
+    int v = idx % k->nvalues;
+    idx /= k->nvalues;
+    char where[AMOE_PATH_MAX + 200];
+    snprintf(where, sizeof where, "%s: sweep %s", x->spec_path, k->key);
+    amoe_spec_set(out, k->key, k->values[v], where, d);
+  }
+  if (d->n == before) amoe_spec_validate(out, x->spec_path, d);
+  return d->n == before;
+}
+
+/* ------------------------------------------------------------ writing */
+
+static void yaml_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    if ((unsigned char)*s < 0x20) fprintf(f, "\\x%02x", (unsigned char)*s);
+    else fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void write_value(FILE *f, const amoe_spec *s, const krow *k) {
+  const char *p = (const char *)s + k->off;
+  switch (k->type) {
+  case T_STR:
+    if (k->nullable && !p[0]) fputs("null", f);
+    else yaml_str(f, p);
+    break;
+  case T_BOOL: fputs(*(const int *)p ? "true" : "false", f); break;
+  case T_ENUM: fputs(k->names[*(const int *)p], f); break;
+  case T_INT: fprintf(f, "%d", *(const int *)p); break;
+  case T_U64: fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+  case T_DBL: fprintf(f, "%.17g", *(const double *)p); break;
+  }
+}
+
+void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
+  const amoe_spec *s = &x->base;
+  fprintf(f, "# resolved from %s: every default filled in\n", x->spec_path);
+  char prev[8][64];
+  int np = 0;
+  for (int i = 0; i < NKEYS; i++) {
+    const krow *k = &KEYS[i];
+    if (!strncmp(k->path, "offload.", 8) && !s->offload.enabled) {
+      if (!strcmp(k->path, "offload.slots_per_layer")) fputs("offload: null\n", f);
+      np = 0;
+      continue;
+    }
+    if (!strcmp(k->path, "commitment.calibrate.blocks")) { /* commitment is one of three forms */
+      np = 0;
+      if (s->commitment.mode == AMOE_COMMIT_TABLE) {
+        fputs("commitment:\n  table: [", f);
+        for (int j = 0; j < s->commitment.table_n; j++) fprintf(f, "%s%.17g", j ? ", " : "", s->commitment.table[j]);
+        fputs("]\n", f);
+      } else if (s->commitment.mode == AMOE_COMMIT_FILE) {
+        fputs("commitment:\n  file: ", f);
+        yaml_str(f, s->commitment.file);
+        fputc('\n', f);
+      } else {
+        fprintf(f, "commitment:\n  calibrate:\n    blocks: %d\n    seed: %llu\n", s->commitment.blocks,
+                (unsigned long long)s->commitment.seed);
+      }
+      continue;
+    }
+    if (!strncmp(k->path, "commitment.", 11)) continue;
+    /* split into components; open the mappings that differ from the previous key */
+    char comp[8][64];
+    int nc = 0;
+    const char *a = k->path;
+    while (nc < 8) {
+      const char *dot = strchr(a, '.');
+      size_t len = dot ? (size_t)(dot - a) : strlen(a);
+      snprintf(comp[nc++], 64, "%.*s", (int)len, a);
+      if (!dot) break;
+      a = dot + 1;
+    }
+    int same = 0;
+    while (same < np && same < nc - 1 && !strcmp(prev[same], comp[same])) same++;
+    for (int j = same; j < nc - 1; j++) fprintf(f, "%*s%s:\n", 2 * j, "", comp[j]);
+    fprintf(f, "%*s%s: ", 2 * (nc - 1), "", comp[nc - 1]);
+    write_value(f, s, k);
+    fputc('\n', f);
+    memcpy(prev, comp, sizeof comp);
+    np = nc - 1;
+  }
+  fputs("policies:\n", f);
+  for (int i = 0; i < s->npolicies; i++) {
+    const amoe_policy_row *r = &s->policies[i];
+    fprintf(f, "  - {draft: %s, verifier: %s", amoe_draft_table[r->draft].name,
+            amoe_verifier_table[r->verifier].name);
+    if (amoe_verifier_table[r->verifier].needs_budget) fprintf(f, ", budget: %d", r->budget);
+    fprintf(f, ", beta: %.17g, lambda: %.17g, predictor_accuracy: %.17g}%s\n", r->beta, r->lambda,
+            r->predictor_accuracy, r->implicit ? "  # added: the baseline of speedup_vs_natural" : "");
+  }
+  if (x->nsweep) {
+    fputs("sweep:\n", f);
+    for (int i = 0; i < x->nsweep; i++) {
+      fprintf(f, "  %s: [", x->sweep[i].key);
+      for (int j = 0; j < x->sweep[i].nvalues; j++) fprintf(f, "%s%s", j ? ", " : "", x->sweep[i].values[j]);
+      fputs("]\n", f);
+    }
+  }
+}
+
+int amoe_commitment_file_load(const char *path, double *p, int *n, amoe_diag *d) {
+  ydoc y;
+  int before = d->n;
+  if (!load_file(&y, path, d)) return 0;
+  amoe_spec tmp;
+  memset(&tmp, 0, sizeof tmp);
+  yaml_node_t *root = yaml_document_get_root_node(&y.doc);
+  if (!root || root->type != YAML_MAPPING_NODE)
+    amoe_diag_add(d, "%s:1:1: expected a mapping with key 'table'", path);
+  else
+    parse_commitment(&y, root, &tmp);
+  yaml_document_delete(&y.doc);
+  if (d->n == before && (tmp.commitment.mode != AMOE_COMMIT_TABLE || tmp.commitment.table_n == 0))
+    amoe_diag_add(d, "%s:1:1: expected 'table: [p0, p1, ...]'", path);
+  if (d->n != before) return 0;
+  memcpy(p, tmp.commitment.table, sizeof(double) * (size_t)tmp.commitment.table_n);
+  *n = tmp.commitment.table_n;
+  return 1;
+}

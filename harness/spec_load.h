@@ -1,0 +1,61 @@
+/* YAML experiment specs (DESIGN §13): presets, overrides, --set, sweeps.
+ * Every error is collected as "file:line:column: message"; the caller
+ * prints them all and exits with status 2. */
+#ifndef AMOE_SPEC_LOAD_H
+#define AMOE_SPEC_LOAD_H
+
+#include <stdio.h>
+
+#include "err.h"
+#include "spec.h"
+
+#define AMOE_MAX_SWEEP_KEYS 8
+#define AMOE_MAX_SWEEP_VALUES 64
+
+typedef struct {
+  char **msgs;
+  int n, cap;
+} amoe_diag;
+
+void amoe_diag_add(amoe_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void amoe_diag_print(const amoe_diag *d, FILE *f);
+void amoe_diag_free(amoe_diag *d);
+
+typedef struct {
+  char key[128];
+  int nvalues;
+  char values[AMOE_MAX_SWEEP_VALUES][128]; /* scalar text, applied like --set */
+} amoe_sweep_key;
+
+typedef struct {
+  amoe_spec base;
+  char spec_path[AMOE_PATH_MAX];
+  int nsweep;
+  amoe_sweep_key sweep[AMOE_MAX_SWEEP_KEYS];
+} amoe_experiment;
+
+/* Where presets live: $ACCEPTMOE_DATA, ./workloads, the spec's ../../workloads,
+ * then the build's source tree. */
+void amoe_presets_dir(char *out, size_t n, const char *kind, const char *spec_path);
+
+/* Loads a spec file and applies `nset` "KEY=VALUE" overrides in order. */
+int amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d);
+/* Number of sweep points (1 without a sweep) and the spec at point i. */
+int amoe_experiment_points(const amoe_experiment *x);
+int amoe_experiment_point(const amoe_experiment *x, int i, amoe_spec *out, amoe_diag *d);
+/* Writes the resolved spec (every default filled in) as YAML. */
+void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x);
+/* Applies one KEY=VALUE to a spec (used by sweeps and --set). */
+int amoe_spec_set(amoe_spec *s, const char *key, const char *value, const char *where, amoe_diag *d);
+/* Loads a model or hardware preset by name into s. */
+int amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *where, amoe_diag *d);
+/* Fills every default (the schema's defaults, not a real model's numbers). */
+void amoe_spec_defaults(amoe_spec *s);
+/* Final checks that need the whole spec (model shape, policy budgets). */
+int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d);
+
+
+
+/* Reads a commitment file written by `acceptmoe calibrate` ({table: [...]}). */
+int amoe_commitment_file_load(const char *path, double *p, int *n, amoe_diag *d);
+#endif
