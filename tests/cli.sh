@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# End-to-end tests of the acceptmoe command: golden summary, determinism,
+# atomic results, and a clear error for every kind of bad input.
+# usage: cli.sh ACCEPTMOE SOURCE_DIR SHARED_REAL_DATA
+set -u
+A=$1; SRC=$2; REAL=$3
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+cd "$SRC"
+pass=0; fail=0
+ok()  { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+expect() { # expect CODE REGEX -- command...
+  local code=$1 re=$2; shift 3
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ "$rc" -ne "$code" ]; then bad "exit $rc (want $code): $* :: $out"; return; fi
+  if ! grep -qE -- "$re" <<<"$out"; then bad "no /$re/ in output of $*: $out"; return; fi
+  ok
+}
+
+# golden: the pinned summary, within a relative tolerance of 1e-9
+"$A" run tests/fixtures/golden.yaml --out "$T/g1" --quiet >/dev/null 2>"$T/err" || bad "golden run: $(cat "$T/err")"
+if awk -F, 'NR==FNR{for(i=1;i<=NF;i++)a[FNR,i]=$i;n[FNR]=NF;next}
+  {if(NF!=n[FNR])exit 1;for(i=1;i<=NF;i++){x=a[FNR,i];y=$i;
+   if(x==y)continue; if(x+0!=x||y+0!=y)exit 1; d=x-y; if(d<0)d=-d; s=(x<0?-x:x);
+   if(d>1e-9*(s>1e-12?s:1e-12))exit 1}} END{if(FNR!=length(n))exit 1}' \
+   tests/fixtures/golden_summary.csv "$T/g1/summary.csv"; then ok; else bad "golden summary differs"; fi
+# determinism: byte-identical CSVs
+"$A" run tests/fixtures/golden.yaml --out "$T/g2" --quiet >/dev/null 2>&1
+for f in summary.csv layers.csv; do cmp -s "$T/g1/$f" "$T/g2/$f" && ok || bad "$f differs between two runs"; done
+for f in meta.json spec.resolved.yaml; do [ -s "$T/g1/$f" ] && ok || bad "missing $f"; done
+# the resolved spec runs again to the same summary
+"$A" run "$T/g1/spec.resolved.yaml" --out "$T/g3" --quiet >/dev/null 2>"$T/err" || bad "resolved spec: $(cat "$T/err")"
+cmp -s "$T/g1/summary.csv" "$T/g3/summary.csv" && ok || bad "resolved spec gives another summary"
+# --set, selection dump, blocks.csv
+expect 0 "moe-spec/B=12" -- "$A" run tests/fixtures/golden.yaml --out "$T/s" --set "policies=[{verifier: moe-spec, budget: 12}]" \
+  --set workload.blocks=5 --blocks-csv --dump-selection "$T/s/sel.jsonl"
+[ "$(wc -l < "$T/s/blocks.csv")" -eq $((1 + 5*2*2)) ] && ok || bad "blocks.csv rows"
+grep -q '"policy":"moe-spec/B=12","union":\[' "$T/s/sel.jsonl" && ok || bad "selection dump"
+
+# bad specs: file:line:column, all of them, exit 2
+printf 'name: x\nmodel: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: many, seed: -1}\nbogus: 1\n' > "$T/b1.yaml"
+expect 2 "b1.yaml:4:20: workload.blocks must be an integer" -- "$A" run "$T/b1.yaml" --out "$T/o"
+expect 2 "b1.yaml:5:1: unknown key 'bogus'" -- "$A" run "$T/b1.yaml" --out "$T/o"
+expect 2 "workload.seed must be an integer" -- "$A" run "$T/b1.yaml" --out "$T/o"
+printf 'model: no-such-model\nhardware: h200\n' > "$T/b2.yaml"
+expect 2 "b2.yaml:1:8: unknown model preset 'no-such-model'" -- "$A" run "$T/b2.yaml" --out "$T/o"
+printf 'model: qwen3-30b-a3b\nhardware: [h200\n' > "$T/b3.yaml"
+expect 2 "b3.yaml:3:1: " -- "$A" run "$T/b3.yaml" --out "$T/o"
+printf 'model: qwen3-30b-a3b\nhardware: h200\npolicies: [{verifier: magic}]\n' > "$T/b4.yaml"
+expect 2 "b4.yaml:3:24: unknown verifier policy 'magic'" -- "$A" run "$T/b4.yaml" --out "$T/o"
+expect 2 "--set workload.tree.nodes=0: workload.tree.nodes = 0 is out of range" -- \
+  "$A" run tests/fixtures/golden.yaml --set workload.tree.nodes=0 --out "$T/o"
+[ ! -e "$T/o/summary.csv" ] && ok || bad "a bad spec wrote results"
+
+# traces: gen, round trip through blocks-jsonl, truncation and corruption
+expect 0 "wrote 12 blocks" -- "$A" gen tests/fixtures/golden.yaml --set workload.blocks=12 -o "$T/w.amt"
+expect 0 "wrote 12 blocks" -- "$A" gen tests/fixtures/golden.yaml --set workload.blocks=12 -o "$T/w.jsonl"
+expect 0 "wrote 12 blocks" -- "$A" import --format blocks-jsonl "$T/w.jsonl" --model olmoe-1b-7b -o "$T/w2.amt"
+"$A" inspect "$T/w.amt" --json > "$T/i1" && "$A" inspect "$T/w2.amt" --json > "$T/i2"
+diff <(sed 's/"input":"[^"]*",//' "$T/i1") <(sed 's/"input":"[^"]*",//' "$T/i2") >/dev/null && ok || bad "jsonl round trip changes the workload"
+size=$(stat -c %s "$T/w.amt")
+head -c $((size / 2)) "$T/w.amt" > "$T/cut.amt"
+expect 1 "byte offset" -- "$A" inspect "$T/cut.amt"
+python3 - "$T/w.amt" "$T/flip.amt" <<'PY' 2>/dev/null || cp "$T/w.amt" "$T/flip.amt"
+import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[len(d)//2] ^= 0x55; open(sys.argv[2], 'wb').write(d)
+PY
+expect 1 "block [0-9]+ at byte offset [0-9]+: checksum mismatch" -- "$A" inspect "$T/flip.amt"
+printf 'name: t\nmodel: olmoe-1b-7b\nhardware: h200\nworkload: {source: trace, path: %s}\n' "$T/cut.amt" > "$T/t.yaml"
+expect 1 "byte offset" -- "$A" run "$T/t.yaml" --out "$T/tr"
+[ ! -e "$T/tr/summary.csv" ] && ok || bad "a failed run left a summary"
+ls "$T/tr" 2>/dev/null | grep -q tmp && bad "temporary files left behind" || ok
+printf '{"parent":[-1,0],"logp":[0,-1],"accepted":[1,1],"topk":[[[[1,0.5]]]]}\n{"parent": [-1\n' > "$T/bad.jsonl"
+expect 1 "bad.jsonl:[12]:" -- "$A" inspect "$T/bad.jsonl" --format blocks-jsonl --model olmoe-1b-7b
+printf '{"problem_id":0,"layer":0,"token_idx":0,"experts":[1],"gating_probs":[1]}\n' > "$T/r.jsonl"
+expect 1 "r.jsonl:1: experts and gating_probs must have top_k = 2" -- "$A" inspect "$T/r.jsonl" --format routing-jsonl --model mixtral-8x7b
+# results directory that cannot be written
+expect 1 "cannot (create|write)" -- "$A" run tests/fixtures/golden.yaml --out /proc/acceptmoe-test
+# usage
+expect 0 "usage: acceptmoe" -- "$A" --help
+expect 2 "unknown command" -- "$A" frobnicate
+
+# real data, when the shared folder is there
+if [ -f "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" ]; then
+  expect 0 '"2":3.31[01][0-9]*,"4":4.97[89]' -- "$A" inspect "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" \
+    --format routing-jsonl --model mixtral-8x7b --window 8 --json
+else
+  echo "real data absent: skipped the Mixtral import check"
+fi
+if [ -f "$REAL/spec-bench/vicuna-7b-v1.3-eagle-float16-temperature-0.0.jsonl" ]; then
+  expect 0 'tau 3\.' -- "$A" inspect tests/fixtures/golden.yaml --set workload.blocks=400 \
+    --set "workload.acceptance.replay=$REAL/spec-bench/vicuna-7b-v1.3-eagle-float16-temperature-0.0.jsonl"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

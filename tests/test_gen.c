@@ -1,0 +1,100 @@
+/* The generator: deterministic per (seed, request); acceptance hits the
+ * target τ; replay reproduces the replayed (clamped) distribution; and the
+ * default routing parameters reproduce the real Mixtral window-union curve. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "inspect.h"
+#include "run.h"
+#include "source.h"
+#include "spec_load.h"
+
+static amoe_spec spec_for(const char *model) {
+  amoe_spec s;
+  amoe_diag d = {0};
+  amoe_spec_defaults(&s);
+  CHECK(amoe_spec_load_preset(&s, 0, model, "test", &d), "preset %s", model);
+  amoe_diag_free(&d);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  const char *fixture = argc > 1 ? argv[1] : "fixtures/accept_lengths.txt";
+  amoe_err e;
+  /* Mixtral curve (DESIGN §5): within 3% at every W with the defaults. */
+  amoe_spec s = spec_for("mixtral-8x7b");
+  s.workload.blocks = 4000;
+  s.workload.seed = 11;
+  amoe_source *src;
+  CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+  amoe_inspect_stats st;
+  CHECK(amoe_inspect(src, 32, 8, 2, &st, &e) == AMOE_OK, "%s", e.msg);
+  const double real[] = {2.0, 3.31, 4.98, 6.62, 7.58};
+  for (int i = 1; i < AMOE_INSPECT_NW; i++)
+    CHECK(fabs(st.window_union[i] / real[i] - 1) <= 0.03, "W=%d: synthetic %.3f vs real %.2f",
+          amoe_inspect_windows[i], st.window_union[i], real[i]);
+  CHECK(fabs(st.tau_mean - 4.4) < 0.15, "tau %.3f close to the 4.4 target", st.tau_mean);
+  /* Determinism: the same seed gives the same blocks. */
+  amoe_block a, b;
+  amoe_block_init(&a, 32, 8, 8);
+  amoe_block_init(&b, 32, 8, 8);
+  amoe_source *src2;
+  CHECK(amoe_source_open(&src2, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+  amoe_source_rewind(src, &e);
+  int same = 1;
+  for (int i = 0; i < 50; i++) {
+    amoe_source_next(src, &a, &e);
+    amoe_source_next(src2, &b, &e);
+    same &= a.n == b.n && !memcmp(a.ids, b.ids, (size_t)a.n * 32 * 8 * 2) &&
+            !memcmp(a.logits, b.logits, (size_t)a.n * 32 * 8 * 4) && !memcmp(a.accepted, b.accepted, (size_t)a.n);
+  }
+  CHECK(same, "same seed, same blocks");
+  amoe_source_close(src2);
+  amoe_source_close(src);
+  /* Replay: τ per block follows the file, clamped to depth + 1 = 6. */
+  uint16_t *rep;
+  int nrep;
+  CHECK(amoe_replay_load(fixture, &rep, &nrep, &e) == AMOE_OK, "%s", e.msg);
+  double want = 0;
+  for (int i = 0; i < nrep; i++) want += rep[i] > 6 ? 6 : rep[i];
+  want /= nrep;
+  amoe_spec q = spec_for("olmoe-1b-7b");
+  snprintf(q.workload.replay, sizeof q.workload.replay, "%s", fixture);
+  q.workload.blocks = nrep * 40;
+  q.workload.tokens_per_request = 1 << 30; /* one request: the replay runs in order */
+  CHECK(amoe_source_open(&src, &q.workload, &q.model, &e) == AMOE_OK, "%s", e.msg);
+  amoe_block_free(&a);
+  amoe_block_init(&a, 16, 64, 32);
+  long hist_got[8] = {0}, hist_want[8] = {0}, n = 0;
+  double sum = 0;
+  int rc;
+  while ((rc = amoe_source_next(src, &a, &e)) == 1) {
+    int tau = amoe_block_accepted_count(&a);
+    hist_got[tau]++;
+    sum += tau;
+    n++;
+  }
+  for (int i = 0; i < q.workload.blocks; i++) hist_want[rep[i % nrep] > 6 ? 6 : rep[i % nrep]]++;
+  CHECK(fabs(sum / n - want) < 1e-12, "replayed tau mean %.4f vs file %.4f", sum / n, want);
+  CHECK(!memcmp(hist_got, hist_want, sizeof hist_got), "replayed histogram equals the clamped file's");
+  /* ... and the run's summary τ under natural routing equals it too. */
+  q.npolicies = 0;
+  amoe_diag d = {0};
+  snprintf(q.hw.name, sizeof q.hw.name, "x");
+  q.hw.hbm_bw = q.hw.h2d_bw = q.hw.peak_flops = 1e12;
+  CHECK(amoe_spec_validate(&q, "test", &d), "validate");
+  amoe_diag_free(&d);
+  amoe_commitment ph = {{1}, 1};
+  amoe_row_result rows[2];
+  CHECK(amoe_run(&q, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  amoe_summary m;
+  amoe_summarize(&rows[0].tot, 0, &m);
+  CHECK(fabs(m.tau_mean - want) < 1e-12, "summary tau %.4f vs %.4f", m.tau_mean, want);
+  amoe_row_result_free(&rows[0]);
+  amoe_source_close(src);
+  free(rep);
+  amoe_block_free(&a);
+  amoe_block_free(&b);
+  return check_done();
+}

@@ -1,0 +1,191 @@
+/* Verifier policies on a hand-made block whose answer is worked out below,
+ * then properties over many generated blocks. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "gen.h"
+#include "policy.h"
+#include "rng.h"
+
+#define E 10
+#define K 2
+
+/* Node t routes to experts a (logit 0) and b (logit za); the rest -1e4. */
+static void node(amoe_block *b, int t, int parent, int acc, int a, int bb, float zb) {
+  float z[E];
+  for (int x = 0; x < E; x++) z[x] = -1e4f;
+  z[a] = 0;
+  z[bb] = zb;
+  b->parent[t] = parent;
+  b->logp[t] = -0.1f;
+  b->score[t] = -0.1f * t;
+  b->accepted[t] = (uint8_t)acc;
+  amoe_block_set_full(b, 0, t, z);
+}
+
+static int set_eq(const uint8_t *S, const int *want, int n) {
+  int cnt = 0;
+  for (int x = 0; x < E; x++) cnt += S[x];
+  if (cnt != n) return 0;
+  for (int i = 0; i < n; i++)
+    if (!S[want[i]]) return 0;
+  return 1;
+}
+
+static void select_with(const amoe_verifier_def *v, const amoe_block *b, const amoe_policy_row *row,
+                        const uint8_t *resident, uint8_t *S) {
+  int nodes[4] = {0, 1, 2, 3}, level[8] = {1, 2, 1};
+  double phat[3] = {1.0, 0.5, 0.25}, scratch[4 * E];
+  int iscratch[2 * E];
+  float prob[4 * E];
+  for (int i = 0; i < 4; i++) amoe_router_probs(b, 0, i, AMOE_ROUTER_SOFTMAX, prob + i * E);
+  amoe_vctx c = {b, 0, K, E, AMOE_ROUTER_SOFTMAX, nodes, 4, level, phat, 3, resident, row, prob, scratch,
+                 iscratch};
+  v->select(&c, S);
+}
+
+static void hand_block(void) {
+  amoe_block b;
+  amoe_block_init(&b, 1, E, E);
+  amoe_err e;
+  amoe_block_reserve(&b, 4, &e);
+  float l9 = -logf(9.0f); /* r = 0.9 / 0.1 */
+  node(&b, 0, -1, 1, 0, 1, 0.0f); /* root: anchors {0, 1} */
+  node(&b, 1, 0, 1, 2, 3, l9);    /* depth 1, on the accepted path */
+  node(&b, 2, 0, 0, 2, 4, l9);    /* depth 1 */
+  node(&b, 3, 1, 1, 2, 5, l9);    /* depth 2, accepted */
+  CHECK(amoe_block_finish(&b, &e) == AMOE_OK, "%s", e.msg);
+  amoe_policy_row row = {0};
+  row.beta = 0.5;
+  uint8_t S[E];
+  /* α = sqrt(p̂_d)/sqrt(N_d) = 0.5 for nodes 1, 2 (p̂ 0.5, N 2) and node 3 (p̂ 0.25, N 1).
+   * u2 = 3·0.5·0.9 = 1.35; u3 = u4 = u5 = 0.5·0.1 = 0.05.
+   * q = (0.9, 1/30, 1/30, 1/30): H = 0.4349, exp(H) = 1.545, n_er = 2:
+   * expert 2 and, of the tied 3/4/5, the lowest id 3. */
+  const amoe_verifier_def *am = &amoe_verifier_table[amoe_verifier_find("acceptmoe")];
+  select_with(am, &b, &row, NULL, S);
+  int want[] = {0, 1, 2, 3};
+  CHECK(set_eq(S, want, 4), "acceptmoe resident: S = {0,1,2,3}");
+  /* Pruning with experts 0, 1, 2 resident: C = {3}, v3 = 1, a(S) = 2 (4 and 5 displaced): delete 3. */
+  uint8_t res[E] = {1, 1, 1};
+  select_with(am, &b, &row, res, S);
+  int want2[] = {0, 1, 2};
+  CHECK(set_eq(S, want2, 3), "pruning deletes the nonresident 3");
+  /* With only the anchors resident: C = (3: u 0.05, v 1), (2: u 1.35, v 3); a = 2:
+   * delete 3 (1 <= 2), stop at 2 (1 + 3 > 2). */
+  uint8_t res2[E] = {1, 1};
+  select_with(am, &b, &row, res2, S);
+  CHECK(set_eq(S, want2, 3), "pruning stops at a(S)");
+  /* Every expert resident: no pruning. */
+  uint8_t all[E];
+  memset(all, 1, E);
+  select_with(am, &b, &row, all, S);
+  CHECK(set_eq(S, want, 4), "all resident: never prunes");
+  /* moe-spec B=3: mass e2 = 2.7, e0 = e1 = 0.5, others 0.1 -> {0, 1, 2} */
+  row.budget = 3;
+  select_with(&amoe_verifier_table[amoe_verifier_find("moe-spec")], &b, &row, NULL, S);
+  CHECK(set_eq(S, want2, 3), "moe-spec top-3 by mass");
+  /* acceptmoe-fix B=3: u0 = u1 = 0.5 (root α = 1), u2 = 1.35 -> {0, 1, 2} */
+  select_with(&amoe_verifier_table[amoe_verifier_find("acceptmoe-fix")], &b, &row, NULL, S);
+  CHECK(set_eq(S, want2, 3), "acceptmoe-fix top-3 by utility");
+  /* oracle: accepted path 0 -> 1 -> 3: {0,1} ∪ {2,3} ∪ {2,5} */
+  select_with(&amoe_verifier_table[amoe_verifier_find("oracle")], &b, &row, NULL, S);
+  int want3[] = {0, 1, 2, 3, 5};
+  CHECK(set_eq(S, want3, 5), "oracle = union over the accepted path");
+  /* constrained routing of node 2 inside {0,1,2,3}: 2, then the best stored in S (0, lower id of the -1e4 ties) */
+  uint8_t S4[E] = {1, 1, 1, 1};
+  uint16_t out[K];
+  CHECK(amoe_route_constrained(&b, 0, 2, K, S4, out) == K && out[0] == 2 && out[1] == 0, "constrained route");
+  amoe_block_free(&b);
+}
+
+static void properties(void) {
+  amoe_gen_params p = {0};
+  p.seed = 9;
+  p.layers = 3;
+  p.experts = 32;
+  p.top_k = 4;
+  p.m = 16;
+  p.depth = 4;
+  p.branch = 4;
+  p.nodes = 20;
+  p.candidates = 24;
+  p.tau = 2.5;
+  p.temperature = 0.8;
+  p.locality = 0.5;
+  p.layer_correlation = 0.5;
+  p.skew = 0.6;
+  p.noise = 1.0;
+  p.tokens_per_request = 100;
+  amoe_gen *g;
+  amoe_err e;
+  CHECK(amoe_gen_open(&g, &p, &e) == AMOE_OK, "%s", e.msg);
+  amoe_block b;
+  amoe_block_init(&b, 3, 32, 16);
+  amoe_rng r;
+  amoe_rng_seed(&r, 4, 4, 4);
+  int bad = 0, checked = 0;
+  for (int req = 0; req < 10; req++) {
+    amoe_gen_begin_request(g, (uint32_t)req);
+    while (amoe_gen_next(g, &b, &e) == 1) {
+      int nodes[AMOE_MAX_NODES], nn = 0, level[AMOE_MAX_DEPTH * 4] = {0};
+      amoe_policy_row row = {0};
+      row.beta = 0.5;
+      row.budget = 8;
+      char scratch[65536];
+      amoe_dctx dc = {&b, NULL, NULL, &row, p.nodes, 0, NULL, scratch};
+      nn = amoe_draft_eagle(&dc, nodes);
+      for (int i = 0; i < nn; i++) level[b.depth[nodes[i]]]++;
+      double phat[8] = {1, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.01}, sc[4 * 32];
+      int isc[64];
+      float prob[AMOE_MAX_NODES * 16];
+      uint8_t res[32], all[32], U[32], S[32], S2[32];
+      memset(all, 1, 32);
+      for (int x = 0; x < 32; x++) res[x] = amoe_rng_unif(&r) < 0.5;
+      for (int l = 0; l < 3; l++) {
+        for (int i = 0; i < nn; i++) amoe_router_probs(&b, l, nodes[i], 0, prob + i * 16);
+        memset(U, 0, 32);
+        for (int i = 0; i < nn; i++)
+          for (int j = 0; j < 4; j++) U[amoe_block_ids(&b, l, nodes[i])[j]] = 1;
+        for (int v = 0; v < amoe_verifier_count; v++) {
+          const amoe_verifier_def *vd = &amoe_verifier_table[v];
+          amoe_vctx c = {&b, l, 4, 32, 0, nodes, nn, level, phat, 8, res, &row, prob, sc, isc};
+          vd->select(&c, S);
+          int size = 0;
+          for (int x = 0; x < 32; x++) size += S[x];
+          if (size < 4) bad++;
+          for (int i = 0; i < nn; i++) { /* executed ⊆ S, k experts each */
+            uint16_t out[4];
+            int got = amoe_route_constrained(&b, l, nodes[i], 4, S, out);
+            if (got != 4) bad++;
+            for (int j = 0; j < got; j++) bad += !S[out[j]];
+          }
+          if (!strcmp(vd->name, "natural")) bad += size != 32;
+          if (!strcmp(vd->name, "oracle"))
+            for (int x = 0; x < 32; x++) bad += S[x] && !U[x];
+          if (!strcmp(vd->name, "acceptmoe")) {
+            const uint16_t *root = amoe_block_ids(&b, l, 0);
+            for (int j = 0; j < 4; j++) bad += !S[root[j]]; /* anchors kept */
+            amoe_vctx c0 = c, c1 = c;
+            c0.resident = NULL;
+            c1.resident = all;
+            vd->select(&c0, S);
+            vd->select(&c1, S2);
+            bad += memcmp(S, S2, 32) != 0; /* all resident = no pruning */
+          }
+          checked++;
+        }
+      }
+    }
+  }
+  CHECK(checked > 500 && bad == 0, "%d violations over %d selections", bad, checked);
+  amoe_block_free(&b);
+  amoe_gen_close(g);
+}
+
+int main(void) {
+  hand_block();
+  properties();
+  return check_done();
+}
