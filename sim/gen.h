@@ -34,10 +34,10 @@
 #define AMOE_GEN_DIM 8
 
 /* Routing defaults fitted to the real Mixtral-8x7B trace (docs/generator.md). */
-#define AMOE_FIT_TEMPERATURE 0.6
+#define AMOE_FIT_TEMPERATURE 0.8
 #define AMOE_FIT_LOCALITY 0.3
 #define AMOE_FIT_LAYER_CORRELATION 0.5
-#define AMOE_FIT_SKEW 0.3
+#define AMOE_FIT_SKEW 0.6
 #define AMOE_FIT_NOISE 1.0
 
 typedef struct {

@@ -47,7 +47,7 @@ expect 2 "b2.yaml:1:8: unknown model preset 'no-such-model'" -- "$A" run "$T/b2.
 printf 'model: qwen3-30b-a3b\nhardware: [h200\n' > "$T/b3.yaml"
 expect 2 "b3.yaml:3:1: " -- "$A" run "$T/b3.yaml" --out "$T/o"
 printf 'model: qwen3-30b-a3b\nhardware: h200\npolicies: [{verifier: magic}]\n' > "$T/b4.yaml"
-expect 2 "b4.yaml:3:24: unknown verifier policy 'magic'" -- "$A" run "$T/b4.yaml" --out "$T/o"
+expect 2 "b4.yaml:3:23: unknown verifier policy 'magic'" -- "$A" run "$T/b4.yaml" --out "$T/o"
 expect 2 "--set workload.tree.nodes=0: workload.tree.nodes = 0 is out of range" -- \
   "$A" run tests/fixtures/golden.yaml --set workload.tree.nodes=0 --out "$T/o"
 [ ! -e "$T/o/summary.csv" ] && ok || bad "a bad spec wrote results"
