@@ -1,6 +1,7 @@
 #include "policy.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const amoe_verifier_def amoe_verifier_table[] = {
@@ -62,17 +63,25 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
   return c;
 }
 
+typedef struct {
+  double v;
+  int id;
+} vpair;
+
+static int vpair_cmp(const void *a, const void *b) {
+  const vpair *x = a, *y = b;
+  if (x->v != y->v) return x->v > y->v ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id); /* ties: lower id first */
+}
+
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
-                       int *taken) {
-  memset(taken, 0, (size_t)experts * sizeof *taken);
-  for (int i = 0; i < count; i++) {
-    int best = -1;
-    for (int e = 0; e < experts; e++) {
-      if (taken[e] || (cand && !cand[e])) continue;
-      if (best < 0 || value[e] > value[best]) best = e; /* strict: ties keep the lower id */
-    }
-    if (best < 0) return;
-    taken[best] = 1;
-    S[best] = 1;
-  }
+                       int *iscratch) {
+  (void)iscratch;
+  if (count <= 0) return;
+  vpair p[AMOE_MAX_EXPERTS];
+  int n = 0;
+  for (int e = 0; e < experts; e++)
+    if (!cand || cand[e]) p[n++] = (vpair){value[e], e};
+  qsort(p, (size_t)n, sizeof *p, vpair_cmp);
+  for (int i = 0; i < count && i < n; i++) S[p[i].id] = 1;
 }

@@ -14,12 +14,16 @@
 
 static void utilities(const amoe_vctx *c, double *u) {
   memset(u, 0, (size_t)c->experts * sizeof *u);
-  double beta = c->row->beta;
+  double beta = c->row->beta, alpha_d[256];
+  for (int d = 0; d < 256; d++) alpha_d[d] = -1; /* computed once per depth */
   for (int i = 0; i < c->nn; i++) {
     int t = c->nodes[i], d = c->b->depth[t];
-    double ph = d == 0 ? 1.0 : d < c->phat_n ? c->phat[d] : 0.0;
-    if (ph <= 0) continue;
-    double alpha = pow(ph, beta) / sqrt((double)c->level_count[d]);
+    if (alpha_d[d] < 0) {
+      double ph = d == 0 ? 1.0 : d < c->phat_n ? c->phat[d] : 0.0;
+      alpha_d[d] = ph > 0 ? pow(ph, beta) / sqrt((double)c->level_count[d]) : 0;
+    }
+    double alpha = alpha_d[d];
+    if (alpha <= 0) continue;
     const uint16_t *id = amoe_block_ids(c->b, c->layer, t);
     const float *p = c->prob + (size_t)i * c->b->m;
     for (int j = 0; j < c->k; j++) u[id[j]] += alpha * p[j];
