@@ -383,14 +383,24 @@ static int cmd_run(int argc, char **argv) {
   }
   json_object_set_new(meta, "points", points);
   if (!st && !rc) {
-    amoe_spec_write_yaml(fy.f, x);
+    char *ytxt = NULL;
+    size_t ylen = 0;
+    FILE *mem = open_memstream(&ytxt, &ylen);
+    if (mem) {
+      amoe_spec_write_yaml(mem, x);
+      fclose(mem);
+      fwrite(ytxt, 1, ylen, fy.f);
+      char hash[32];
+      snprintf(hash, sizeof hash, "%016llx", (unsigned long long)amoe_trace_checksum(ytxt, ylen));
+      json_object_set_new(meta, "spec_hash", json_string(hash)); /* of spec.resolved.yaml */
+      free(ytxt);
+    }
     char *txt = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (txt) {
       fputs(txt, fm.f);
       fputc('\n', fm.f);
       free(txt);
     }
-    /* spec hash: of the resolved spec text */
     st = amoe_afile_commit(&fs, &e);
     if (!st) st = amoe_afile_commit(&fl, &e);
     if (!st) st = amoe_afile_commit(&fb, &e);
