@@ -79,23 +79,91 @@ void amoe_block_sort_pairs(amoe_block *b, int l, int t) {
   }
 }
 
+/* An order-preserving integer key: higher key = higher logit, then lower id. */
+static inline uint64_t pair_key(float z, int id) {
+  uint32_t u;
+  memcpy(&u, &z, 4);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (uint64_t)u << 16 | (uint64_t)(0xffff - id);
+}
+
+/* Selects the top m of E by a branch-free quickselect on integer keys, then
+ * sorts those m (logit desc, id asc). */
 void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
   float *z = b->logits + ((size_t)l * b->n + t) * b->m;
-  int m = b->m, cnt = 0;
-  /* Keep a sorted top-m list; experts arrive in id order so ties keep the lower id. */
-  for (int e = 0; e < b->experts; e++) {
-    float v = zfull[e];
-    if (cnt == m && !pair_before(v, e, z[m - 1], id[m - 1])) continue;
-    int j = cnt < m ? cnt++ : m - 1;
-    while (j > 0 && pair_before(v, e, z[j - 1], id[j - 1])) {
-      z[j] = z[j - 1];
-      id[j] = id[j - 1];
-      j--;
+  const int E = b->experts, m = b->m;
+  uint64_t k[AMOE_MAX_EXPERTS], tmp[AMOE_MAX_EXPERTS];
+  for (int e = 0; e < E; e++) k[e] = pair_key(zfull[e], e);
+  int lo = 0, hi = E; /* the m best lie in k[0..m) once lo..hi brackets m */
+  while (m < E && hi - lo > 1) {
+    uint64_t piv = k[lo + ((hi - lo) >> 1)];
+    int nb = 0, na = 0; /* greater-than-pivot first, then the rest */
+    for (int i = lo; i < hi; i++) {
+      uint64_t v = k[i];
+      int big = v > piv;
+      tmp[nb] = v;
+      nb += big;
+      k[lo + na] = v;
+      na += !big;
     }
-    z[j] = v;
-    id[j] = (uint16_t)e;
+    /* k[lo..lo+na) holds the not-bigger; move them after the bigger */
+    for (int i = na - 1; i >= 0; i--) k[lo + nb + i] = k[lo + i];
+    for (int i = 0; i < nb; i++) k[lo + i] = tmp[i];
+    int cut = lo + nb; /* k[lo..cut) > piv >= k[cut..hi) */
+    if (cut == m) break;
+    if (cut > m)
+      hi = cut;
+    else if (cut == lo) { /* the pivot is the largest here: it is in place */
+      for (int i = lo + 1; i < hi; i++)
+        if (k[i] == piv) {
+          k[i] = k[lo];
+          k[lo] = piv;
+        }
+      lo++;
+    } else
+      lo = cut;
   }
+  /* bitonic sort of the m best (padded to a power of two with zero keys,
+   * which sort last): branch-free, so random logits cost no mispredictions */
+  int n2 = 1;
+  while (n2 < m) n2 <<= 1;
+  for (int i = m; i < n2; i++) k[i] = 0;
+  for (int kk = 2; kk <= n2; kk <<= 1)
+    for (int j = kk >> 1; j > 0; j >>= 1)
+      for (int i = 0; i < n2; i++) {
+        int p = i ^ j;
+        if (p <= i) continue;
+        uint64_t x = k[i], y = k[p];
+        uint64_t mx = x > y ? x : y, mn = x > y ? y : x;
+        int desc = (i & kk) == 0;
+        k[i] = desc ? mx : mn;
+        k[p] = desc ? mn : mx;
+      }
+  for (int i = 0; i < m; i++) {
+    int e = 0xffff - (int)(k[i] & 0xffff);
+    id[i] = (uint16_t)e;
+    z[i] = zfull[e];
+  }
+}
+
+/* Names the first bad pair of node t at layer l (the slow path of finish). */
+static amoe_status block_pair_error(const amoe_block *b, int l, int t, amoe_err *e) {
+  const uint16_t *id = amoe_block_ids(b, l, t);
+  const float *z = amoe_block_logits(b, l, t);
+  for (int j = 0; j < b->m; j++) {
+    if (id[j] >= b->experts)
+      return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: expert id %d out of range 0..%d", l, t, id[j],
+                       b->experts - 1);
+    for (int i = 0; i < j; i++)
+      if (id[i] == id[j])
+        return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: expert %d stored twice", l, t, id[j]);
+    if (isnan(z[j]) || (isinf(z[j]) && z[j] > 0))
+      return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: logit of expert %d is not a number", l, t, id[j]);
+    if (j > 0 && !pair_before(z[j - 1], id[j - 1], z[j], id[j]))
+      return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: stored logits are not in order", l, t);
+  }
+  return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: bad stored pairs", l, t);
 }
 
 amoe_status amoe_block_finish(amoe_block *b, amoe_err *e) {
@@ -125,25 +193,24 @@ amoe_status amoe_block_finish(amoe_block *b, amoe_err *e) {
   }
   free(acc_child);
   if (st != AMOE_OK) return st;
-  uint8_t seen[AMOE_MAX_EXPERTS / 8 + 1];
+  /* every stored pair: id in range and unique, logit not NaN or +inf, in order */
+  uint32_t seen[AMOE_MAX_EXPERTS] = {0}, stamp = 0;
   for (int l = 0; l < b->layers; l++)
     for (int t = 0; t < b->n; t++) {
       const uint16_t *id = amoe_block_ids(b, l, t);
       const float *z = amoe_block_logits(b, l, t);
-      memset(seen, 0, sizeof seen);
+      stamp++;
+      int bad = 0;
       for (int j = 0; j < b->m; j++) {
-        if (id[j] >= b->experts)
-          return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: expert id %d out of range 0..%d", l, t,
-                           id[j], b->experts - 1);
-        if (seen[id[j] >> 3] & (1u << (id[j] & 7)))
-          return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: expert %d stored twice", l, t, id[j]);
-        seen[id[j] >> 3] |= (uint8_t)(1u << (id[j] & 7));
-        if (isnan(z[j]) || (isinf(z[j]) && z[j] > 0))
-          return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: logit of expert %d is not a number", l,
-                           t, id[j]);
-        if (j > 0 && !pair_before(z[j - 1], id[j - 1], z[j], id[j]))
-          return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: stored logits are not in order", l, t);
+        unsigned x = id[j];
+        bad |= x >= (unsigned)b->experts;
+        if (bad) break;
+        bad |= seen[x] == stamp;
+        seen[x] = stamp;
+        bad |= !(z[j] <= 3.4e38f);
+        bad |= j > 0 && !pair_before(z[j - 1], id[j - 1], z[j], id[j]);
       }
+      if (bad) return block_pair_error(b, l, t, e);
     }
   return AMOE_OK;
 }

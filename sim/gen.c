@@ -291,7 +291,11 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   amoe_rng r;
   amoe_rng_seed(&r, 0x6d6f64656cULL, (uint64_t)L << 32 | (uint64_t)E, (uint64_t)p->top_k);
   double ws = 1.0 / sqrt((double)AMOE_GEN_DIM);
-  for (size_t i = 0; i < (size_t)L * E * AMOE_GEN_DIM; i++) g->w[i] = (float)(amoe_rng_normal(&r) * ws);
+  /* stored [layer][dim][expert] so the logit loop runs over experts */
+  for (int l = 0; l < L; l++)
+    for (int x = 0; x < E; x++)
+      for (int i = 0; i < AMOE_GEN_DIM; i++)
+        g->w[((size_t)l * AMOE_GEN_DIM + i) * E + x] = (float)(amoe_rng_normal(&r) * ws);
   for (size_t i = 0; i < (size_t)L * E; i++) g->bias[i] = (float)amoe_rng_normal(&r);
   if (!p->replay) {
     amoe_status st = calibrate(g, e);
@@ -424,11 +428,11 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
       fast_normals(&g->rng, g->eps, E);
       const float *w = g->w + (size_t)l * E * D, *bi = g->bias + (size_t)l * E;
       const float *s = st + l * D;
-      for (int x = 0; x < E; x++) {
-        float dot = 0;
-        for (int i = 0; i < D; i++) dot += s[i] * w[x * D + i];
-        g->zfull[x] = (dot + sig * g->eps[x]) * inv_t + sk * bi[x];
-      }
+      float *zf = g->zfull;
+      for (int x = 0; x < E; x++) zf[x] = s[0] * w[x];
+      for (int i = 1; i < D; i++)
+        for (int x = 0; x < E; x++) zf[x] += s[i] * w[(size_t)i * E + x];
+      for (int x = 0; x < E; x++) zf[x] = (zf[x] + sig * g->eps[x]) * inv_t + sk * bi[x];
       amoe_block_set_full(b, l, t, g->zfull);
     }
   }
