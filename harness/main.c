@@ -193,16 +193,29 @@ static void on_progress(void *vc, uint64_t blocks) {
           (unsigned long long)blocks, c->s->workload.blocks, blocks / (t - c->t0));
 }
 
-/* p̂ for a spec: calibrated on another workload, an inline table, or a file. */
-static amoe_status commitment_for(const amoe_spec *s, amoe_commitment *ph, char *how, size_t hn, amoe_err *e) {
+/* Offline tables for a spec: p̂ (calibrated on another workload, an inline
+ * table, or a file) and, when `unions` is set, the union-vs-n table, which
+ * always comes from the calibration workload. */
+static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_commitment *ph, char *how, size_t hn,
+                                  amoe_err *e) {
   memset(ph, 0, sizeof *ph);
+  if (s->commitment.mode == AMOE_COMMIT_CALIBRATE || unions) {
+    amoe_workload_spec w = s->workload;
+    w.seed = s->commitment.seed;
+    w.blocks = s->commitment.blocks;
+    amoe_source *src;
+    AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
+    amoe_status st = amoe_commitment_estimate(src, s->workload.nodes, s->model.top_k, ph, e);
+    amoe_source_close(src);
+    AMOE_TRY(st);
+    snprintf(how, hn, "calibrated on %d blocks of the workload with seed %llu", w.blocks,
+             (unsigned long long)w.seed);
+  }
   if (s->commitment.mode == AMOE_COMMIT_TABLE) {
     memcpy(ph->p, s->commitment.table, sizeof(double) * (size_t)s->commitment.table_n);
     ph->n = s->commitment.table_n;
     snprintf(how, hn, "table in the spec");
-    return AMOE_OK;
-  }
-  if (s->commitment.mode == AMOE_COMMIT_FILE) {
+  } else if (s->commitment.mode == AMOE_COMMIT_FILE) {
     amoe_diag d = {0};
     int ok = amoe_commitment_file_load(s->commitment.file, ph->p, &ph->n, &d);
     amoe_status st = ok ? AMOE_OK : amoe_fail(e, AMOE_EINVAL, "%s", d.n ? d.msgs[0] : "bad commitment file");
@@ -210,16 +223,7 @@ static amoe_status commitment_for(const amoe_spec *s, amoe_commitment *ph, char 
     snprintf(how, hn, "file %s", s->commitment.file);
     return st;
   }
-  amoe_workload_spec w = s->workload;
-  w.seed = s->commitment.seed;
-  w.blocks = s->commitment.blocks;
-  amoe_source *src;
-  AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
-  amoe_status st = amoe_commitment_estimate(src, s->workload.nodes, ph, e);
-  amoe_source_close(src);
-  snprintf(how, hn, "calibrated on %d blocks of the workload with seed %llu", w.blocks,
-           (unsigned long long)w.seed);
-  return st;
+  return AMOE_OK;
 }
 
 static const char *SUMMARY_COLS =
@@ -314,11 +318,13 @@ static int cmd_run(int argc, char **argv) {
     char how[AMOE_PATH_MAX + 128], sv[1024];
     sweep_values(sv, sizeof sv, x, p);
     amoe_commitment ph;
-    int needs_phat = 0;
-    for (int i = 0; i < s->npolicies; i++)
+    int needs_phat = 0, needs_unions = 0;
+    for (int i = 0; i < s->npolicies; i++) {
       needs_phat |= !strncmp(amoe_verifier_table[s->policies[i].verifier].name, "acceptmoe", 9);
-    if (needs_phat)
-      st = commitment_for(s, &ph, how, sizeof how, &e);
+      needs_unions |= !strcmp(amoe_draft_table[s->policies[i].draft].name, "evict");
+    }
+    if (needs_phat || needs_unions)
+      st = commitment_for(s, needs_unions, &ph, how, sizeof how, &e);
     else {
       memset(&ph, 0, sizeof ph);
       snprintf(how, sizeof how, "not needed by these policies");
@@ -571,7 +577,7 @@ static int cmd_calibrate(int argc, char **argv) {
     amoe_commitment ph;
     char how[AMOE_PATH_MAX + 128];
     s->commitment.mode = AMOE_COMMIT_CALIBRATE;
-    amoe_status st = commitment_for(s, &ph, how, sizeof how, &e);
+    amoe_status st = commitment_for(s, 0, &ph, how, sizeof how, &e);
     if (!st) {
       amoe_afile a = {0};
       FILE *f = stdout;

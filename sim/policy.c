@@ -16,6 +16,8 @@ const int amoe_verifier_count = (int)(sizeof amoe_verifier_table / sizeof amoe_v
 const amoe_draft_def amoe_draft_table[] = {
     {"eagle", amoe_draft_eagle},
     {"autoregressive", amoe_draft_autoregressive},
+    {"ecospec", amoe_draft_ecospec},
+    {"evict", amoe_draft_evict},
 };
 const int amoe_draft_count = (int)(sizeof amoe_draft_table / sizeof amoe_draft_table[0]);
 
@@ -32,7 +34,7 @@ int amoe_draft_find(const char *name) {
 }
 
 size_t amoe_draft_scratch_bytes(int n, int layers, int experts) {
-  return (size_t)n * 16 + (size_t)layers * experts * 2 + 4096;
+  return (size_t)n * (16 + (size_t)layers * AMOE_MAX_TOPK * 2) + (size_t)layers * experts * 3 + 4096;
 }
 
 void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {

@@ -39,12 +39,12 @@ typedef struct {
 /* What a draft policy sees for one block. */
 typedef struct {
   const amoe_block *b;
-  const amoe_model *model;
-  const amoe_hw *hw;
+  const amoe_spec *spec;     /* model, hardware, offload; NULL in calibration */
   const amoe_policy_row *row;
+  const struct amoe_commitment *offline; /* p̂ and the union-vs-n table, or NULL */
   int nodes;                 /* node budget (tree.nodes) */
-  uint64_t seed;
-  const uint8_t *const *resident; /* per layer E flags, or NULL */
+  const uint8_t *const *resident; /* per layer E flags, or NULL when resident */
+  const double *popularity;  /* [layer][E] requests so far by this row, or NULL */
   void *scratch;             /* workspace of amoe_draft_scratch_bytes */
 } amoe_dctx;
 
@@ -84,5 +84,10 @@ void amoe_verifier_oracle(const amoe_vctx *c, uint8_t *S);
 /* The draft policies. */
 int amoe_draft_autoregressive(const amoe_dctx *c, int *out);
 int amoe_draft_eagle(const amoe_dctx *c, int *out);
+int amoe_draft_ecospec(const amoe_dctx *c, int *out);
+int amoe_draft_evict(const amoe_dctx *c, int *out);
+/* Nodes in EAGLE order (cumulative score desc, ties: earlier node), root first;
+ * every prefix is a connected tree. Returns n. */
+int amoe_draft_rank(const amoe_block *b, int *order);
 
 #endif

@@ -16,6 +16,7 @@ typedef struct {
   amoe_cache *cache;
   amoe_reqlog *log; /* pass 1 of a Belady run records here */
   amoe_row_result *res;
+  double *popularity; /* [layer][E] requests so far (ecospec's predictor) */
 } row_state;
 
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
@@ -80,8 +81,8 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
   const uint8_t *res_layers[AMOE_MAX_LAYERS];
   if (rs->cache)
     for (int l = 0; l < L; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
-  amoe_dctx dc = {b, M, HW, rs->row, s->workload.nodes, s->workload.seed,
-                  rs->cache ? res_layers : NULL, w->dscratch};
+  amoe_dctx dc = {b, s, rs->row, ph, s->workload.nodes, rs->cache ? res_layers : NULL, rs->popularity,
+                  w->dscratch};
   int nn = rs->draft->choose(&dc, w->nodes);
   int maxd = 0;
   memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
@@ -142,6 +143,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
       nx++;
       t_moe += amoe_cost_expert(M, HW, w->count[x]);
     }
+    for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
     int hits = 0;
     if (rs->cache) {
       int j = 0;
@@ -264,6 +266,8 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     rs[i].ver = &amoe_verifier_table[s->policies[i].verifier];
     rs[i].draft = &amoe_draft_table[s->policies[i].draft];
     rs[i].res = &rows[i];
+    rs[i].popularity = calloc((size_t)L * E, sizeof(double));
+    if (!rs[i].popularity) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
   int belady = s->offload.enabled && s->offload.policy == AMOE_CACHE_BELADY;
   if (st == AMOE_OK && belady) {
@@ -275,6 +279,8 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
       if (!rs[i].cache || !rs[i].log) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
     }
     if (st == AMOE_OK) st = run_pass(s, ph, src, rs, NULL, 1, e);
+    for (int i = 0; i < P; i++) /* pass 2 starts from no history */
+      if (rs[i].popularity) memset(rs[i].popularity, 0, (size_t)L * E * sizeof(double));
     for (int i = 0; i < P && st == AMOE_OK; i++) {
       amoe_cache_free(rs[i].cache);
       rs[i].cache = NULL;
@@ -296,41 +302,55 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
   for (int i = 0; i < P; i++) {
     amoe_cache_free(rs[i].cache);
     amoe_reqlog_free(logs[i]);
+    free(rs[i].popularity);
   }
   if (st != AMOE_OK)
     for (int i = 0; i < P; i++) amoe_row_result_free(&rows[i]);
   return st;
 }
 
-amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, amoe_commitment *out, amoe_err *e) {
+amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amoe_commitment *out, amoe_err *e) {
   memset(out, 0, sizeof *out);
   double reach[AMOE_MAX_DEPTH] = {0}, blocks = 0;
+  double *usum = calloc(AMOE_MAX_UNION_N + 1, sizeof *usum), *ucnt = calloc(AMOE_MAX_UNION_N + 1, sizeof *ucnt);
   amoe_block b;
   amoe_block_init(&b, 1, 2, 1);
-  amoe_policy_row row = {0};
-  int *sel = NULL, cap = 0;
-  void *scratch = NULL;
-  amoe_status st = amoe_source_rewind(src, e);
+  int *order = NULL, cap = 0;
+  uint8_t seen[AMOE_MAX_EXPERTS];
+  amoe_status st = usum && ucnt ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   int rc = 0;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
     if (b.n > cap) {
-      free(sel);
-      free(scratch);
+      free(order);
       cap = b.n;
-      sel = malloc((size_t)cap * sizeof *sel);
-      scratch = malloc(amoe_draft_scratch_bytes(cap, b.layers, b.experts));
-      if (!sel || !scratch) {
+      order = malloc((size_t)cap * sizeof *order);
+      if (!order) {
         st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
         break;
       }
     }
-    amoe_dctx dc = {&b, NULL, NULL, &row, nodes, 0, NULL, scratch};
-    int nn = amoe_draft_eagle(&dc, sel);
-    int depth = 0;
-    for (int i = 1; i < nn; i++) /* the accepted verified chain is closed under parents */
-      if (b.accepted[sel[i]] && b.depth[sel[i]] > depth) depth = b.depth[sel[i]];
+    int n = amoe_draft_rank(&b, order);
+    int nn = n < nodes ? n : nodes;
+    int depth = 0; /* the accepted verified chain is closed under parents */
+    for (int i = 1; i < nn; i++)
+      if (b.accepted[order[i]] && b.depth[order[i]] > depth) depth = b.depth[order[i]];
     for (int d = 0; d <= depth && d < AMOE_MAX_DEPTH; d++) reach[d] += 1;
     blocks += 1;
+    /* union of natural routes over the first i nodes in EAGLE order */
+    int un = nn < AMOE_MAX_UNION_N ? nn : AMOE_MAX_UNION_N;
+    for (int l = 0; l < b.layers; l++) {
+      memset(seen, 0, (size_t)b.experts);
+      int u = 0;
+      for (int i = 0; i < un; i++) {
+        const uint16_t *id = amoe_block_ids(&b, l, order[i]);
+        for (int j = 0; j < top_k && j < b.m; j++) {
+          u += !seen[id[j]];
+          seen[id[j]] = 1;
+        }
+        usum[i + 1] += u;
+        ucnt[i + 1] += 1;
+      }
+    }
   }
   if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
   if (st == AMOE_OK && blocks == 0) st = amoe_fail(e, AMOE_EINVAL, "commitment: the calibration workload is empty");
@@ -340,9 +360,15 @@ amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, amoe_commitmen
       if (reach[d] > 0) n = d + 1;
     for (int d = 0; d < n; d++) out->p[d] = reach[d] / blocks;
     out->n = n;
+    for (int i = 1; i <= AMOE_MAX_UNION_N; i++)
+      if (ucnt[i] > 0) {
+        out->unions[i] = usum[i] / ucnt[i];
+        out->union_n = i;
+      }
   }
-  free(sel);
-  free(scratch);
+  free(usum);
+  free(ucnt);
+  free(order);
   amoe_block_free(&b);
   return st;
 }

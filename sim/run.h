@@ -52,10 +52,16 @@ typedef struct {
   void (*on_progress)(void *ctx, uint64_t blocks);
 } amoe_run_hooks;
 
-/* The commitment table p̂ used by acceptmoe. */
-typedef struct {
+#define AMOE_MAX_UNION_N 1024
+
+/* Offline tables from a calibration workload: the commitment p̂_d used by
+ * acceptmoe, and the mean union of natural routes per layer when the first n
+ * nodes in EAGLE order are verified (used by evict; 0 = not measured). */
+typedef struct amoe_commitment {
   double p[AMOE_MAX_DEPTH];
   int n;
+  double unions[AMOE_MAX_UNION_N + 1];
+  int union_n;
 } amoe_commitment;
 
 /* Runs every policy row of s over the source. rows[i].layers is allocated. */
@@ -64,8 +70,8 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *phat, amoe_sourc
 void amoe_row_result_free(amoe_row_result *r);
 
 /* p̂_d: the fraction of blocks whose natural accepted prefix, within the
- * EAGLE-verified tree of `nodes` nodes, reaches depth d. */
-amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, amoe_commitment *out, amoe_err *e);
+ * EAGLE-verified tree of `nodes` nodes, reaches depth d; and the union table. */
+amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amoe_commitment *out, amoe_err *e);
 
 /* Derived per-run metrics (DESIGN §10). */
 typedef struct {

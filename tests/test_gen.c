@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
   q.hw.hbm_bw = q.hw.h2d_bw = q.hw.peak_flops = 1e12;
   CHECK(amoe_spec_validate(&q, "test", &d), "validate");
   amoe_diag_free(&d);
-  amoe_commitment ph = {{1}, 1};
+  static amoe_commitment ph = {{1}, 1, {0}, 0};
   amoe_row_result rows[2];
   CHECK(amoe_run(&q, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   amoe_summary m;

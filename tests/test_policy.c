@@ -110,7 +110,7 @@ static void properties(void) {
   p.depth = 4;
   p.branch = 4;
   p.nodes = 20;
-  p.candidates = 24;
+  p.candidates = 40;
   p.tau = 2.5;
   p.temperature = 0.8;
   p.locality = 0.5;
@@ -133,9 +133,44 @@ static void properties(void) {
       amoe_policy_row row = {0};
       row.beta = 0.5;
       row.budget = 8;
-      char scratch[65536];
-      amoe_dctx dc = {&b, NULL, NULL, &row, p.nodes, 0, NULL, scratch};
+      static char scratch[1 << 20];
+      amoe_dctx dc = {.b = &b, .row = &row, .nodes = p.nodes, .scratch = scratch};
       nn = amoe_draft_eagle(&dc, nodes);
+      { /* draft properties: ecospec with λ = 0 is EAGLE's best-first order;
+         * ecospec and evict give connected trees within the budget; evict
+         * keeps a prefix of EAGLE's selection */
+        static amoe_spec sp;
+        sp.model.layers = sp.model.moe_layers = 3;
+        sp.model.experts = 32;
+        sp.model.top_k = 4;
+        sp.model.hidden = 64;
+        sp.model.moe_intermediate = 64;
+        sp.hw.hbm_bw = 1e12;
+        sp.hw.h2d_bw = 1e10;
+        sp.hw.peak_flops = 1e14;
+        sp.workload.seed = 9;
+        sp.workload.nodes = p.nodes;
+        amoe_policy_row er = row;
+        er.lambda = 0;
+        er.predictor_accuracy = 0.7;
+        amoe_dctx ec = {.b = &b, .spec = &sp, .row = &er, .nodes = p.nodes, .scratch = scratch};
+        int o2[AMOE_MAX_NODES], n2 = amoe_draft_ecospec(&ec, o2);
+        bad += n2 != nn || memcmp(o2, nodes, (size_t)nn * sizeof(int)) != 0;
+        er.lambda = 2.0;
+        for (int pass = 0; pass < 2; pass++) {
+          n2 = pass ? amoe_draft_evict(&ec, o2) : amoe_draft_ecospec(&ec, o2);
+          bad += n2 < 1 || n2 > p.nodes || o2[0] != 0;
+          uint8_t in[AMOE_MAX_NODES] = {0};
+          for (int i = 0; i < n2; i++) in[o2[i]] = 1;
+          for (int i = 1; i < n2; i++) bad += !in[b.parent[o2[i]]];
+          if (pass) { /* a subset of eagle's choice */
+            uint8_t ine[AMOE_MAX_NODES] = {0};
+            for (int i = 0; i < nn; i++) ine[nodes[i]] = 1;
+            for (int i = 0; i < n2; i++) bad += !ine[o2[i]];
+          }
+        }
+        checked++;
+      }
       for (int i = 0; i < nn; i++) level[b.depth[nodes[i]]]++;
       double phat[8] = {1, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.01}, sc[4 * 32];
       int isc[64];

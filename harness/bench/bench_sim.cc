@@ -77,7 +77,7 @@ static void run_trace(benchmark::State &st, const char *policy) {
   s.policies[0].verifier = amoe_verifier_find(policy);
   s.policies[0].draft = amoe_draft_find("eagle");
   s.policies[0].beta = 0.5;
-  amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6};
+  static amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, 0};
   amoe_err e;
   amoe_source *src;
   amoe_source_open(&src, &s.workload, &s.model, &e);

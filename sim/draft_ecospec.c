@@ -1,0 +1,116 @@
+/* ecospec: cost-aware greedy draft selection (DESIGN §6). Starting from the
+ * root, repeatedly add the frontier node with the highest
+ *   score = accept_likelihood(t) - λ · Σ_l Σ_{e ∈ P_t,l \ C_l} c_l,e / Σ_l k·c_l
+ * where accept_likelihood = exp(cumulative draft score), P the predicted route
+ * (the natural route with each expert replaced, with probability
+ * 1 - predictor_accuracy, by the most popular expert so far that is not in it),
+ * C_l the covered experts (the root's predicted route, and the resident set
+ * under offload) and c the per-expert cost (HBM, or PCIe when not resident).
+ * Stops at the node budget. Verification stays natural: lossless. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "policy.h"
+#include "rng.h"
+
+typedef struct {
+  double v;
+  int id;
+} pop_pair;
+
+static int pop_cmp(const void *a, const void *b) {
+  const pop_pair *x = a, *y = b;
+  if (x->v != y->v) return x->v > y->v ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
+  const amoe_block *b = c->b;
+  const amoe_spec *s = c->spec;
+  const int n = b->n, L = b->layers, E = b->experts, k = s->model.top_k;
+  if (n <= c->nodes) {
+    for (int t = 0; t < n; t++) out[t] = t;
+    return n;
+  }
+  /* scratch layout */
+  char *p = c->scratch;
+  uint16_t *pred = (uint16_t *)p;  p += (size_t)n * L * k * sizeof(uint16_t);
+  uint16_t *rank = (uint16_t *)p;  p += (size_t)L * E * sizeof(uint16_t);
+  uint8_t *cov = (uint8_t *)p;     p += (size_t)L * E;
+  uint8_t *state = (uint8_t *)p;   p += (size_t)n; /* 0 out, 1 frontier, 2 chosen */
+  /* popularity ranking per layer (requests so far; ties: lower id) */
+  pop_pair pp[AMOE_MAX_EXPERTS];
+  for (int l = 0; l < L; l++) {
+    for (int x = 0; x < E; x++) pp[x] = (pop_pair){c->popularity ? c->popularity[(size_t)l * E + x] : 0, x};
+    qsort(pp, (size_t)E, sizeof *pp, pop_cmp);
+    for (int x = 0; x < E; x++) rank[(size_t)l * E + x] = (uint16_t)pp[x].id;
+  }
+  /* predicted routes, with counter-based coins (same for every row) */
+  double acc = c->row->predictor_accuracy;
+  for (int t = 0; t < n; t++)
+    for (int l = 0; l < L; l++) {
+      const uint16_t *nat = amoe_block_ids(b, l, t);
+      uint16_t *pr = pred + ((size_t)t * L + l) * k;
+      for (int j = 0; j < k; j++) pr[j] = nat[j];
+      for (int j = 0; j < k; j++) {
+        if (amoe_rng_coin(s->workload.seed ^ 0xec05ecULL, b->index, ((uint64_t)t * L + l) * k + j) < acc)
+          continue;
+        for (int r = 0; r < E; r++) { /* most popular not already predicted or natural */
+          int cand = rank[(size_t)l * E + r], used = 0;
+          for (int q = 0; q < k && !used; q++) used = nat[q] == cand || pr[q] == cand;
+          if (!used) {
+            pr[j] = (uint16_t)cand;
+            break;
+          }
+        }
+      }
+    }
+  /* costs */
+  double c_hbm = amoe_model_expert_bytes(&s->model) / s->hw.hbm_bw;
+  double c_pcie = c_hbm + amoe_model_expert_bytes(&s->model) / s->hw.h2d_bw;
+  double norm = (double)L * k * c_hbm;
+  memset(cov, 0, (size_t)L * E);
+  for (int l = 0; l < L; l++) {
+    if (c->resident)
+      for (int x = 0; x < E; x++) cov[(size_t)l * E + x] = c->resident[l][x];
+    for (int j = 0; j < k; j++) cov[(size_t)l * E + pred[(size_t)l * k + j]] = 1; /* the root's */
+  }
+  memset(state, 0, (size_t)n);
+  state[0] = 2;
+  for (int t = 1; t < n; t++)
+    if (b->parent[t] == 0) state[t] = 1;
+  double lambda = c->row->lambda;
+  for (int chosen = 1; chosen < c->nodes; chosen++) {
+    int best = -1;
+    double bs = -INFINITY;
+    for (int t = 1; t < n; t++) {
+      if (state[t] != 1) continue;
+      double pen = 0;
+      for (int l = 0; l < L; l++) {
+        const uint16_t *pr = pred + ((size_t)t * L + l) * k;
+        for (int j = 0; j < k; j++)
+          if (!cov[(size_t)l * E + pr[j]])
+            pen += c->resident && !c->resident[l][pr[j]] ? c_pcie : c_hbm;
+      }
+      double sc = exp(b->score[t]) - lambda * pen / norm;
+      if (sc > bs) { /* strict: ties keep the earlier node */
+        bs = sc;
+        best = t;
+      }
+    }
+    if (best < 0) break;
+    state[best] = 2;
+    for (int l = 0; l < L; l++) {
+      const uint16_t *pr = pred + ((size_t)best * L + l) * k;
+      for (int j = 0; j < k; j++) cov[(size_t)l * E + pr[j]] = 1;
+    }
+    for (int t = best + 1; t < n; t++)
+      if (b->parent[t] == best) state[t] = 1;
+  }
+  int m = 0;
+  for (int t = 0; t < n; t++)
+    if (state[t] == 2) out[m++] = t;
+  return m;
+}
