@@ -352,17 +352,26 @@ int amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *wh
 
 /* ------------------------------------------------------------ policies */
 
+/* A row's label names everything that distinguishes it (CSV-safe: no commas). */
 static void policy_label(amoe_policy_row *r) {
   const char *dn = amoe_draft_table[r->draft].name, *vn = amoe_verifier_table[r->verifier].name;
-  int vnat = !strcmp(vn, "natural"), deagle = !strcmp(dn, "eagle");
-  char b[32] = "";
-  if (amoe_verifier_table[r->verifier].needs_budget) snprintf(b, sizeof b, "/B=%d", r->budget);
-  if (deagle)
-    snprintf(r->label, sizeof r->label, "%s%s", vn, b);
-  else if (vnat)
-    snprintf(r->label, sizeof r->label, "%s", dn);
+  char d[96], v[64] = "";
+  if (!strcmp(dn, "ecospec"))
+    snprintf(d, sizeof d, "ecospec/lambda=%g/acc=%g", r->lambda, r->predictor_accuracy);
   else
-    snprintf(r->label, sizeof r->label, "%s+%s%s", dn, vn, b);
+    snprintf(d, sizeof d, "%s", dn);
+  if (amoe_verifier_table[r->verifier].needs_budget)
+    snprintf(v, sizeof v, "%s/B=%d", vn, r->budget);
+  else
+    snprintf(v, sizeof v, "%s", vn);
+  if (r->beta != 0.5 && !strncmp(vn, "acceptmoe", 9))
+    snprintf(v + strlen(v), sizeof v - strlen(v), "/beta=%g", r->beta);
+  if (!strcmp(dn, "eagle"))
+    snprintf(r->label, sizeof r->label, "%.60s", v);
+  else if (!strcmp(vn, "natural"))
+    snprintf(r->label, sizeof r->label, "%.60s", d);
+  else
+    snprintf(r->label, sizeof r->label, "%.30s+%.30s", d, v);
 }
 
 static void names_of(char *buf, size_t n, int verifier) {
@@ -747,6 +756,9 @@ int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
       amoe_diag_add(d, "%s: policy %s: budget %d must be in top_k..experts (%d..%d)", where, r->label, r->budget,
                     s->model.top_k, s->model.experts);
     if (!strcmp(r->label, "natural")) have_nat = 1;
+    for (int j = 0; j < i; j++)
+      if (!strcmp(s->policies[j].label, r->label))
+        amoe_diag_add(d, "%s: policy %s is listed twice", where, r->label);
   }
   if (!have_nat && s->npolicies < AMOE_MAX_POLICIES) { /* the baseline of speedup_vs_natural */
     amoe_policy_row *r = &s->policies[s->npolicies++];
