@@ -6,6 +6,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
   AMOE_OK = 0,
   AMOE_EINVAL = 1,  /* bad argument or spec value */
@@ -33,5 +37,9 @@ void *amoe_xcalloc(size_t n, size_t size); /* NULL on overflow or OOM */
     amoe_status amoe_try_s_ = (expr);                                          \
     if (amoe_try_s_ != AMOE_OK) return amoe_try_s_;                            \
   } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,195 @@
+/* The backend dispatch and the float32 CPU reference (DESIGN §11).
+ * The reference materialises each (layer, expert)'s weights on first use
+ * and keeps them while they fit a memory cap; past it, it regenerates them
+ * per use (slow, still exact), so any shape runs, tiny ones fast. */
+#include "moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "moe_weights.h"
+#ifdef AMOE_HAVE_CUDA
+#include "moe_cuda.h"
+#endif
+
+#define REF_CACHE_BYTES (2.0 * 1024 * 1024 * 1024)
+
+enum { IMPL_CPU = 0, IMPL_LOOP = 1, IMPL_GROUPED = 2, IMPL_SKINNY = 3 };
+
+static const char *const NAMES[] = {"cpu",
+#ifdef AMOE_HAVE_CUDA
+                                    "cublas-loop", "cublas-grouped", "skinny",
+#endif
+                                    NULL};
+
+const char *const *amoe_moe_backends(void) { return NAMES; }
+
+struct amoe_moe_backend {
+  int impl;
+  amoe_moe_shape s;
+  int layers;
+  uint64_t seed;
+  float **w; /* [layer * E + e] -> gate/up (2f x d) then down (d x f), or NULL */
+  double cached;
+  float *tmp_w, *h;
+#ifdef AMOE_HAVE_CUDA
+  amoe_moe_gpu *gpu;
+#endif
+};
+
+uint16_t amoe_moe_weight(uint64_t seed, int layer, int expert, int down, uint64_t i, int fan_in) {
+  return amoe_w_value(seed, layer, expert, down, i, 1.0f / sqrtf((float)fan_in));
+}
+
+double amoe_moe_weight_bytes(amoe_moe_shape s, int layers) {
+  return (double)layers * s.experts * 3.0 * s.hidden * s.inter * 2.0;
+}
+
+amoe_status amoe_moe_open(amoe_moe_backend **out, const char *name, amoe_moe_shape s, int layers, uint64_t seed,
+                          amoe_err *e) {
+  *out = NULL;
+  int impl = -1;
+  const char *all[] = {"cpu", "cublas-loop", "cublas-grouped", "skinny"};
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(name, all[i])) impl = i;
+  if (impl < 0)
+    return amoe_fail(e, AMOE_EINVAL, "unknown backend '%s' (cpu, cublas-loop, cublas-grouped, skinny)", name);
+  if (s.hidden < 1 || s.inter < 1 || s.experts < 1 || layers < 1)
+    return amoe_fail(e, AMOE_EINVAL, "backend %s: empty shape", name);
+  amoe_moe_backend *b = calloc(1, sizeof *b);
+  if (!b) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  b->impl = impl;
+  b->s = s;
+  b->layers = layers;
+  b->seed = seed;
+  if (impl == IMPL_CPU) {
+    b->w = calloc((size_t)layers * s.experts, sizeof *b->w);
+    b->tmp_w = malloc((size_t)3 * s.hidden * s.inter * sizeof(float));
+    b->h = malloc((size_t)2 * s.inter * sizeof(float));
+    if (!b->w || !b->tmp_w || !b->h) {
+      amoe_moe_close(b);
+      return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    }
+    *out = b;
+    return AMOE_OK;
+  }
+#ifdef AMOE_HAVE_CUDA
+  amoe_status st = amoe_moe_gpu_open(&b->gpu, impl, s, layers, seed, e);
+  if (st != AMOE_OK) {
+    free(b);
+    return st;
+  }
+  *out = b;
+  return AMOE_OK;
+#else
+  free(b);
+  return amoe_fail(e, AMOE_EINVAL, "backend %s needs a CUDA build (this one has none)", name);
+#endif
+}
+
+void amoe_moe_close(amoe_moe_backend *b) {
+  if (!b) return;
+  if (b->w)
+    for (int i = 0; i < b->layers * b->s.experts; i++) free(b->w[i]);
+  free(b->w);
+  free(b->tmp_w);
+  free(b->h);
+#ifdef AMOE_HAVE_CUDA
+  if (b->gpu) amoe_moe_gpu_close(b->gpu);
+#endif
+  free(b);
+}
+
+/* Float weights of (layer, expert): cached, or generated into tmp_w. */
+static const float *ref_weights(amoe_moe_backend *b, int layer, int ex) {
+  const int d = b->s.hidden, f = b->s.inter;
+  size_t n_gu = (size_t)2 * f * d, n_dn = (size_t)d * f;
+  float **slot = &b->w[(size_t)layer * b->s.experts + ex];
+  if (*slot) return *slot;
+  float *w = b->tmp_w;
+  double bytes = (double)(n_gu + n_dn) * sizeof(float);
+  if (b->cached + bytes <= REF_CACHE_BYTES) {
+    float *nw = malloc((n_gu + n_dn) * sizeof(float));
+    if (nw) {
+      w = nw;
+      *slot = nw;
+      b->cached += bytes;
+    }
+  }
+  float sg = 1.0f / sqrtf((float)d), sd = 1.0f / sqrtf((float)f);
+  for (size_t i = 0; i < n_gu; i++) w[i] = amoe_bf16_to_f32(amoe_w_value(b->seed, layer, ex, 0, i, sg));
+  for (size_t i = 0; i < n_dn; i++) w[n_gu + i] = amoe_bf16_to_f32(amoe_w_value(b->seed, layer, ex, 1, i, sd));
+  return w;
+}
+
+int amoe_moe_layers_held(const amoe_moe_backend *b) {
+#ifdef AMOE_HAVE_CUDA
+  if (b->gpu) return amoe_moe_gpu_layers_held(b->gpu);
+#endif
+  return b->layers;
+}
+
+void amoe_moe_poison(amoe_moe_backend *b, int on) {
+#ifdef AMOE_HAVE_CUDA
+  if (b->gpu) amoe_moe_gpu_poison(b->gpu, on);
+#endif
+  (void)b;
+  (void)on; /* the reference writes every output element */
+}
+
+static amoe_status ref_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, float *y) {
+  const int d = b->s.hidden, f = b->s.inter;
+  memset(y, 0, (size_t)x->tokens * d * sizeof(float));
+  for (int ex = 0; ex < b->s.experts; ex++) { /* expert-major: each expert's weights once */
+    const float *w = NULL;
+    for (int t = 0; t < x->tokens; t++)
+      for (int j = 0; j < x->k; j++) {
+        if (x->route[t * x->k + j] != ex) continue;
+        if (!w) w = ref_weights(b, layer, ex);
+        const uint16_t *xt = x->x + (size_t)t * d;
+        for (int r = 0; r < 2 * f; r++) {
+          const float *row = w + (size_t)r * d;
+          float acc = 0;
+          for (int c = 0; c < d; c++) acc += row[c] * amoe_bf16_to_f32(xt[c]);
+          b->h[r] = acc;
+        }
+        for (int r = 0; r < f; r++) { /* SwiGLU: silu(gate) * up */
+          float g = b->h[r];
+          b->h[r] = g / (1.0f + expf(-g)) * b->h[f + r];
+        }
+        const float *dn = w + (size_t)2 * f * d;
+        float wt = x->weight[t * x->k + j];
+        for (int c = 0; c < d; c++) {
+          const float *row = dn + (size_t)c * f;
+          float acc = 0;
+          for (int r = 0; r < f; r++) acc += row[r] * b->h[r];
+          y[(size_t)t * d + c] += wt * acc;
+        }
+      }
+  }
+  return AMOE_OK;
+}
+
+amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, float *y, double *seconds,
+                         amoe_err *e) {
+  if (layer < 0) return amoe_fail(e, AMOE_EINVAL, "layer %d out of range", layer);
+  layer %= amoe_moe_layers_held(b);
+  for (int i = 0; i < x->tokens * x->k; i++)
+    if (x->route[i] < -1 || x->route[i] >= b->s.experts)
+      return amoe_fail(e, AMOE_EINVAL, "assignment %d routes to expert %d of %d", i, x->route[i], b->s.experts);
+  if (b->impl == IMPL_CPU) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    amoe_status st = ref_run(b, layer, x, y);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return st;
+  }
+#ifdef AMOE_HAVE_CUDA
+  return amoe_moe_gpu_run(b->gpu, layer, x, y, seconds, e);
+#else
+  return amoe_fail(e, AMOE_EINVAL, "no CUDA in this build");
+#endif
+}

@@ -1,0 +1,87 @@
+/* One MoE layer over the verified tokens of a block (DESIGN §11), behind a
+ * plain C header: no CUDA types, so the CLI and the tests link it whether or
+ * not CUDA exists. Backends:
+ *   cpu             float32 reference in C (always built; the oracle)
+ *   cublas-loop     cublasGemmEx per executed expert            (CUDA builds)
+ *   cublas-grouped  one cublasGemmGroupedBatchedEx per GEMM       (CUDA builds)
+ *   skinny          our weight-streaming kernel for few tokens/expert (CUDA)
+ * Every backend computes, for each token t and each of its k assignments
+ * (e, w):  y[t] += w · W_down[e] · (silu(W_gate[e]·x[t]) ⊙ (W_up[e]·x[t]))
+ * with bf16 weights and activations and fp32 accumulation. */
+#ifndef AMOE_MOE_H
+#define AMOE_MOE_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  int hidden, inter, experts; /* d, f, E */
+} amoe_moe_shape;
+
+/* Host-side description of one layer's work. x is bf16 [tokens][d]; route and
+ * weight are [tokens][k] (route -1 = no assignment). */
+typedef struct {
+  int tokens, k;
+  const uint16_t *x;
+  const int32_t *route;
+  const float *weight;
+} amoe_moe_batch;
+
+typedef struct amoe_moe_backend amoe_moe_backend;
+
+/* Names of the backends this build has, NULL-terminated. */
+const char *const *amoe_moe_backends(void);
+/* Opens a backend for `layers` layers of the given shape. Weights are
+ * deterministic random bf16 from seed (the same on every backend), uniform
+ * in ±1/sqrt(fan-in). Fails with a clear message when a GPU backend has no
+ * device or the weights do not fit. */
+amoe_status amoe_moe_open(amoe_moe_backend **b, const char *name, amoe_moe_shape shape, int layers,
+                          uint64_t seed, amoe_err *e);
+void amoe_moe_close(amoe_moe_backend *b);
+/* Runs one layer; y is float [tokens][d] on the host. seconds: measured time
+ * of the layer (device time for GPU backends, wall time for cpu). */
+amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *batch, float *y, double *seconds,
+                         amoe_err *e);
+
+/* Weight layers the backend holds: layer l runs on weights l % held (GPU
+ * backends hold all layers when they fit in device memory, else a subset). */
+int amoe_moe_layers_held(const amoe_moe_backend *b);
+/* Fill intermediate and output buffers with NaN before each run, so an
+ * element a kernel forgot to write shows up in the comparison. */
+void amoe_moe_poison(amoe_moe_backend *b, int on);
+
+/* The deterministic weights, for tests: element i of expert e's gate/up
+ * (2f x d, gate rows first) or down (d x f) matrix at a layer. */
+uint16_t amoe_moe_weight(uint64_t seed, int layer, int expert, int down, uint64_t i, int fan_in);
+/* Device memory the GPU backends need for `layers` layers of this shape
+ * (weights only), for planning which layers fit. */
+double amoe_moe_weight_bytes(amoe_moe_shape shape, int layers);
+
+/* bf16 helpers (round to nearest even). */
+static inline float amoe_bf16_to_f32(uint16_t h) {
+  union {
+    uint32_t u;
+    float f;
+  } v = {(uint32_t)h << 16};
+  return v.f;
+}
+static inline uint16_t amoe_f32_to_bf16(float f) {
+  union {
+    float f;
+    uint32_t u;
+  } v = {f};
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* NaN stays NaN */
+  uint32_t r = 0x7fffu + ((v.u >> 16) & 1u);
+  return (uint16_t)((v.u + r) >> 16);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

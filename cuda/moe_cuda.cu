@@ -1,0 +1,424 @@
+// CUDA backends for one MoE layer (DESIGN §11): bucket the (token, expert,
+// weight) assignments by expert on the device, gather, gate/up GEMM, SwiGLU,
+// down GEMM, weighted combine, for the executed experts only. bf16 weights and
+// activations, fp32 accumulation. Three GEMM implementations:
+//   cublas-loop     cublasGemmEx per executed expert
+//   cublas-grouped  one cublasGemmGroupedBatchedEx per GEMM (a group per expert)
+//   skinny          weight-streaming kernel: one warp per output row reads the
+//                   row once and serves up to 16 tokens of that expert
+// Every CUDA and cuBLAS call is checked; errors come back as amoe_status.
+// Checked against the CPU reference (cuda/moe.c) by tests/test_moe.c before
+// anything is timed (cuda/device-check.sh).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe_cuda.h"
+#include "moe_weights.h"
+#include "nvtx.h"
+
+#define CU(call)                                                                                    \
+  do {                                                                                              \
+    cudaError_t err_ = (call);                                                                      \
+    if (err_ != cudaSuccess)                                                                        \
+      return amoe_fail(e, AMOE_EIO, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
+  } while (0)
+#define CB(call)                                                                                    \
+  do {                                                                                              \
+    cublasStatus_t st_ = (call);                                                                    \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                               \
+      return amoe_fail(e, AMOE_EIO, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call, (int)st_); \
+  } while (0)
+#define KERNEL_CHECK() CU(cudaGetLastError())
+
+#define SKINNY_TOK 16
+#define MAX_E 1024
+
+typedef __nv_bfloat16 bf16;
+
+struct amoe_moe_gpu {
+  int impl, layers_held, poison;
+  amoe_moe_shape s;
+  uint64_t seed;
+  cublasHandle_t blas;
+  cudaStream_t stream;
+  cudaEvent_t ev0, ev1;
+  bf16 *w_gu, *w_dn; // [held][E][2f][d], [held][E][d][f]
+  int cap_a, cap_t;  // assignment and token capacity
+  bf16 *x, *xe, *h, *ha, *o;
+  int32_t *route;
+  float *weight, *perm_w, *y;
+  int *count, *offset, *perm_tok, *pos_of, *work; // work: executed list for skinny
+  const void **dA, **dB;
+  void **dC;
+  int *h_count, *h_offset, *h_work; // pinned host copies
+};
+
+extern "C" int amoe_moe_gpu_available(void) {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+extern "C" int amoe_moe_gpu_layers_held(const amoe_moe_gpu *g) { return g->layers_held; }
+extern "C" void amoe_moe_gpu_poison(amoe_moe_gpu *g, int on) { g->poison = on; }
+
+__global__ void fill_weights(bf16 *w, size_t per_expert, int experts, uint64_t seed, int layer, int down,
+                             float scale) {
+  size_t n = per_expert * (size_t)experts;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    int ex = (int)(i / per_expert);
+    uint16_t v = amoe_w_value(seed, layer, ex, down, i % per_expert, scale);
+    w[i] = __ushort_as_bfloat16(v);
+  }
+}
+
+// One block: counts per expert, exclusive offsets, then a deterministic
+// placement (each expert scans the assignments in order).
+__global__ void bucket(const int32_t *route, const float *weight, int A, int k, int E, int *count, int *offset,
+                       int *perm_tok, float *perm_w, int *pos_of) {
+  extern __shared__ int sh[]; // [E] counts, [E] offsets
+  int *cnt = sh, *off = sh + E;
+  for (int x = threadIdx.x; x < E; x += blockDim.x) cnt[x] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < A; i += blockDim.x) {
+    int ex = route[i];
+    if (ex >= 0) atomicAdd(&cnt[ex], 1);
+    else pos_of[i] = -1;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int run = 0;
+    for (int x = 0; x < E; x++) {
+      off[x] = run;
+      run += cnt[x];
+    }
+  }
+  __syncthreads();
+  for (int x = threadIdx.x; x < E; x += blockDim.x) {
+    count[x] = cnt[x];
+    offset[x] = off[x];
+    int p = off[x];
+    for (int i = 0; i < A; i++)
+      if (route[i] == x) {
+        perm_tok[p] = i / k;
+        perm_w[p] = weight[i];
+        pos_of[i] = p;
+        p++;
+      }
+  }
+}
+
+__global__ void gather(const bf16 *x, const int *perm_tok, int A, int d, bf16 *xe) {
+  int p = blockIdx.x;
+  if (p >= A) return;
+  const bf16 *src = x + (size_t)perm_tok[p] * d;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) xe[(size_t)p * d + c] = src[c];
+}
+
+__global__ void swiglu(const bf16 *h, int A, int f, bf16 *ha) {
+  size_t n = (size_t)A * f;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    size_t p = i / f, r = i % f;
+    float g = __bfloat162float(h[p * 2 * f + r]), u = __bfloat162float(h[p * 2 * f + f + r]);
+    ha[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+  }
+}
+
+__global__ void combine(const bf16 *o, const int *pos_of, const float *weight, int T, int k, int d, float *y) {
+  int t = blockIdx.x;
+  if (t >= T) return;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    float acc = 0;
+    for (int j = 0; j < k; j++) { // fixed order: deterministic
+      int p = pos_of[t * k + j];
+      if (p >= 0) acc += weight[t * k + j] * __bfloat162float(o[(size_t)p * d + c]);
+    }
+    y[(size_t)t * d + c] = acc;
+  }
+}
+
+// Skinny GEMM over every executed expert at once: out[(off+i)*rows + r] =
+// W_e[r,:] · in[(off+i), :] for the expert's n_e tokens. A warp owns a row r
+// and streams it once per 16-token tile with 16-byte loads.
+// work[3*j .. 3*j+2] = (expert, offset, count) of the j-th executed expert.
+__global__ void skinny_gemm(const bf16 *W, size_t w_stride, const bf16 *in, int K, int rows, const int *work,
+                            bf16 *out) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpb = blockDim.x >> 5;
+  const int r = blockIdx.x * wpb + warp;
+  const int ex = work[3 * blockIdx.y], off = work[3 * blockIdx.y + 1], n = work[3 * blockIdx.y + 2];
+  if (r >= rows) return;
+  const bf16 *wr = W + (size_t)ex * w_stride + (size_t)r * K;
+  for (int t0 = 0; t0 < n; t0 += SKINNY_TOK) {
+    int nt = n - t0 < SKINNY_TOK ? n - t0 : SKINNY_TOK;
+    float acc[SKINNY_TOK];
+#pragma unroll
+    for (int i = 0; i < SKINNY_TOK; i++) acc[i] = 0;
+    int vec_end = (K / 256) * 256; // 32 lanes x 8 elements
+    for (int c = lane * 8; c < vec_end; c += 256) {
+      uint4 wv = *reinterpret_cast<const uint4 *>(wr + c);
+      const bf16 *wp = reinterpret_cast<const bf16 *>(&wv);
+      float wf[8];
+#pragma unroll
+      for (int q = 0; q < 8; q++) wf[q] = __bfloat162float(wp[q]);
+#pragma unroll
+      for (int i = 0; i < SKINNY_TOK; i++) {
+        if (i >= nt) break;
+        uint4 xv = *reinterpret_cast<const uint4 *>(in + (size_t)(off + t0 + i) * K + c);
+        const bf16 *xp = reinterpret_cast<const bf16 *>(&xv);
+        float s = 0;
+#pragma unroll
+        for (int q = 0; q < 8; q++) s += wf[q] * __bfloat162float(xp[q]);
+        acc[i] += s;
+      }
+    }
+    for (int c = vec_end + lane; c < K; c += 32) { // tail
+      float wf = __bfloat162float(wr[c]);
+      for (int i = 0; i < nt; i++) acc[i] += wf * __bfloat162float(in[(size_t)(off + t0 + i) * K + c]);
+    }
+#pragma unroll
+    for (int i = 0; i < SKINNY_TOK; i++) {
+      float v = acc[i];
+      for (int sh = 16; sh > 0; sh >>= 1) v += __shfl_xor_sync(0xffffffffu, v, sh);
+      if (lane == 0 && i < nt) out[(size_t)(off + t0 + i) * rows + r] = __float2bfloat16(v);
+    }
+  }
+}
+
+static void gpu_free_buffers(amoe_moe_gpu *g) {
+  cudaFree(g->x);
+  cudaFree(g->xe);
+  cudaFree(g->h);
+  cudaFree(g->ha);
+  cudaFree(g->o);
+  cudaFree(g->route);
+  cudaFree(g->weight);
+  cudaFree(g->perm_w);
+  cudaFree(g->y);
+  cudaFree(g->count);
+  cudaFree(g->offset);
+  cudaFree(g->perm_tok);
+  cudaFree(g->pos_of);
+  cudaFree(g->work);
+  cudaFree(g->dA);
+  cudaFree(g->dB);
+  cudaFree(g->dC);
+  g->x = g->xe = g->h = g->ha = g->o = NULL;
+  g->route = NULL;
+  g->weight = g->perm_w = g->y = NULL;
+  g->count = g->offset = g->perm_tok = g->pos_of = g->work = NULL;
+  g->dA = g->dB = NULL;
+  g->dC = NULL;
+}
+
+extern "C" void amoe_moe_gpu_close(amoe_moe_gpu *g) {
+  if (!g) return;
+  gpu_free_buffers(g);
+  cudaFree(g->w_gu);
+  cudaFree(g->w_dn);
+  cudaFreeHost(g->h_count);
+  cudaFreeHost(g->h_offset);
+  cudaFreeHost(g->h_work);
+  if (g->blas) cublasDestroy(g->blas);
+  if (g->ev0) cudaEventDestroy(g->ev0);
+  if (g->ev1) cudaEventDestroy(g->ev1);
+  if (g->stream) cudaStreamDestroy(g->stream);
+  free(g);
+}
+
+static amoe_status gpu_open(amoe_moe_gpu *g, int impl, amoe_moe_shape s, int layers, uint64_t seed, amoe_err *e) {
+  g->impl = impl;
+  g->s = s;
+  g->seed = seed;
+  if (s.experts > MAX_E) return amoe_fail(e, AMOE_EINVAL, "at most %d experts", MAX_E);
+  if (impl == 3 && (s.hidden % 8 || s.inter % 8))
+    return amoe_fail(e, AMOE_EINVAL, "skinny: hidden and inter must be multiples of 8");
+  CU(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+  CU(cudaEventCreate(&g->ev0));
+  CU(cudaEventCreate(&g->ev1));
+  CB(cublasCreate(&g->blas));
+  CB(cublasSetStream(g->blas, g->stream));
+  size_t free_b = 0, total_b = 0;
+  CU(cudaMemGetInfo(&free_b, &total_b));
+  double per_layer = amoe_moe_weight_bytes(s, 1), margin = 4.0 * 1024 * 1024 * 1024;
+  int held = layers;
+  if (per_layer * held > (double)free_b - margin) held = (int)(((double)free_b - margin) / per_layer);
+  if (held < 1)
+    return amoe_fail(e, AMOE_ENOMEM, "one layer of weights (%.2f GB) does not fit the device's %.2f GB free",
+                     per_layer / 1e9, free_b / 1e9);
+  g->layers_held = held;
+  size_t gu = (size_t)2 * s.inter * s.hidden, dn = (size_t)s.hidden * s.inter;
+  CU(cudaMalloc(&g->w_gu, (size_t)held * s.experts * gu * sizeof(bf16)));
+  CU(cudaMalloc(&g->w_dn, (size_t)held * s.experts * dn * sizeof(bf16)));
+  float sg = 1.0f / sqrtf((float)s.hidden), sd = 1.0f / sqrtf((float)s.inter);
+  for (int l = 0; l < held; l++) {
+    fill_weights<<<1024, 256, 0, g->stream>>>(g->w_gu + (size_t)l * s.experts * gu, gu, s.experts, seed, l, 0, sg);
+    KERNEL_CHECK();
+    fill_weights<<<1024, 256, 0, g->stream>>>(g->w_dn + (size_t)l * s.experts * dn, dn, s.experts, seed, l, 1, sd);
+    KERNEL_CHECK();
+  }
+  CU(cudaMallocHost(&g->h_count, MAX_E * sizeof(int)));
+  CU(cudaMallocHost(&g->h_offset, MAX_E * sizeof(int)));
+  CU(cudaMallocHost(&g->h_work, 3 * MAX_E * sizeof(int)));
+  CU(cudaStreamSynchronize(g->stream));
+  return AMOE_OK;
+}
+
+extern "C" amoe_status amoe_moe_gpu_open(amoe_moe_gpu **out, int impl, amoe_moe_shape s, int layers, uint64_t seed,
+                                         amoe_err *e) {
+  *out = NULL;
+  if (!amoe_moe_gpu_available()) return amoe_fail(e, AMOE_EIO, "no CUDA device");
+  amoe_moe_gpu *g = (amoe_moe_gpu *)calloc(1, sizeof *g);
+  if (!g) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  amoe_status st = gpu_open(g, impl, s, layers, seed, e);
+  if (st != AMOE_OK) {
+    amoe_moe_gpu_close(g);
+    return st;
+  }
+  *out = g;
+  return AMOE_OK;
+}
+
+static amoe_status ensure(amoe_moe_gpu *g, int T, int A, amoe_err *e) {
+  if (T <= g->cap_t && A <= g->cap_a) return AMOE_OK;
+  gpu_free_buffers(g);
+  int d = g->s.hidden, f = g->s.inter, E = g->s.experts;
+  g->cap_t = T > g->cap_t ? T : g->cap_t;
+  g->cap_a = A > g->cap_a ? A : g->cap_a;
+  T = g->cap_t;
+  A = g->cap_a;
+  CU(cudaMalloc(&g->x, (size_t)T * d * sizeof(bf16)));
+  CU(cudaMalloc(&g->xe, (size_t)A * d * sizeof(bf16)));
+  CU(cudaMalloc(&g->h, (size_t)A * 2 * f * sizeof(bf16)));
+  CU(cudaMalloc(&g->ha, (size_t)A * f * sizeof(bf16)));
+  CU(cudaMalloc(&g->o, (size_t)A * d * sizeof(bf16)));
+  CU(cudaMalloc(&g->route, (size_t)A * sizeof(int32_t)));
+  CU(cudaMalloc(&g->weight, (size_t)A * sizeof(float)));
+  CU(cudaMalloc(&g->perm_w, (size_t)A * sizeof(float)));
+  CU(cudaMalloc(&g->y, (size_t)T * d * sizeof(float)));
+  CU(cudaMalloc(&g->count, (size_t)E * sizeof(int)));
+  CU(cudaMalloc(&g->offset, (size_t)E * sizeof(int)));
+  CU(cudaMalloc(&g->perm_tok, (size_t)A * sizeof(int)));
+  CU(cudaMalloc(&g->pos_of, (size_t)A * sizeof(int)));
+  CU(cudaMalloc(&g->work, (size_t)3 * E * sizeof(int)));
+  CU(cudaMalloc(&g->dA, (size_t)2 * E * sizeof(void *)));
+  CU(cudaMalloc(&g->dB, (size_t)2 * E * sizeof(void *)));
+  CU(cudaMalloc(&g->dC, (size_t)2 * E * sizeof(void *)));
+  return AMOE_OK;
+}
+
+// One GEMM for every executed expert: out[A][rows] = in[A][K] · W_e^T.
+static amoe_status expert_gemm(amoe_moe_gpu *g, const bf16 *W, size_t w_stride, const bf16 *in, int K, int rows,
+                               bf16 *out, int nwork, amoe_err *e) {
+  const float one = 1.0f, zero = 0.0f;
+  if (g->impl == 1) { // cuBLAS loop
+    for (int j = 0; j < nwork; j++) {
+      int ex = g->h_work[3 * j], off = g->h_work[3 * j + 1], n = g->h_work[3 * j + 2];
+      CB(cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, K, &one, W + (size_t)ex * w_stride, CUDA_R_16BF,
+                      K, in + (size_t)off * K, CUDA_R_16BF, K, &zero, out + (size_t)off * rows, CUDA_R_16BF, rows,
+                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+    return AMOE_OK;
+  }
+  if (g->impl == 2) { // one grouped call: a group of one problem per expert
+    cublasOperation_t ta[MAX_E], tb[MAX_E];
+    int m[MAX_E], n[MAX_E], k[MAX_E], lda[MAX_E], ldb[MAX_E], ldc[MAX_E], gs[MAX_E];
+    float alpha[MAX_E], beta[MAX_E];
+    const void *hA[MAX_E], *hB[MAX_E];
+    void *hC[MAX_E];
+    for (int j = 0; j < nwork; j++) {
+      int ex = g->h_work[3 * j], off = g->h_work[3 * j + 1];
+      ta[j] = CUBLAS_OP_T;
+      tb[j] = CUBLAS_OP_N;
+      m[j] = rows;
+      n[j] = g->h_work[3 * j + 2];
+      k[j] = K;
+      lda[j] = K;
+      ldb[j] = K;
+      ldc[j] = rows;
+      gs[j] = 1;
+      alpha[j] = one;
+      beta[j] = zero;
+      hA[j] = W + (size_t)ex * w_stride;
+      hB[j] = in + (size_t)off * K;
+      hC[j] = out + (size_t)off * rows;
+    }
+    CU(cudaMemcpyAsync(g->dA, hA, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
+    CU(cudaMemcpyAsync(g->dB, hB, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
+    CU(cudaMemcpyAsync(g->dC, hC, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
+    CB(cublasGemmGroupedBatchedEx(g->blas, ta, tb, m, n, k, alpha, g->dA, CUDA_R_16BF, lda, g->dB, CUDA_R_16BF, ldb,
+                                  beta, g->dC, CUDA_R_16BF, ldc, nwork, gs, CUBLAS_COMPUTE_32F));
+    // the host arrays above must outlive the enqueue of the pointer copies
+    CU(cudaStreamSynchronize(g->stream));
+    return AMOE_OK;
+  }
+  const int warps = 8;
+  dim3 grid((rows + warps - 1) / warps, nwork);
+  skinny_gemm<<<grid, warps * 32, 0, g->stream>>>(W, w_stride, in, K, rows, g->work, out);
+  KERNEL_CHECK();
+  return AMOE_OK;
+}
+
+extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b, float *y,
+                                        double *seconds, amoe_err *e) {
+  const int d = g->s.hidden, f = g->s.inter, E = g->s.experts, T = b->tokens, k = b->k, A = T * k;
+  if (T < 1) return amoe_fail(e, AMOE_EINVAL, "empty batch");
+  AMOE_TRY(ensure(g, T, A, e));
+  // counts and the executed list on the host too: they size the GEMM launches
+  memset(g->h_count, 0, (size_t)E * sizeof(int));
+  for (int i = 0; i < A; i++)
+    if (b->route[i] >= 0) g->h_count[b->route[i]]++;
+  int nwork = 0, run = 0;
+  for (int x = 0; x < E; x++) {
+    g->h_offset[x] = run;
+    if (g->h_count[x]) {
+      g->h_work[3 * nwork] = x;
+      g->h_work[3 * nwork + 1] = run;
+      g->h_work[3 * nwork + 2] = g->h_count[x];
+      nwork++;
+    }
+    run += g->h_count[x];
+  }
+  CU(cudaMemcpyAsync(g->x, b->x, (size_t)T * d * sizeof(bf16), cudaMemcpyHostToDevice, g->stream));
+  CU(cudaMemcpyAsync(g->route, b->route, (size_t)A * sizeof(int32_t), cudaMemcpyHostToDevice, g->stream));
+  CU(cudaMemcpyAsync(g->weight, b->weight, (size_t)A * sizeof(float), cudaMemcpyHostToDevice, g->stream));
+  CU(cudaMemcpyAsync(g->work, g->h_work, (size_t)3 * nwork * sizeof(int), cudaMemcpyHostToDevice, g->stream));
+  if (g->poison) { // 0xffff is a bf16 NaN, 0xffffffff a float NaN
+    CU(cudaMemsetAsync(g->h, 0xff, (size_t)A * 2 * f * sizeof(bf16), g->stream));
+    CU(cudaMemsetAsync(g->ha, 0xff, (size_t)A * f * sizeof(bf16), g->stream));
+    CU(cudaMemsetAsync(g->o, 0xff, (size_t)A * d * sizeof(bf16), g->stream));
+    CU(cudaMemsetAsync(g->y, 0xff, (size_t)T * d * sizeof(float), g->stream));
+  }
+  const int l = layer % g->layers_held;
+  const size_t gu = (size_t)2 * f * d, dn = (size_t)d * f;
+  const bf16 *wgu = g->w_gu + (size_t)l * E * gu, *wdn = g->w_dn + (size_t)l * E * dn;
+  CU(cudaEventRecord(g->ev0, g->stream));
+  bucket<<<1, 256, 2 * E * sizeof(int), g->stream>>>(g->route, g->weight, A, k, E, g->count, g->offset, g->perm_tok,
+                                                     g->perm_w, g->pos_of);
+  KERNEL_CHECK();
+  gather<<<A, 128, 0, g->stream>>>(g->x, g->perm_tok, A, d, g->xe);
+  KERNEL_CHECK();
+  AMOE_NVTX_PUSH("expert_gemm");
+  amoe_status st = expert_gemm(g, wgu, gu, g->xe, d, 2 * f, g->h, nwork, e);
+  if (st == AMOE_OK) {
+    swiglu<<<256, 256, 0, g->stream>>>(g->h, run, f, g->ha);
+    cudaError_t ke = cudaGetLastError();
+    if (ke != cudaSuccess) st = amoe_fail(e, AMOE_EIO, "swiglu: %s", cudaGetErrorString(ke));
+  }
+  if (st == AMOE_OK) st = expert_gemm(g, wdn, dn, g->ha, f, d, g->o, nwork, e);
+  AMOE_NVTX_POP();
+  AMOE_TRY(st);
+  AMOE_NVTX_PUSH("combine");
+  combine<<<T, 256, 0, g->stream>>>(g->o, g->pos_of, g->weight, T, k, d, g->y);
+  AMOE_NVTX_POP();
+  KERNEL_CHECK();
+  CU(cudaEventRecord(g->ev1, g->stream));
+  CU(cudaMemcpyAsync(y, g->y, (size_t)T * d * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
+  CU(cudaStreamSynchronize(g->stream));
+  float ms = 0;
+  CU(cudaEventElapsedTime(&ms, g->ev0, g->ev1));
+  if (seconds) *seconds = ms * 1e-3;
+  return AMOE_OK;
+}

@@ -1,0 +1,27 @@
+/* Internal: the CUDA backends behind moe.h (only in CUDA builds). */
+#ifndef AMOE_MOE_CUDA_H
+#define AMOE_MOE_CUDA_H
+
+#include "moe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct amoe_moe_gpu amoe_moe_gpu;
+/* impl: 1 cublas-loop, 2 cublas-grouped, 3 skinny */
+amoe_status amoe_moe_gpu_open(amoe_moe_gpu **g, int impl, amoe_moe_shape shape, int layers, uint64_t seed,
+                              amoe_err *e);
+void amoe_moe_gpu_close(amoe_moe_gpu *g);
+amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_moe_batch *batch, float *y, double *seconds,
+                             amoe_err *e);
+int amoe_moe_gpu_layers_held(const amoe_moe_gpu *g);
+void amoe_moe_gpu_poison(amoe_moe_gpu *g, int on);
+/* Whether a CUDA device is usable (any error counts as "no"). */
+int amoe_moe_gpu_available(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

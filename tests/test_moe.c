@@ -1,0 +1,158 @@
+/* One MoE layer: the CPU reference against a direct double-precision sum
+ * (always), then every GPU backend against the reference on fresh random
+ * inputs with poisoned buffers (only with a GPU: `test_moe gpu` exits 77
+ * without one). Relative L2 error within bf16 tolerance. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "moe.h"
+#include "rng.h"
+
+static void random_batch(amoe_rng *r, int T, int k, int E, int d, uint16_t *x, int32_t *route, float *w) {
+  for (int i = 0; i < T * d; i++) x[i] = amoe_f32_to_bf16((float)amoe_rng_normal(r));
+  for (int t = 0; t < T; t++) {
+    float sum = 0;
+    for (int j = 0; j < k; j++) { /* k distinct experts, sometimes -1 */
+      int ex, dup;
+      do {
+        ex = (int)(amoe_rng_next(r) % (uint64_t)E);
+        dup = 0;
+        for (int q = 0; q < j; q++) dup |= route[t * k + q] == ex;
+      } while (dup);
+      route[t * k + j] = (j == k - 1 && amoe_rng_unif(r) < 0.1) ? -1 : ex;
+      w[t * k + j] = (float)amoe_rng_unif(r) + 0.1f;
+      sum += w[t * k + j];
+    }
+    for (int j = 0; j < k; j++) w[t * k + j] /= sum;
+  }
+}
+
+static double rel_l2(const float *a, const float *b, size_t n, int *nan) {
+  double num = 0, den = 0;
+  *nan = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(a[i]) || isnan(b[i])) (*nan)++;
+    num += (a[i] - (double)b[i]) * (a[i] - (double)b[i]);
+    den += (double)b[i] * b[i];
+  }
+  return sqrt(num / (den > 0 ? den : 1));
+}
+
+static void reference_vs_direct(void) {
+  amoe_moe_shape s = {32, 16, 8};
+  int T = 6, k = 2, L = 2;
+  uint64_t seed = 77;
+  amoe_moe_backend *b;
+  amoe_err e;
+  CHECK(amoe_moe_open(&b, "cpu", s, L, seed, &e) == AMOE_OK, "%s", e.msg);
+  amoe_rng r;
+  amoe_rng_seed(&r, 1, 1, 1);
+  uint16_t x[6 * 32];
+  int32_t route[12];
+  float w[12], y[6 * 32];
+  random_batch(&r, T, k, s.experts, s.hidden, x, route, w);
+  amoe_moe_batch batch = {T, k, x, route, w};
+  double sec = -1;
+  CHECK(amoe_moe_run(b, 1, &batch, y, &sec, &e) == AMOE_OK && sec >= 0, "%s", e.msg);
+  /* direct: y[t] = Σ_j w · Down · (silu(Gate x) ⊙ Up x), weights from amoe_moe_weight */
+  double maxerr = 0;
+  for (int t = 0; t < T; t++)
+    for (int c = 0; c < s.hidden; c++) {
+      double acc = 0;
+      for (int j = 0; j < k; j++) {
+        int ex = route[t * k + j];
+        if (ex < 0) continue;
+        double hsum = 0;
+        for (int q = 0; q < s.inter; q++) {
+          double g = 0, u = 0;
+          for (int i = 0; i < s.hidden; i++) {
+            double xv = amoe_bf16_to_f32(x[t * s.hidden + i]);
+            g += amoe_bf16_to_f32(amoe_moe_weight(seed, 1, ex, 0, (uint64_t)q * s.hidden + i, s.hidden)) * xv;
+            u += amoe_bf16_to_f32(amoe_moe_weight(seed, 1, ex, 0, (uint64_t)(s.inter + q) * s.hidden + i, s.hidden)) * xv;
+          }
+          double a = g / (1 + exp(-g)) * u;
+          hsum += amoe_bf16_to_f32(amoe_moe_weight(seed, 1, ex, 1, (uint64_t)c * s.inter + q, s.inter)) * a;
+        }
+        acc += w[t * k + j] * hsum;
+      }
+      double err = fabs(acc - y[t * s.hidden + c]);
+      if (err > maxerr) maxerr = err;
+    }
+  CHECK(maxerr < 1e-4, "reference vs direct: max abs error %g", maxerr);
+  /* bad input is an error, not a crash */
+  route[0] = 99;
+  CHECK(amoe_moe_run(b, 0, &batch, y, NULL, &e) == AMOE_EINVAL, "out-of-range expert rejected");
+  amoe_moe_close(b);
+  CHECK(amoe_moe_open(&b, "warp-drive", s, L, seed, &e) == AMOE_EINVAL, "unknown backend rejected");
+}
+
+/* Every GPU backend against the reference. Returns 77 without a device. */
+static int gpu_vs_reference(void) {
+  const char *const *names = amoe_moe_backends();
+  int have_gpu_backend = 0;
+  for (int i = 0; names[i]; i++) have_gpu_backend |= strcmp(names[i], "cpu") != 0;
+  if (!have_gpu_backend) {
+    printf("no CUDA backends in this build: skipped\n");
+    return 77;
+  }
+  amoe_moe_shape shapes[] = {{64, 32, 8}, {2048, 768, 128}, {2880, 2880, 32}};
+  int Ts[] = {5, 64, 16}, ks[] = {2, 8, 4};
+  int ran = 0;
+  for (int si = 0; si < 3; si++) {
+    amoe_moe_shape s = shapes[si];
+    int T = Ts[si], k = ks[si];
+    uint16_t *x = malloc((size_t)T * s.hidden * 2);
+    int32_t *route = malloc((size_t)T * k * 4);
+    float *w = malloc((size_t)T * k * 4), *yref = malloc((size_t)T * s.hidden * 4), *y = malloc((size_t)T * s.hidden * 4);
+    amoe_rng r;
+    amoe_rng_seed(&r, 2, (uint64_t)si, 3);
+    random_batch(&r, T, k, s.experts, s.hidden, x, route, w);
+    amoe_moe_batch batch = {T, k, x, route, w};
+    amoe_moe_backend *ref;
+    amoe_err e;
+    CHECK(amoe_moe_open(&ref, "cpu", s, 1, 5, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_moe_run(ref, 0, &batch, yref, NULL, &e) == AMOE_OK, "%s", e.msg);
+    amoe_moe_close(ref);
+    for (int i = 0; names[i]; i++) {
+      if (!strcmp(names[i], "cpu")) continue;
+      amoe_moe_backend *b;
+      if (amoe_moe_open(&b, names[i], s, 1, 5, &e) != AMOE_OK) {
+        if (strstr(e.msg, "no CUDA device")) {
+          printf("%s: %s: skipped\n", names[i], e.msg);
+          continue;
+        }
+        CHECK(0, "%s: %s", names[i], e.msg);
+        continue;
+      }
+      amoe_moe_poison(b, 1);
+      for (int v = 0; v < T * s.hidden; v++) y[v] = NAN;
+      double sec = 0;
+      CHECK(amoe_moe_run(b, 0, &batch, y, &sec, &e) == AMOE_OK, "%s: %s", names[i], e.msg);
+      int nan;
+      double err = rel_l2(y, yref, (size_t)T * s.hidden, &nan);
+      CHECK(nan == 0 && err < 2e-2, "%s d=%d f=%d E=%d: rel L2 %.3g, %d NaN", names[i], s.hidden, s.inter, s.experts,
+            err, nan);
+      printf("%-15s d=%-5d f=%-5d E=%-4d T=%-3d k=%d  rel L2 %.2e  %.1f us\n", names[i], s.hidden, s.inter,
+             s.experts, T, k, err, sec * 1e6);
+      amoe_moe_close(b);
+      ran++;
+    }
+    free(x);
+    free(route);
+    free(w);
+    free(yref);
+    free(y);
+  }
+  return ran ? -1 : 77;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "gpu")) {
+    int rc = gpu_vs_reference();
+    if (rc == 77) return 77;
+    return check_done();
+  }
+  reference_vs_direct();
+  return check_done();
+}
