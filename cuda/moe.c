@@ -193,3 +193,18 @@ amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x
   return amoe_fail(e, AMOE_EINVAL, "no CUDA in this build");
 #endif
 }
+
+amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
+                                  int name_len, amoe_err *e) {
+#ifdef AMOE_HAVE_CUDA
+  return amoe_moe_gpu_measure_copy(bytes, repeats, d2d_bw, h2d_bw, name, name_len, e);
+#else
+  (void)bytes;
+  (void)repeats;
+  (void)d2d_bw;
+  (void)h2d_bw;
+  (void)name;
+  (void)name_len;
+  return amoe_fail(e, AMOE_EINVAL, "measuring copy bandwidth needs a CUDA build and a GPU");
+#endif
+}

@@ -55,6 +55,13 @@ int amoe_moe_layers_held(const amoe_moe_backend *b);
  * element a kernel forgot to write shows up in the comparison. */
 void amoe_moe_poison(amoe_moe_backend *b, int on);
 
+/* Device measurements for `acceptmoe calibrate-hw` (errors without a GPU):
+ * device-to-device copy bandwidth (bytes read + written per second) and
+ * pinned host-to-device bandwidth, each the median of `repeats` copies of
+ * `bytes`; and the device's name. */
+amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
+                                  int name_len, amoe_err *e);
+
 /* The deterministic weights, for tests: element i of expert e's gate/up
  * (2f x d, gate rows first) or down (d x f) matrix at a layer. */
 uint16_t amoe_moe_weight(uint64_t seed, int layer, int expert, int down, uint64_t i, int fan_in);

@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -421,4 +422,52 @@ extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_m
   CU(cudaEventElapsedTime(&ms, g->ev0, g->ev1));
   if (seconds) *seconds = ms * 1e-3;
   return AMOE_OK;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+// Median of `repeats` timed copies (after one warm-up) with CUDA events.
+extern "C" amoe_status amoe_moe_gpu_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw,
+                                                 char *name, int name_len, amoe_err *e) {
+  if (!amoe_moe_gpu_available()) return amoe_fail(e, AMOE_EIO, "no CUDA device");
+  if (repeats < 1 || repeats > 64) repeats = 5;
+  size_t n = (size_t)bytes;
+  cudaDeviceProp prop;
+  CU(cudaGetDeviceProperties(&prop, 0));
+  snprintf(name, (size_t)name_len, "%s", prop.name);
+  void *a = NULL, *b = NULL, *h = NULL;
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  amoe_status st = AMOE_OK;
+  float t[64];
+  if (cudaMalloc(&a, n) != cudaSuccess || cudaMalloc(&b, n) != cudaSuccess || cudaMallocHost(&h, n) != cudaSuccess)
+    st = amoe_fail(e, AMOE_ENOMEM, "cannot allocate %.2f GB for the copy test", bytes / 1e9);
+  for (int pass = 0; pass < 2 && st == AMOE_OK; pass++) {
+    for (int r = -1; r < repeats && st == AMOE_OK; r++) {
+      cudaError_t ce = cudaEventRecord(e0);
+      if (ce == cudaSuccess)
+        ce = pass ? cudaMemcpy(b, h, n, cudaMemcpyHostToDevice) : cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
+      if (ce == cudaSuccess) ce = cudaEventRecord(e1);
+      if (ce == cudaSuccess) ce = cudaEventSynchronize(e1);
+      float ms = 0;
+      if (ce == cudaSuccess) ce = cudaEventElapsedTime(&ms, e0, e1);
+      if (ce != cudaSuccess) st = amoe_fail(e, AMOE_EIO, "copy test: %s", cudaGetErrorString(ce));
+      if (r >= 0) t[r] = ms;
+    }
+    if (st != AMOE_OK) break;
+    qsort(t, (size_t)repeats, sizeof(float), cmp_float);
+    double med = (repeats % 2 ? t[repeats / 2] : 0.5 * (t[repeats / 2 - 1] + t[repeats / 2])) * 1e-3;
+    if (pass) *h2d_bw = bytes / med;
+    else *d2d_bw = 2.0 * bytes / med; // read + write
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaFreeHost(h);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return st;
 }

@@ -346,6 +346,23 @@ int amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *wh
     walk(&y, root, hw ? "hardware" : "model", s, 1);
   yaml_document_delete(&y.doc);
   if (hw && !s->hw.name[0]) snprintf(s->hw.name, sizeof s->hw.name, "%s", name);
+  if (hw && d->n == before) { /* measured numbers override the preset's leads (DESIGN §4) */
+    s->hw_calibration[0] = 0;
+    char cal[AMOE_PATH_MAX + 200];
+    const char *env = getenv("ACCEPTMOE_CALIBRATION");
+    if (env && !strcmp(env, "off")) return 1;
+    snprintf(cal, sizeof cal, "%s/%s.yaml", env && env[0] ? env : "results/calibration", name);
+    if (stat(cal, &sb) != 0) snprintf(cal, sizeof cal, "%s/results/calibration/%s.yaml", AMOE_SOURCE_DIR, name);
+    if (stat(cal, &sb) == 0) {
+      ydoc c;
+      if (!load_file(&c, cal, d)) return 0;
+      yaml_node_t *croot = yaml_document_get_root_node(&c.doc);
+      if (croot && croot->type == YAML_MAPPING_NODE) walk(&c, croot, "hardware", s, 1);
+      else amoe_diag_add(d, "%s: a calibration file must be a mapping", cal);
+      yaml_document_delete(&c.doc);
+      snprintf(s->hw_calibration, sizeof s->hw_calibration, "%.1000s", cal);
+    }
+  }
   if (!hw && !s->model.name[0]) snprintf(s->model.name, sizeof s->model.name, "%s", name);
   return d->n == before;
 }
@@ -572,7 +589,8 @@ static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, in
       snprintf(path, sizeof path, "%s.%s", prefix, key);
     else
       snprintf(path, sizeof path, "%s", key);
-    if (preset && (!strcmp(key, "source") || !strcmp(key, "sources") || !strcmp(key, "notes"))) continue;
+    if (preset && (!strcmp(key, "source") || !strcmp(key, "sources") || !strcmp(key, "notes") ||
+                   !strcmp(key, "measured"))) continue;
     if (!strcmp(path, "model.preset") || !strcmp(path, "hardware.preset")) continue;
     if (!strcmp(path, "model") || !strcmp(path, "hardware")) {
       parse_preset_node(y, v, s, path[0] == 'h');

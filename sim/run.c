@@ -26,6 +26,8 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   double *scratch;
   void *dscratch;
   uint16_t *route;
+  int32_t *rt;   /* [node][k] executed routes for on_route */
+  float *rw;     /* [node][k] their renormalised weights */
   int cap_n;
 } work;
 
@@ -43,6 +45,8 @@ static void work_free(work *w) {
   free(w->scratch);
   free(w->dscratch);
   free(w->route);
+  free(w->rt);
+  free(w->rw);
 }
 
 static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
@@ -64,10 +68,44 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->scratch = malloc((size_t)E * 4 * sizeof(double));
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
   w->route = malloc(AMOE_MAX_TOPK * sizeof(uint16_t));
+  w->rt = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(int32_t));
+  w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
   if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->prob ||
-      !w->delta || !w->scratch || !w->dscratch || !w->route)
+      !w->delta || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
+}
+
+/* The weights of node i's chosen experts, renormalised over them as the
+ * model's router does (probabilities of stored entries; an expert beyond the
+ * stored m gets weight 0). */
+static void record_route(work *w, int i, int m, int k, const uint16_t *chosen_ids, int got) {
+  (void)m;
+  float sum = 0;
+  for (int j = 0; j < k; j++) {
+    w->rt[i * k + j] = j < got ? chosen_ids[j] : -1;
+    w->rw[i * k + j] = 0;
+  }
+  /* natural: the chosen are the first k stored entries */
+  for (int j = 0; j < got; j++) sum += w->rw[i * k + j] = w->prob[(size_t)i * m + j];
+  for (int j = 0; j < got; j++) w->rw[i * k + j] = sum > 0 ? w->rw[i * k + j] / sum : 1.0f / got;
+}
+
+static void record_route_ids(const amoe_block *b, int l, work *w, int i, int k, const uint16_t *ids, int got) {
+  const uint16_t *st = amoe_block_ids(b, l, w->nodes[i]);
+  float sum = 0;
+  for (int j = 0; j < k; j++) {
+    w->rt[i * k + j] = j < got ? ids[j] : -1;
+    w->rw[i * k + j] = 0;
+    if (j >= got) continue;
+    for (int q = 0; q < b->m; q++)
+      if (st[q] == ids[j]) {
+        w->rw[i * k + j] = w->prob[(size_t)i * b->m + q];
+        break;
+      }
+    sum += w->rw[i * k + j];
+  }
+  for (int j = 0; j < got; j++) w->rw[i * k + j] = sum > 0 ? w->rw[i * k + j] / sum : 1.0f / got;
 }
 
 /* One row on one block. */
@@ -107,11 +145,16 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
     int nu = 0, ns = E, nx = 0, nf = 0;
     for (int x = 0; x < E; x++) nu += w->U[x];
     const uint8_t *resident = rs->cache ? res_layers[l] : NULL;
+    const int want_routes = h && h->on_route && !record_only;
     if (natural) {
       memset(w->S, 1, (size_t)E);
       for (int i = 0; i < nn; i++) {
         const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
         for (int j = 0; j < k; j++) w->count[id[j]]++;
+        if (want_routes) {
+          amoe_router_probs(b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
+          record_route(w, i, b->m, k, id, k);
+        }
       }
     } else {
       for (int i = 0; i < nn; i++) amoe_router_probs(b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
@@ -124,6 +167,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
         int got = amoe_route_constrained(b, l, w->nodes[i], k, w->S, w->route);
         for (int j = 0; j < got; j++) w->count[w->route[j]]++;
+        if (want_routes) record_route_ids(b, l, w, i, k, w->route, got);
         for (int j = 0; j < k; j++) { /* displaced natural assignments */
           int kept = 0;
           for (int q = 0; q < got && !kept; q++) kept = w->route[q] == id[j];
@@ -159,6 +203,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
     } else {
       hits = nx;
     }
+    if (want_routes) AMOE_TRY(h->on_route(h->ctx, ri, b->index, l, nn, k, w->rt, w->rw, t_moe, e));
     double t_fetch = amoe_cost_fetch(M, HW, nf);
     double wait = s->offload.overlap ? (t_fetch > t_dense ? t_fetch - t_dense : 0) : t_fetch;
     T += t_dense + t_moe + wait;

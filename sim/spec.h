@@ -49,6 +49,7 @@ typedef struct {
   char name[128];
   amoe_model model;
   amoe_hw hw;
+  char hw_calibration[AMOE_PATH_MAX]; /* calibration file applied over the preset, or "" */
   amoe_workload_spec workload;
   struct {
     int mode;

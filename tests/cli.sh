@@ -79,6 +79,13 @@ expect 1 "cannot (create|write)" -- "$A" run tests/fixtures/golden.yaml --out /p
 expect 0 "usage: acceptmoe" -- "$A" --help
 expect 2 "unknown command" -- "$A" frobnicate
 
+# the harness path on the CPU reference backend: measured beside predicted
+expect 0 "backend cpu: 2 of 2 layers" -- "$A" run tests/fixtures/tiny.yaml --backend cpu --out "$T/cpu"
+awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i} NR>1{if(!($c["measured_moe_time_per_block_s"]>0) || $c["backend"]!="cpu")exit 1} END{if(NR<4)exit 1}' \
+  "$T/cpu/summary.csv" && ok || bad "measured columns missing from the backend run"
+expect 1 "needs a CUDA build|no CUDA device" -- "$A" calibrate-hw tests/fixtures/tiny.yaml -o "$T/cal.yaml"
+expect 2 "unknown backend" -- "$A" run tests/fixtures/tiny.yaml --backend warp --out "$T/cpu2"
+
 # real data, when the shared folder is there
 if [ -f "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" ]; then
   expect 0 '"2":3.31[01][0-9]*,"4":4.97[89]' -- "$A" inspect "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" \

@@ -96,6 +96,16 @@ static int gpu_vs_reference(void) {
     printf("no CUDA backends in this build: skipped\n");
     return 77;
   }
+  { /* no device: skip before the (slow) reference runs */
+    amoe_moe_backend *probe;
+    amoe_err pe;
+    amoe_moe_shape tiny = {64, 32, 8};
+    if (amoe_moe_open(&probe, "skinny", tiny, 1, 5, &pe) != AMOE_OK) {
+      printf("%s: skipped\n", pe.msg);
+      return 77;
+    }
+    amoe_moe_close(probe);
+  }
   amoe_moe_shape shapes[] = {{64, 32, 8}, {2048, 768, 128}, {2880, 2880, 32}};
   int Ts[] = {5, 64, 16}, ks[] = {2, 8, 4};
   int ran = 0;
