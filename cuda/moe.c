@@ -208,3 +208,11 @@ amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, dou
   return amoe_fail(e, AMOE_EINVAL, "measuring copy bandwidth needs a CUDA build and a GPU");
 #endif
 }
+
+void amoe_moe_profiler(int on) {
+#ifdef AMOE_HAVE_CUDA
+  amoe_moe_gpu_profiler(on);
+#else
+  (void)on;
+#endif
+}

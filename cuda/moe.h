@@ -62,6 +62,10 @@ void amoe_moe_poison(amoe_moe_backend *b, int on);
 amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
                                   int name_len, amoe_err *e);
 
+/* cudaProfilerStart/Stop around a pass, for nsys/ncu capture ranges
+ * (no-op without CUDA). */
+void amoe_moe_profiler(int on);
+
 /* The deterministic weights, for tests: element i of expert e's gate/up
  * (2f x d, gate rows first) or down (d x f) matrix at a layer. */
 uint16_t amoe_moe_weight(uint64_t seed, int layer, int expert, int down, uint64_t i, int fan_in);

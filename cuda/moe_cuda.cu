@@ -11,6 +11,7 @@
 // anything is timed (cuda/device-check.sh).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <stdio.h>
@@ -470,4 +471,10 @@ extern "C" amoe_status amoe_moe_gpu_measure_copy(double bytes, int repeats, doub
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   return st;
+}
+
+extern "C" void amoe_moe_gpu_profiler(int on) {
+  if (!amoe_moe_gpu_available()) return;
+  if (on) cudaProfilerStart();
+  else cudaProfilerStop();
 }

@@ -19,6 +19,7 @@ int amoe_moe_gpu_layers_held(const amoe_moe_gpu *g);
 void amoe_moe_gpu_poison(amoe_moe_gpu *g, int on);
 amoe_status amoe_moe_gpu_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
                                       int name_len, amoe_err *e);
+void amoe_moe_gpu_profiler(int on);
 /* Whether a CUDA device is usable (any error counts as "no"). */
 int amoe_moe_gpu_available(void);
 

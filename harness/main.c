@@ -35,7 +35,7 @@ static const char USAGE[] =
     "\n"
     "commands:\n"
     "  run SPEC.yaml [--set KEY=VALUE]... [--out DIR] [--blocks-csv] [--dump-selection FILE] [--quiet]\n"
-    "               [--backend cpu|cublas-loop|cublas-grouped|skinny] [--repeats N]\n"
+    "               [--backend cpu|cublas-loop|cublas-grouped|skinny] [--repeats N] [--profile]\n"
     "      run every policy of the spec (and every sweep point); write\n"
     "      results/<name>/{summary.csv,layers.csv,meta.json,spec.resolved.yaml}.\n"
     "      --backend also executes every block's MoE layers with real kernels\n"
@@ -78,7 +78,7 @@ static int report(amoe_status st, const amoe_err *e) {
 typedef struct {
   const char *spec, *out, *dump, *format, *model, *input, *backend;
   char *sets[64];
-  int nset, blocks_csv, quiet, json, window, repeats;
+  int nset, blocks_csv, quiet, json, window, repeats, profile;
 } opts;
 
 static int parse_opts(int argc, char **argv, opts *o) {
@@ -110,6 +110,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
     } else if (!strcmp(a, "--repeats")) {
       const char *v = NEXT();
       if (!v || (o->repeats = atoi(v)) < 1) return usage_error("--repeats needs a positive integer%s", "");
+    } else if (!strcmp(a, "--profile")) {
+      o->profile = 1;
     } else if (!strcmp(a, "--blocks-csv")) {
       o->blocks_csv = 1;
     } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
@@ -413,7 +415,7 @@ static int cmd_run(int argc, char **argv) {
     if (o.backend) {
       amoe_moe_shape shape = {s->model.hidden, s->model.moe_intermediate, s->model.experts};
       st = amoe_moe_open(&ex.be, o.backend, shape, s->model.moe_layers, 1, &e);
-      ex.repeats = o.repeats ? o.repeats : (strcmp(o.backend, "cpu") ? 5 : 1);
+      ex.repeats = o.profile ? 1 : o.repeats ? o.repeats : (strcmp(o.backend, "cpu") ? 5 : 1);
       ex.measured = calloc((size_t)s->npolicies, sizeof(double));
       ex.predicted = calloc((size_t)s->npolicies, sizeof(double));
       ex.layer_measured = calloc((size_t)s->npolicies * s->model.moe_layers, sizeof(double));
@@ -432,7 +434,9 @@ static int cmd_run(int argc, char **argv) {
     amoe_run_hooks h = {&c, fb.f ? on_block : NULL, fd.f ? on_select : NULL, o.backend ? on_route : NULL,
                         on_progress};
     amoe_row_result rows[AMOE_MAX_POLICIES];
+    if (o.profile) amoe_moe_profiler(1); /* one pass between cudaProfilerStart/Stop */
     st = amoe_run(s, &ph, src, &h, rows, &e);
+    if (o.profile) amoe_moe_profiler(0);
     if (c.tty && !o.quiet && now_s() - c.t0 >= 1.0) fprintf(stderr, "\n");
     if (!st) {
       json_t *pt = json_object();
