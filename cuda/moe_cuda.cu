@@ -143,49 +143,68 @@ __global__ void combine(const bf16 *o, const int *pos_of, const float *weight, i
 }
 
 // Skinny GEMM over every executed expert at once: out[(off+i)*rows + r] =
-// W_e[r,:] · in[(off+i), :] for the expert's n_e tokens. A warp owns a row r
-// and streams it once per 16-token tile with 16-byte loads.
+// W_e[r,:] · in[(off+i), :] for the expert's n_e tokens. The block stages a
+// tile of the expert's tokens in shared memory; each warp owns SKINNY_RPW
+// rows and streams them once per tile with 16-byte loads, so weights are read
+// from HBM once while the token tile is reused from shared memory.
 // work[3*j .. 3*j+2] = (expert, offset, count) of the j-th executed expert.
-__global__ void skinny_gemm(const bf16 *W, size_t w_stride, const bf16 *in, int K, int rows, const int *work,
-                            bf16 *out) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpb = blockDim.x >> 5;
-  const int r = blockIdx.x * wpb + warp;
+#define SKINNY_RPW 4
+#define SKINNY_WARPS 8
+__global__ void __launch_bounds__(SKINNY_WARPS * 32)
+    skinny_gemm(const bf16 *W, size_t w_stride, const bf16 *in, int K, int rows, const int *work, int tile, bf16 *out) {
+  extern __shared__ uint4 smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int r0 = (blockIdx.x * SKINNY_WARPS + warp) * SKINNY_RPW;
   const int ex = work[3 * blockIdx.y], off = work[3 * blockIdx.y + 1], n = work[3 * blockIdx.y + 2];
-  if (r >= rows) return;
-  const bf16 *wr = W + (size_t)ex * w_stride + (size_t)r * K;
-  for (int t0 = 0; t0 < n; t0 += SKINNY_TOK) {
-    int nt = n - t0 < SKINNY_TOK ? n - t0 : SKINNY_TOK;
-    float acc[SKINNY_TOK];
+  const bf16 *wbase = W + (size_t)ex * w_stride;
+  const int kv = K / 8; // uint4 vectors per row (K % 8 == 0)
+  for (int t0 = 0; t0 < n; t0 += tile) {
+    const int nt = n - t0 < tile ? n - t0 : tile;
+    __syncthreads(); // the previous tile is no longer read
+    const uint4 *src = reinterpret_cast<const uint4 *>(in + (size_t)(off + t0) * K);
+    for (int v = threadIdx.x; v < nt * kv; v += blockDim.x) smem[v] = src[v];
+    __syncthreads();
+    float acc[SKINNY_RPW][SKINNY_TOK];
 #pragma unroll
-    for (int i = 0; i < SKINNY_TOK; i++) acc[i] = 0;
-    int vec_end = (K / 256) * 256; // 32 lanes x 8 elements
-    for (int c = lane * 8; c < vec_end; c += 256) {
-      uint4 wv = *reinterpret_cast<const uint4 *>(wr + c);
-      const bf16 *wp = reinterpret_cast<const bf16 *>(&wv);
-      float wf[8];
+    for (int q = 0; q < SKINNY_RPW; q++)
 #pragma unroll
-      for (int q = 0; q < 8; q++) wf[q] = __bfloat162float(wp[q]);
+      for (int i = 0; i < SKINNY_TOK; i++) acc[q][i] = 0;
+    for (int v = lane; v < kv; v += 32) {
+      float wf[SKINNY_RPW][8];
+#pragma unroll
+      for (int q = 0; q < SKINNY_RPW; q++) {
+        int r = r0 + q;
+        uint4 wv = r < rows ? *reinterpret_cast<const uint4 *>(wbase + (size_t)r * K + 8 * v) : make_uint4(0, 0, 0, 0);
+        const bf16 *wp = reinterpret_cast<const bf16 *>(&wv);
+#pragma unroll
+        for (int z = 0; z < 8; z++) wf[q][z] = __bfloat162float(wp[z]);
+      }
 #pragma unroll
       for (int i = 0; i < SKINNY_TOK; i++) {
-        if (i >= nt) break;
-        uint4 xv = *reinterpret_cast<const uint4 *>(in + (size_t)(off + t0 + i) * K + c);
-        const bf16 *xp = reinterpret_cast<const bf16 *>(&xv);
-        float s = 0;
+        if (i < nt) {
+          uint4 xv = smem[i * kv + v];
+          const bf16 *xp = reinterpret_cast<const bf16 *>(&xv);
+          float xf[8];
 #pragma unroll
-        for (int q = 0; q < 8; q++) s += wf[q] * __bfloat162float(xp[q]);
-        acc[i] += s;
+          for (int z = 0; z < 8; z++) xf[z] = __bfloat162float(xp[z]);
+#pragma unroll
+          for (int q = 0; q < SKINNY_RPW; q++) {
+            float s = 0;
+#pragma unroll
+            for (int z = 0; z < 8; z++) s += wf[q][z] * xf[z];
+            acc[q][i] += s;
+          }
+        }
       }
     }
-    for (int c = vec_end + lane; c < K; c += 32) { // tail
-      float wf = __bfloat162float(wr[c]);
-      for (int i = 0; i < nt; i++) acc[i] += wf * __bfloat162float(in[(size_t)(off + t0 + i) * K + c]);
-    }
 #pragma unroll
-    for (int i = 0; i < SKINNY_TOK; i++) {
-      float v = acc[i];
-      for (int sh = 16; sh > 0; sh >>= 1) v += __shfl_xor_sync(0xffffffffu, v, sh);
-      if (lane == 0 && i < nt) out[(size_t)(off + t0 + i) * rows + r] = __float2bfloat16(v);
-    }
+    for (int q = 0; q < SKINNY_RPW; q++)
+#pragma unroll
+      for (int i = 0; i < SKINNY_TOK; i++) {
+        float s = acc[q][i];
+        for (int sh = 16; sh > 0; sh >>= 1) s += __shfl_xor_sync(0xffffffffu, s, sh);
+        if (lane == 0 && i < nt && r0 + q < rows) out[(size_t)(off + t0 + i) * rows + r0 + q] = __float2bfloat16(s);
+      }
   }
 }
 
@@ -356,9 +375,15 @@ static amoe_status expert_gemm(amoe_moe_gpu *g, const bf16 *W, size_t w_stride, 
     CU(cudaStreamSynchronize(g->stream));
     return AMOE_OK;
   }
-  const int warps = 8;
-  dim3 grid((rows + warps - 1) / warps, nwork);
-  skinny_gemm<<<grid, warps * 32, 0, g->stream>>>(W, w_stride, in, K, rows, g->work, out);
+  // token tile: as many tokens (<= 16) as fit 200 KB of shared memory
+  int tile = (int)(200 * 1024 / ((size_t)K * sizeof(bf16)));
+  tile = tile > SKINNY_TOK ? SKINNY_TOK : tile;
+  if (tile < 1) return amoe_fail(e, AMOE_EINVAL, "skinny: a row of %d elements does not fit shared memory", K);
+  size_t smem = (size_t)tile * K * sizeof(bf16);
+  CU(cudaFuncSetAttribute(skinny_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  const int rows_per_block = SKINNY_WARPS * SKINNY_RPW;
+  dim3 grid((rows + rows_per_block - 1) / rows_per_block, nwork);
+  skinny_gemm<<<grid, SKINNY_WARPS * 32, smem, g->stream>>>(W, w_stride, in, K, rows, g->work, tile, out);
   KERNEL_CHECK();
   return AMOE_OK;
 }
@@ -400,16 +425,18 @@ extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_m
   bucket<<<1, 256, 2 * E * sizeof(int), g->stream>>>(g->route, g->weight, A, k, E, g->count, g->offset, g->perm_tok,
                                                      g->perm_w, g->pos_of);
   KERNEL_CHECK();
-  gather<<<A, 128, 0, g->stream>>>(g->x, g->perm_tok, A, d, g->xe);
-  KERNEL_CHECK();
+  if (run > 0) { // only the valid assignments are bucketed
+    gather<<<run, 128, 0, g->stream>>>(g->x, g->perm_tok, run, d, g->xe);
+    KERNEL_CHECK();
+  }
   AMOE_NVTX_PUSH("expert_gemm");
-  amoe_status st = expert_gemm(g, wgu, gu, g->xe, d, 2 * f, g->h, nwork, e);
-  if (st == AMOE_OK) {
+  amoe_status st = nwork ? expert_gemm(g, wgu, gu, g->xe, d, 2 * f, g->h, nwork, e) : AMOE_OK;
+  if (st == AMOE_OK && run > 0) {
     swiglu<<<256, 256, 0, g->stream>>>(g->h, run, f, g->ha);
     cudaError_t ke = cudaGetLastError();
     if (ke != cudaSuccess) st = amoe_fail(e, AMOE_EIO, "swiglu: %s", cudaGetErrorString(ke));
   }
-  if (st == AMOE_OK) st = expert_gemm(g, wdn, dn, g->ha, f, d, g->o, nwork, e);
+  if (st == AMOE_OK && nwork) st = expert_gemm(g, wdn, dn, g->ha, f, d, g->o, nwork, e);
   AMOE_NVTX_POP();
   AMOE_TRY(st);
   AMOE_NVTX_PUSH("combine");
