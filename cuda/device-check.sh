@@ -39,6 +39,12 @@ build-gpu/acceptmoe calibrate-hw workloads/specs/device-check.yaml --backend ski
 log "after calibration"
 ACCEPTMOE_CALIBRATION="$OUT" timeout 180 build-gpu/acceptmoe run workloads/specs/device-check.yaml --backend skinny \
   --repeats 3 --out "$OUT/after" --quiet > /dev/null
+log "offload, 48 slots per layer, LRU (after calibration)"
+ACCEPTMOE_CALIBRATION="$OUT" timeout 180 build-gpu/acceptmoe run workloads/specs/device-check.yaml --backend skinny \
+  --repeats 3 --set offload.slots_per_layer=48 --out "$OUT/offload" --quiet > /dev/null
+awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i; printf "%-18s %14s %14s %14s\n","policy","pred.fetch ms","meas.fetch ms","H2D GB/s"; next}
+  {printf "%-18s %14.3f %14.3f %14.2f\n",$c["policy"],1e3*$c["predicted_fetch_time_per_block_s"],
+   1e3*$c["measured_fetch_time_per_block_s"],$c["measured_h2d_bytes_per_s"]/1e9}' "$OUT/offload/summary.csv" | tee "$OUT/offload.txt"
 log "predicted vs measured expert time per block (ms), skinny kernel"
 paste -d, "$OUT/before/summary.csv" "$OUT/after/summary.csv" | awk -F, '
   NR==1{for(i=1;i<=NF;i++) if(!c[$i]) c[$i]=i; else d[$i]=i; next}
@@ -46,4 +52,3 @@ paste -d, "$OUT/before/summary.csv" "$OUT/after/summary.csv" | awk -F, '
   {printf "%-18s %12.3f %12.3f %12.3f %8.2f %8.2f\n",$c["policy"],1e3*$c["predicted_moe_time_per_block_s"],
    1e3*$d["predicted_moe_time_per_block_s"],1e3*$d["measured_moe_time_per_block_s"],
    $c["measured_over_predicted"],$d["measured_over_predicted"]}' | tee "$OUT/table.txt"
-echo "offload engine: not implemented yet (no GPU offload comparison)"

@@ -34,6 +34,8 @@ struct amoe_moe_backend {
   float **w; /* [layer * E + e] -> gate/up (2f x d) then down (d x f), or NULL */
   double cached;
   float *tmp_w, *h;
+  unsigned char *host_pool, *dev_pool; /* cpu emulation of the fetch path */
+  int pool_slots;
 #ifdef AMOE_HAVE_CUDA
   amoe_moe_gpu *gpu;
 #endif
@@ -96,6 +98,8 @@ void amoe_moe_close(amoe_moe_backend *b) {
   free(b->w);
   free(b->tmp_w);
   free(b->h);
+  free(b->host_pool);
+  free(b->dev_pool);
 #ifdef AMOE_HAVE_CUDA
   if (b->gpu) amoe_moe_gpu_close(b->gpu);
 #endif
@@ -215,4 +219,29 @@ void amoe_moe_profiler(int on) {
 #else
   (void)on;
 #endif
+}
+
+amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *seconds, amoe_err *e) {
+  if (seconds) *seconds = 0;
+  if (experts <= 0) return AMOE_OK;
+  if (slots < 1) return amoe_fail(e, AMOE_EINVAL, "fetch: need at least one slot");
+#ifdef AMOE_HAVE_CUDA
+  if (b->gpu) return amoe_moe_gpu_fetch(b->gpu, experts, slots, seconds, e);
+#endif
+  size_t eb = (size_t)3 * b->s.hidden * b->s.inter * 2;
+  if (!b->host_pool || b->pool_slots != slots) {
+    free(b->host_pool);
+    free(b->dev_pool);
+    b->host_pool = malloc(eb);
+    b->dev_pool = malloc(eb * (size_t)slots);
+    b->pool_slots = slots;
+    if (!b->host_pool || !b->dev_pool) return amoe_fail(e, AMOE_ENOMEM, "fetch: out of memory for %d slots", slots);
+    memset(b->host_pool, 0x3c, eb);
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < experts; i++) memcpy(b->dev_pool + eb * (size_t)(i % slots), b->host_pool, eb);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  return AMOE_OK;
 }

@@ -62,6 +62,15 @@ void amoe_moe_poison(amoe_moe_backend *b, int on);
 amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
                                   int name_len, amoe_err *e);
 
+/* Offload (DESIGN §11): performs the host-to-device copies of `experts`
+ * expert-sized blocks (3·d·f bf16 each) from pinned host memory into a device
+ * slot pool, on their own stream, and waits for them as an on-demand fetch
+ * does; seconds = the copies' device time (CUDA events). The compute keeps
+ * reading the device-resident weights, so results are unchanged: what is
+ * measured is the fetch wait the simulator's cache decisions cost. The cpu
+ * backend does the same with memcpy. slots: the pool's size in experts. */
+amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *seconds, amoe_err *e);
+
 /* cudaProfilerStart/Stop around a pass, for nsys/ncu capture ranges
  * (no-op without CUDA). */
 void amoe_moe_profiler(int on);

@@ -57,6 +57,11 @@ struct amoe_moe_gpu {
   const void **dA, **dB;
   void **dC;
   int *h_count, *h_offset, *h_work; // pinned host copies
+  // offload: a pinned host expert and a device slot pool, copies on their own stream
+  cudaStream_t copy;
+  cudaEvent_t c0, c1;
+  void *host_expert, *slot_pool;
+  int pool_slots;
 };
 
 extern "C" int amoe_moe_gpu_available(void) {
@@ -239,6 +244,11 @@ extern "C" void amoe_moe_gpu_close(amoe_moe_gpu *g) {
   gpu_free_buffers(g);
   cudaFree(g->w_gu);
   cudaFree(g->w_dn);
+  cudaFreeHost(g->host_expert);
+  cudaFree(g->slot_pool);
+  if (g->c0) cudaEventDestroy(g->c0);
+  if (g->c1) cudaEventDestroy(g->c1);
+  if (g->copy) cudaStreamDestroy(g->copy);
   cudaFreeHost(g->h_count);
   cudaFreeHost(g->h_offset);
   cudaFreeHost(g->h_work);
@@ -504,4 +514,39 @@ extern "C" void amoe_moe_gpu_profiler(int on) {
   if (!amoe_moe_gpu_available()) return;
   if (on) cudaProfilerStart();
   else cudaProfilerStop();
+}
+
+// On-demand fetch: `experts` copies of one expert's bytes from pinned host
+// memory into slots of the pool, on the copy stream; the compute stream
+// waits for them (no overlap), as DESIGN §9's synchronous fetch.
+extern "C" amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slots, double *seconds, amoe_err *e) {
+  size_t eb = (size_t)3 * g->s.hidden * g->s.inter * sizeof(bf16);
+  if (!g->copy) {
+    CU(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking));
+    CU(cudaEventCreate(&g->c0));
+    CU(cudaEventCreate(&g->c1));
+  }
+  if (g->pool_slots != slots) {
+    cudaFreeHost(g->host_expert);
+    cudaFree(g->slot_pool);
+    g->host_expert = g->slot_pool = NULL;
+    CU(cudaMallocHost(&g->host_expert, eb));
+    CU(cudaMalloc(&g->slot_pool, eb * (size_t)slots));
+    CU(cudaMemset(g->slot_pool, 0, eb * (size_t)slots));
+    memset(g->host_expert, 0x3c, eb);
+    g->pool_slots = slots;
+  }
+  AMOE_NVTX_PUSH("h2d");
+  CU(cudaEventRecord(g->c0, g->copy));
+  for (int i = 0; i < experts; i++)
+    CU(cudaMemcpyAsync((char *)g->slot_pool + eb * (size_t)(i % slots), g->host_expert, eb, cudaMemcpyHostToDevice,
+                       g->copy));
+  CU(cudaEventRecord(g->c1, g->copy));
+  CU(cudaStreamWaitEvent(g->stream, g->c1, 0));
+  CU(cudaEventSynchronize(g->c1));
+  AMOE_NVTX_POP();
+  float ms = 0;
+  CU(cudaEventElapsedTime(&ms, g->c0, g->c1));
+  if (seconds) *seconds = ms * 1e-3;
+  return AMOE_OK;
 }

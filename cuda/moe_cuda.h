@@ -20,6 +20,7 @@ void amoe_moe_gpu_poison(amoe_moe_gpu *g, int on);
 amoe_status amoe_moe_gpu_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
                                       int name_len, amoe_err *e);
 void amoe_moe_gpu_profiler(int on);
+amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slots, double *seconds, amoe_err *e);
 /* Whether a CUDA device is usable (any error counts as "no"). */
 int amoe_moe_gpu_available(void);
 

@@ -159,6 +159,8 @@ typedef struct {
   int cap;
   uint64_t x_block; /* block the activations belong to */
   double *measured, *predicted;            /* [row] sums over blocks and layers */
+  double *fetch_measured, *fetch_predicted, *fetch_bytes; /* [row], offload only */
+  int slots;                               /* offload slots per layer, 0 = resident */
   double *layer_measured;                  /* [row][layer] */
   double samples[64];
 } exec_ctx;
@@ -221,7 +223,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static amoe_status on_route(void *vc, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
-                            const float *weight, double predicted_s, amoe_err *e) {
+                            const float *weight, double predicted_s, int fetched, double predicted_fetch_s,
+                            amoe_err *e) {
   run_ctx *c = vc;
   exec_ctx *x = c->ex;
   const int d = c->s->model.hidden;
@@ -240,6 +243,13 @@ static amoe_status on_route(void *vc, int row, uint64_t block, int layer, int no
     for (size_t i = 0; i < (size_t)nodes * d; i++) x->x[i] = amoe_f32_to_bf16((float)amoe_rng_normal(&r));
     x->x_block = block;
   }
+  if (x->slots && fetched > 0) { /* the copies the cache decided on, then the layer */
+    double ft = 0;
+    AMOE_TRY(amoe_moe_fetch(x->be, fetched, x->slots, &ft, e));
+    x->fetch_measured[row] += ft;
+    x->fetch_bytes[row] += fetched * 3.0 * c->s->model.hidden * c->s->model.moe_intermediate * 2.0;
+  }
+  if (x->slots) x->fetch_predicted[row] += predicted_fetch_s;
   amoe_moe_batch batch = {nodes, k, x->x, route, weight};
   char name[32];
   snprintf(name, sizeof name, "layer/%d", layer);
@@ -366,7 +376,8 @@ static int cmd_run(int argc, char **argv) {
   sweep_header(fs.f ? fs.f : stderr, x);
   if (fs.f)
     fprintf(fs.f, ",%s%s\n", SUMMARY_COLS,
-            o.backend ? ",backend,predicted_moe_time_per_block_s,measured_moe_time_per_block_s,measured_over_predicted"
+            o.backend ? ",backend,predicted_moe_time_per_block_s,measured_moe_time_per_block_s,measured_over_predicted,"
+                        "predicted_fetch_time_per_block_s,measured_fetch_time_per_block_s,measured_h2d_bytes_per_s"
                       : "");
   if (fl.f) {
     sweep_header(fl.f, x);
@@ -419,7 +430,13 @@ static int cmd_run(int argc, char **argv) {
       ex.measured = calloc((size_t)s->npolicies, sizeof(double));
       ex.predicted = calloc((size_t)s->npolicies, sizeof(double));
       ex.layer_measured = calloc((size_t)s->npolicies * s->model.moe_layers, sizeof(double));
-      if (!st && (!ex.measured || !ex.predicted || !ex.layer_measured)) st = amoe_fail(&e, AMOE_ENOMEM, "out of memory");
+      ex.fetch_measured = calloc((size_t)s->npolicies, sizeof(double));
+      ex.fetch_predicted = calloc((size_t)s->npolicies, sizeof(double));
+      ex.fetch_bytes = calloc((size_t)s->npolicies, sizeof(double));
+      ex.slots = s->offload.enabled ? s->offload.slots_per_layer : 0;
+      if (!st && (!ex.measured || !ex.predicted || !ex.layer_measured || !ex.fetch_measured || !ex.fetch_predicted ||
+                  !ex.fetch_bytes))
+        st = amoe_fail(&e, AMOE_ENOMEM, "out of memory");
       if (st) {
         amoe_moe_close(ex.be);
         amoe_source_close(src);
@@ -475,8 +492,10 @@ static int cmd_run(int argc, char **argv) {
                 m.deviated_token_rate);
         if (o.backend) {
           double B = rows[i].tot.blocks > 0 ? rows[i].tot.blocks : 1;
-          fprintf(fs.f, ",%s,%.17g,%.17g,%.17g", o.backend, ex.predicted[i] / B, ex.measured[i] / B,
-                  ex.predicted[i] > 0 ? ex.measured[i] / ex.predicted[i] : 0);
+          fprintf(fs.f, ",%s,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g", o.backend, ex.predicted[i] / B,
+                  ex.measured[i] / B, ex.predicted[i] > 0 ? ex.measured[i] / ex.predicted[i] : 0,
+                  ex.fetch_predicted[i] / B, ex.fetch_measured[i] / B,
+                  ex.fetch_measured[i] > 0 ? ex.fetch_bytes[i] / ex.fetch_measured[i] : 0);
         }
         fputc('\n', fs.f);
         printf("| %d | %s | %.3f | %.1f | %.2f | %.2f | %.2f | %.3f | %.1f | %.3f | %.4f |\n", p, r->label,
@@ -507,6 +526,9 @@ static int cmd_run(int argc, char **argv) {
     free(ex.measured);
     free(ex.predicted);
     free(ex.layer_measured);
+    free(ex.fetch_measured);
+    free(ex.fetch_predicted);
+    free(ex.fetch_bytes);
     amoe_source_close(src);
   }
   json_object_set_new(meta, "points", points);

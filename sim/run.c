@@ -203,9 +203,9 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
     } else {
       hits = nx;
     }
-    if (want_routes) AMOE_TRY(h->on_route(h->ctx, ri, b->index, l, nn, k, w->rt, w->rw, t_moe, e));
     double t_fetch = amoe_cost_fetch(M, HW, nf);
     double wait = s->offload.overlap ? (t_fetch > t_dense ? t_fetch - t_dense : 0) : t_fetch;
+    if (want_routes) AMOE_TRY(h->on_route(h->ctx, ri, b->index, l, nn, k, w->rt, w->rw, t_moe, nf, wait, e));
     T += t_dense + t_moe + wait;
     if (record_only) continue;
     amoe_layer_totals *lt = &rs->res->layers[l];

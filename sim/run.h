@@ -49,10 +49,12 @@ typedef struct {
                            const uint8_t *eligible, const uint8_t *executed, const uint8_t *fetched,
                            int experts, amoe_err *e);
   /* Optional: per (row, block, layer), the executed routing: k expert ids
-   * (or -1) and renormalised weights per verified node, and the cost model's
-   * t_moe for it (the GPU harness runs and times exactly this). */
+   * (or -1) and renormalised weights per verified node, the cost model's
+   * t_moe for it, and (offload) how many experts the cache fetched and the
+   * predicted fetch wait. The GPU harness runs and times exactly this. */
   amoe_status (*on_route)(void *ctx, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
-                          const float *weight, double predicted_s, amoe_err *e);
+                          const float *weight, double predicted_s, int fetched, double predicted_fetch_s,
+                          amoe_err *e);
   /* Optional: after each block. */
   void (*on_progress)(void *ctx, uint64_t blocks);
 } amoe_run_hooks;
