@@ -653,7 +653,7 @@ void amoe_spec_defaults(amoe_spec *s) {
   w->temperature = AMOE_FIT_TEMPERATURE;
   w->locality = AMOE_FIT_LOCALITY;
   w->layer_correlation = AMOE_FIT_LAYER_CORRELATION;
-  w->skew = AMOE_FIT_SKEW;
+  w->skew = -1; /* resolved from the model's expert count by validate */
   w->noise = AMOE_FIT_NOISE;
   s->commitment.mode = AMOE_COMMIT_CALIBRATE;
   s->commitment.blocks = 500;
@@ -785,6 +785,7 @@ int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
     r->implicit = 1;
   }
   if (s->commitment.seed == 0) s->commitment.seed = s->workload.seed + 1000;
+  if (s->workload.skew < 0 && s->model.experts > 0) s->workload.skew = amoe_gen_default_skew(s->model.experts);
   return d->n == before;
 }
 
@@ -827,6 +828,7 @@ int amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets
     }
     amoe_spec_set(&x->base, key, eq + 1, where, d);
   }
+  x->skew_auto = x->base.workload.skew < 0;
   if (d->n == before) amoe_spec_validate(&x->base, path, d);
   return d->n == before;
 }
@@ -842,6 +844,7 @@ int amoe_experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, amo
   int before = d->n;
   /* the implicit baseline is re-added by validate */
   if (out->npolicies && out->policies[out->npolicies - 1].implicit) out->npolicies--;
+  if (x->skew_auto) out->workload.skew = -1;
   for (int i = x->nsweep - 1; i >= 0; i--) { /* the last key varies fastest */
     const amoe_sweep_key *k = &x->sweep[i];
     int v = idx % k->nvalues;
@@ -924,9 +927,16 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
     int same = 0;
     while (same < np && same < nc - 1 && !strcmp(prev[same], comp[same])) same++;
     for (int j = same; j < nc - 1; j++) fprintf(f, "%*s%s:\n", 2 * j, "", comp[j]);
-    fprintf(f, "%*s%s: ", 2 * (nc - 1), "", comp[nc - 1]);
-    write_value(f, s, k);
-    fputc('\n', f);
+    int model_swept = 0;
+    for (int j = 0; j < x->nsweep; j++) model_swept |= !strcmp(x->sweep[j].key, "model");
+    if (k->off == offsetof(amoe_spec, workload.skew) && x->skew_auto && model_swept) {
+      /* each swept model takes its own fitted default: leave the key unset */
+      fprintf(f, "%*s# %s: the fitted default of each swept model's expert count\n", 2 * (nc - 1), "", comp[nc - 1]);
+    } else {
+      fprintf(f, "%*s%s: ", 2 * (nc - 1), "", comp[nc - 1]);
+      write_value(f, s, k);
+      fputc('\n', f);
+    }
     memcpy(prev, comp, sizeof comp);
     np = nc - 1;
   }

@@ -32,6 +32,7 @@ typedef struct {
   char spec_path[AMOE_PATH_MAX];
   int nsweep;
   amoe_sweep_key sweep[AMOE_MAX_SWEEP_KEYS];
+  int skew_auto; /* routing.skew not given: each point takes its model's fitted default */
 } amoe_experiment;
 
 /* Where presets live: $ACCEPTMOE_DATA, ./workloads, the spec's ../../workloads,

@@ -332,6 +332,13 @@ void amoe_gen_close(amoe_gen *g) {
 
 double amoe_gen_accept_scale(const amoe_gen *g) { return g->h; }
 
+double amoe_gen_default_skew(int experts) {
+  if (experts <= 8) return AMOE_FIT_SKEW_FEW;
+  if (experts >= 64) return AMOE_FIT_SKEW_MANY;
+  double f = (log2((double)experts) - 3.0) / 3.0; /* 0 at 8 experts, 1 at 64 */
+  return AMOE_FIT_SKEW_FEW + f * (AMOE_FIT_SKEW_MANY - AMOE_FIT_SKEW_FEW);
+}
+
 void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
   amoe_rng_seed(&g->rng, g->p.seed, 0x72657175ULL, req);
   g->request = req;

@@ -37,7 +37,11 @@
 #define AMOE_FIT_TEMPERATURE 0.8
 #define AMOE_FIT_LOCALITY 0.3
 #define AMOE_FIT_LAYER_CORRELATION 0.5
-#define AMOE_FIT_SKEW 0.6
+/* Popularity skew: 0.6 fits Mixtral's 8 experts (the window-union curve),
+ * 0.45 fits OLMoE's 64 (busiest/quietest/effective experts on c4); between
+ * them linear in log2(E), beyond 64 held at 0.45 (no data). */
+#define AMOE_FIT_SKEW_FEW 0.6
+#define AMOE_FIT_SKEW_MANY 0.45
 #define AMOE_FIT_NOISE 1.0
 
 typedef struct {
@@ -53,6 +57,9 @@ typedef struct {
 } amoe_gen_params;
 
 typedef struct amoe_gen amoe_gen;
+
+/* The fitted default popularity skew for a model with E experts. */
+double amoe_gen_default_skew(int experts);
 
 /* Creates a generator; calibrates the acceptance scale (a few ms). */
 amoe_status amoe_gen_open(amoe_gen **g, const amoe_gen_params *p, amoe_err *e);
