@@ -70,12 +70,11 @@ typedef struct {
   int id;
 } vpair;
 
-static int vpair_cmp(const void *a, const void *b) {
-  const vpair *x = a, *y = b;
-  if (x->v != y->v) return x->v > y->v ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id); /* ties: lower id first */
-}
+/* x ranks before y: higher value, then lower id */
+static inline int vbefore(vpair x, vpair y) { return x.v > y.v || (x.v == y.v && x.id < y.id); }
 
+/* Marks the `count` best candidates (a strict total order, so the set is
+ * exact): quickselect, no sort, since S is a set. */
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
                        int *iscratch) {
   (void)iscratch;
@@ -84,6 +83,28 @@ void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, in
   int n = 0;
   for (int e = 0; e < experts; e++)
     if (!cand || cand[e]) p[n++] = (vpair){value[e], e};
-  qsort(p, (size_t)n, sizeof *p, vpair_cmp);
-  for (int i = 0; i < count && i < n; i++) S[p[i].id] = 1;
+  if (count < n) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+      vpair piv = p[(lo + hi) >> 1];
+      int i = lo, j = hi;
+      while (i <= j) {
+        while (vbefore(p[i], piv)) i++;
+        while (vbefore(piv, p[j])) j--;
+        if (i <= j) {
+          vpair t = p[i];
+          p[i++] = p[j];
+          p[j--] = t;
+        }
+      }
+      if (count - 1 <= j)
+        hi = j;
+      else if (count - 1 >= i)
+        lo = i;
+      else
+        break;
+    }
+    n = count;
+  }
+  for (int i = 0; i < n; i++) S[p[i].id] = 1;
 }
