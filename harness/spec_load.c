@@ -689,6 +689,9 @@ int amoe_spec_set(amoe_spec *s, const char *key, const char *value, const char *
     amoe_diag_add(d, "%s: unknown key '%s'", where, key);
     return 0;
   }
+  /* a commitment key also picks its form */
+  if (!strcmp(key, "commitment.file")) s->commitment.mode = AMOE_COMMIT_FILE;
+  if (!strncmp(key, "commitment.calibrate.", 21)) s->commitment.mode = AMOE_COMMIT_CALIBRATE;
   snprintf(text, sizeof text, "%s", value);
   if (!load_string(&y, text, where, d)) return 0;
   yaml_node_t *root = yaml_document_get_root_node(&y.doc);

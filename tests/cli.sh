@@ -37,6 +37,16 @@ expect 0 "moe-spec/B=12" -- "$A" run tests/fixtures/golden.yaml --out "$T/s" --s
 [ "$(wc -l < "$T/s/blocks.csv")" -eq $((1 + 5*2*2)) ] && ok || bad "blocks.csv rows"
 grep -q '"policy":"moe-spec/B=12","union":\[' "$T/s/sel.jsonl" && ok || bad "selection dump"
 
+# commitment: calibrate to a file, then run from it (meta.json says so)
+"$A" calibrate tests/fixtures/golden.yaml -o "$T/phat.yaml" --set offload.policy=lru
+grep -q "^table: \[1\.000000, 0\." "$T/phat.yaml" && ok || bad "calibrate wrote no table"
+"$A" run tests/fixtures/golden.yaml --set offload.policy=lru --set commitment.file="$T/phat.yaml" --set workload.blocks=5 \
+  --out "$T/cf" --quiet > /dev/null 2>&1 && grep -q "\"commitment\": \"file $T/phat.yaml\"" "$T/cf/meta.json" && ok \
+  || bad "a commitment file is not used"
+"$A" run tests/fixtures/golden.yaml --set offload.policy=lru --set "commitment.table=[1, 0.5, 0.2]" --set workload.blocks=5 \
+  --out "$T/ct" --quiet > /dev/null 2>&1 && grep -q '"commitment": "table in the spec"' "$T/ct/meta.json" && ok \
+  || bad "an inline commitment table is not used"
+
 # bad specs: file:line:column, all of them, exit 2
 printf 'name: x\nmodel: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: many, seed: -1}\nbogus: 1\n' > "$T/b1.yaml"
 expect 2 "b1.yaml:4:20: workload.blocks must be an integer" -- "$A" run "$T/b1.yaml" --out "$T/o"
