@@ -16,6 +16,7 @@ log() { echo "== $*"; }
 if [ -d .debs ]; then # libraries the GPU image lacks, unpacked beside it
   for f in .debs/*.deb; do dpkg -x "$f" /opt/amoe-deps; done
   export PKG_CONFIG_PATH=/opt/amoe-deps/usr/lib/x86_64-linux-gnu/pkgconfig:/opt/amoe-deps/usr/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=/opt/amoe-deps # the .pc files say prefix=/usr
   export LD_LIBRARY_PATH=/opt/amoe-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   export PATH=/opt/amoe-deps/usr/bin:$PATH
   EXTRA="-DCMAKE_PREFIX_PATH=/opt/amoe-deps/usr"

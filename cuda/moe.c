@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "moe_weights.h"
+#include "rng.h"
 #ifdef AMOE_HAVE_CUDA
 #include "moe_cuda.h"
 #endif
@@ -244,4 +245,52 @@ amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
   return AMOE_OK;
+}
+
+amoe_status amoe_moe_selfcheck(amoe_moe_backend *b, double *rel_err, amoe_err *e) {
+  *rel_err = 0;
+  if (b->impl == IMPL_CPU) return AMOE_OK;
+  const int T = 8, k = 2, d = b->s.hidden;
+  uint16_t *x = malloc((size_t)T * d * sizeof *x);
+  float *yr = malloc((size_t)T * d * sizeof *yr), *yg = malloc((size_t)T * d * sizeof *yg), w[16];
+  int32_t route[16];
+  amoe_moe_backend *ref = NULL;
+  amoe_status st = x && yr && yg ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  if (!st) {
+    amoe_rng r;
+    amoe_rng_seed(&r, 0x5e1fULL, (uint64_t)d, (uint64_t)b->s.experts);
+    for (int i = 0; i < T * d; i++) x[i] = amoe_f32_to_bf16((float)amoe_rng_normal(&r));
+    for (int i = 0; i < T * k; i++) {
+      route[i] = (int32_t)((i * 7 + (i / k) * 3) % b->s.experts);
+      w[i] = 0.5f;
+    }
+    for (int t = 0; t < T; t++) /* distinct experts per token */
+      if (route[t * k] == route[t * k + 1]) route[t * k + 1] = (route[t * k + 1] + 1) % b->s.experts;
+    st = amoe_moe_open(&ref, "cpu", b->s, 1, b->seed, e);
+  }
+  amoe_moe_batch batch = {T, k, x, route, w};
+  if (!st) st = amoe_moe_run(ref, 0, &batch, yr, NULL, e);
+  if (!st) {
+    amoe_moe_poison(b, 1);
+    st = amoe_moe_run(b, 0, &batch, yg, NULL, e);
+    amoe_moe_poison(b, 0);
+  }
+  if (!st) {
+    double num = 0, den = 0;
+    int nan = 0;
+    for (int i = 0; i < T * d; i++) {
+      nan += isnan(yg[i]);
+      num += (yg[i] - (double)yr[i]) * (yg[i] - (double)yr[i]);
+      den += (double)yr[i] * yr[i];
+    }
+    *rel_err = sqrt(num / (den > 0 ? den : 1));
+    if (nan || !(*rel_err <= 2e-2))
+      st = amoe_fail(e, AMOE_EIO, "backend disagrees with the CPU reference (relative L2 %.3g, %d NaN): not timing it",
+                     *rel_err, nan);
+  }
+  amoe_moe_close(ref);
+  free(x);
+  free(yr);
+  free(yg);
+  return st;
 }

@@ -43,6 +43,11 @@ const char *const *amoe_moe_backends(void);
 amoe_status amoe_moe_open(amoe_moe_backend **b, const char *name, amoe_moe_shape shape, int layers,
                           uint64_t seed, amoe_err *e);
 void amoe_moe_close(amoe_moe_backend *b);
+/* Checks a backend against the CPU reference on a small random batch at its
+ * shape (poisoned buffers, relative L2 error <= 2e-2): run before anything
+ * is timed. Returns the error in *rel_err. The cpu backend passes trivially. */
+amoe_status amoe_moe_selfcheck(amoe_moe_backend *b, double *rel_err, amoe_err *e);
+
 /* Runs one layer; y is float [tokens][d] on the host. seconds: measured time
  * of the layer (device time for GPU backends, wall time for cpu). */
 amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *batch, float *y, double *seconds,

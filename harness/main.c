@@ -437,15 +437,19 @@ static int cmd_run(int argc, char **argv) {
       if (!st && (!ex.measured || !ex.predicted || !ex.layer_measured || !ex.fetch_measured || !ex.fetch_predicted ||
                   !ex.fetch_bytes))
         st = amoe_fail(&e, AMOE_ENOMEM, "out of memory");
+      double check_err = 0;
+      if (!st) st = amoe_moe_selfcheck(ex.be, &check_err, &e); /* checked before anything is timed */
       if (st) {
         amoe_moe_close(ex.be);
         amoe_source_close(src);
         break;
       }
       if (!o.quiet)
-        fprintf(stderr, "backend %s: %d of %d layers' weights held (bf16, d=%d f=%d E=%d), median of %d repeats\n",
+        fprintf(stderr,
+                "backend %s: %d of %d layers' weights held (bf16, d=%d f=%d E=%d), median of %d repeats, "
+                "vs CPU reference rel L2 %.2g\n",
                 o.backend, amoe_moe_layers_held(ex.be), s->model.moe_layers, shape.hidden, shape.inter,
-                shape.experts, ex.repeats);
+                shape.experts, ex.repeats, check_err);
     }
     run_ctx c = {fb.f, fd.f, o.backend ? &ex : NULL, s, p, npoints, sv, now_s(), isatty(2), o.quiet, 0};
     amoe_run_hooks h = {&c, fb.f ? on_block : NULL, fd.f ? on_select : NULL, o.backend ? on_route : NULL,
