@@ -1,0 +1,109 @@
+/* The cost model (DESIGN §9) and the cache (§8) inside the run loop, on one
+ * hand-made block whose cost is worked out here from the formulas. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "policy.h"
+#include "run.h"
+#include "source.h"
+
+/* Root routes {0,1}; node 1 {2,3}; node 2 {2,4}; node 3 (child of 1) {2,5}.
+ * Accepted path 0 -> 1 -> 3. One MoE layer, 10 experts, top-2. */
+static const char *BLOCK =
+    "{\"parent\":[-1,0,0,1],\"logp\":[0,-0.1,-0.2,-0.3],\"accepted\":[1,1,0,1],"
+    "\"topk\":[[[[0,0],[1,-1]],[[2,0],[3,-2]],[[2,0],[4,-2]],[[2,0],[5,-2]]]]}\n";
+
+static amoe_spec spec(void) {
+  amoe_spec s;
+  memset(&s, 0, sizeof s);
+  snprintf(s.model.name, sizeof s.model.name, "hand");
+  s.model.layers = 2; /* one dense layer + one MoE layer */
+  s.model.moe_layers = 1;
+  s.model.experts = 10;
+  s.model.top_k = 2;
+  s.model.hidden = 100;
+  s.model.moe_intermediate = 50;
+  s.model.dense_intermediate = 200;
+  s.model.expert_bytes = 1e6;
+  s.model.attn_bytes_per_layer = 2e6;
+  s.model.kv_bytes_per_token_layer = 1000;
+  s.model.vocab = 1000;
+  s.model.lm_head_bytes = 4e6;
+  s.model.draft_head_bytes = 3e6;
+  snprintf(s.hw.name, sizeof s.hw.name, "hand");
+  s.hw.hbm_bw = 1e9;
+  s.hw.h2d_bw = 1e8;
+  s.hw.peak_flops = 1e12;
+  s.hw.launch_s = 1e-6;
+  s.workload.source = AMOE_SRC_BLOCKS_JSONL;
+  s.workload.nodes = 64;
+  s.workload.context_tokens = 10;
+  s.workload.window = 8;
+  s.npolicies = 1;
+  s.policies[0].draft = amoe_draft_find("eagle");
+  s.policies[0].verifier = amoe_verifier_find("natural");
+  return s;
+}
+
+int main(void) {
+  char path[] = "/tmp/amoe_cost_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(write(fd, BLOCK, strlen(BLOCK)) == (ssize_t)strlen(BLOCK), "write fixture");
+  close(fd);
+  amoe_spec s = spec();
+  snprintf(s.workload.path, sizeof s.workload.path, "%s", path);
+  amoe_err e;
+  amoe_source *src;
+  CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+  static amoe_commitment ph;
+  amoe_row_result rows[1];
+  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  /* By hand. n = 4 verified tokens, depth 2, union {0..5} = 6 experts with
+   * token counts 0:1 1:1 2:3 3:1 4:1 5:1.
+   * dense (MoE layer): bytes 2e6 + KV 1000·10 = 2.01e6 -> 2.01e-3 s;
+   *   FLOPs 4·(2e6 + 4·10·100) = 8.016e6 -> 8.016e-6 s; + launch -> 2.011e-3
+   * dense (dense layer): weights 2e6 + 3·100·200·2 = 2.12e6, + KV 1e4 -> 2.13e-3 + 1e-6
+   * expert: max(1e6/1e9, 6·100·50·n/1e12) = 1e-3 each; t_moe = 6e-3 + launch
+   * head: max(4e6/1e9, 2·4·1000·100/1e12) + launch = 4.001e-3
+   * draft: 2 steps · (3e6/1e9 + 1e-6) = 6.002e-3 */
+  double t_dense_moe = 2.01e-3 + 1e-6, t_dense_dense = 2.13e-3 + 1e-6;
+  double t_moe = 6e-3 + 1e-6, t_head = 4e-3 + 1e-6, t_draft = 2 * (3e-3 + 1e-6);
+  double T = t_draft + t_head + t_dense_dense + t_dense_moe + t_moe;
+  CHECK(fabs(rows[0].tot.t_total - T) < 1e-12, "block time %.9g, by hand %.9g", rows[0].tot.t_total, T);
+  CHECK(rows[0].tot.committed == 3 && rows[0].tot.union_sum == 6 && rows[0].tot.executed_sum == 6,
+        "tau %g union %g executed %g", rows[0].tot.committed, rows[0].tot.union_sum, rows[0].tot.executed_sum);
+  CHECK(rows[0].tot.hbm_expert_bytes == 6e6, "expert bytes %g", rows[0].tot.hbm_expert_bytes);
+  amoe_row_result_free(&rows[0]);
+  /* Offload, 4 slots, cold cache: all 6 executed are fetched (0..5 in order,
+   * 4 and 5 evicting 0 and 1): 6 · 1e6 / 1e8 = 0.06 s of synchronous wait. */
+  s.offload.enabled = 1;
+  s.offload.slots_per_layer = 4;
+  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(rows[0].tot.h2d_bytes == 6e6 && rows[0].tot.hits == 0 && rows[0].tot.requests == 6, "h2d %g hits %g",
+        rows[0].tot.h2d_bytes, rows[0].tot.hits);
+  CHECK(fabs(rows[0].tot.t_fetch - 0.06) < 1e-12 && fabs(rows[0].tot.t_total - (T + 0.06)) < 1e-12,
+        "fetch %.9g total %.9g", rows[0].tot.t_fetch, rows[0].tot.t_total);
+  amoe_row_result_free(&rows[0]);
+  /* overlap: the fetch hides behind the same layer's dense part */
+  s.offload.overlap = 1;
+  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(fabs(rows[0].tot.t_fetch - (0.06 - t_dense_moe)) < 1e-12, "overlapped fetch %.9g", rows[0].tot.t_fetch);
+  amoe_row_result_free(&rows[0]);
+  /* oracle: S = the accepted path's experts {0,1,2,3,5}. The off-path node 2
+   * stores only (2, 4); 4 is outside S, and the unstored rest counts as -inf,
+   * so it takes S's lowest unstored id, 0: executed = S, one displacement. */
+  s.offload.enabled = 0;
+  s.policies[0].verifier = amoe_verifier_find("oracle");
+  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(rows[0].tot.eligible_sum == 5 && rows[0].tot.executed_sum == 5 && rows[0].tot.displaced == 1,
+        "oracle eligible %g executed %g displaced %g", rows[0].tot.eligible_sum, rows[0].tot.executed_sum,
+        rows[0].tot.displaced);
+  CHECK(rows[0].tot.committed == 3 && rows[0].tot.deviated == 0, "off-path displacement never deviates");
+  amoe_row_result_free(&rows[0]);
+  amoe_source_close(src);
+  remove(path);
+  return check_done();
+}
