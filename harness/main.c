@@ -12,9 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec.h"
 #include "inspect.h"
 #include "moe.h"
-#include "nvtx.h"
 #include "jsonl.h"
 #include "policy.h"
 #include "results.h"
@@ -150,24 +150,9 @@ static int spec_point(const amoe_experiment *x, int i, amoe_spec *s) {
 
 /* ------------------------------------------------------------ run */
 
-/* Executing the simulator's decisions on a real backend (DESIGN §11). */
-typedef struct {
-  amoe_moe_backend *be;
-  int repeats;
-  uint16_t *x;      /* activations of the block's verified nodes */
-  float *y;
-  int cap;
-  uint64_t x_block; /* block the activations belong to */
-  double *measured, *predicted;            /* [row] sums over blocks and layers */
-  double *fetch_measured, *fetch_predicted, *fetch_bytes; /* [row], offload only */
-  int slots;                               /* offload slots per layer, 0 = resident */
-  double *layer_measured;                  /* [row][layer] */
-  double samples[64];
-} exec_ctx;
-
 typedef struct {
   FILE *blocks, *dump;
-  exec_ctx *ex;
+  amoe_exec *ex;
   const amoe_spec *s;
   int point, npoints;
   const char *sweepvals;
@@ -217,55 +202,11 @@ static amoe_status on_select(void *vc, int row, uint64_t block, int layer, const
   return AMOE_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static amoe_status on_route(void *vc, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
                             const float *weight, double predicted_s, int fetched, double predicted_fetch_s,
                             amoe_err *e) {
   run_ctx *c = vc;
-  exec_ctx *x = c->ex;
-  const int d = c->s->model.hidden;
-  if (nodes > x->cap) {
-    free(x->x);
-    free(x->y);
-    x->x = malloc((size_t)nodes * d * sizeof *x->x);
-    x->y = malloc((size_t)nodes * d * sizeof *x->y);
-    if (!x->x || !x->y) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-    x->cap = nodes;
-    x->x_block = UINT64_MAX;
-  }
-  if (x->x_block != block) { /* deterministic activations per block */
-    amoe_rng r;
-    amoe_rng_seed(&r, 0xac7ULL, block, 0);
-    for (size_t i = 0; i < (size_t)nodes * d; i++) x->x[i] = amoe_f32_to_bf16((float)amoe_rng_normal(&r));
-    x->x_block = block;
-  }
-  if (x->slots && fetched > 0) { /* the copies the cache decided on, then the layer */
-    double ft = 0;
-    AMOE_TRY(amoe_moe_fetch(x->be, fetched, x->slots, &ft, e));
-    x->fetch_measured[row] += ft;
-    x->fetch_bytes[row] += fetched * 3.0 * c->s->model.hidden * c->s->model.moe_intermediate * 2.0;
-  }
-  if (x->slots) x->fetch_predicted[row] += predicted_fetch_s;
-  amoe_moe_batch batch = {nodes, k, x->x, route, weight};
-  char name[32];
-  snprintf(name, sizeof name, "layer/%d", layer);
-  AMOE_NVTX_PUSH(name);
-  double t;
-  amoe_status st = amoe_moe_run(x->be, layer, &batch, x->y, &t, e); /* warm-up */
-  int n = 0;
-  for (; st == AMOE_OK && n < x->repeats && n < 64; n++) st = amoe_moe_run(x->be, layer, &batch, x->y, &x->samples[n], e);
-  AMOE_NVTX_POP();
-  AMOE_TRY(st);
-  qsort(x->samples, (size_t)n, sizeof(double), cmp_double);
-  double med = n % 2 ? x->samples[n / 2] : 0.5 * (x->samples[n / 2 - 1] + x->samples[n / 2]);
-  x->measured[row] += med;
-  x->predicted[row] += predicted_s;
-  x->layer_measured[(size_t)row * c->s->model.moe_layers + layer] += med;
-  return AMOE_OK;
+  return amoe_exec_route(c->ex, row, block, layer, nodes, k, route, weight, predicted_s, fetched, predicted_fetch_s, e);
 }
 
 static void on_progress(void *vc, uint64_t blocks) {
@@ -382,8 +323,9 @@ static int cmd_run(int argc, char **argv) {
   if (fl.f) {
     sweep_header(fl.f, x);
     fputs(",policy,layer,union_mean,eligible_mean,executed_mean,cache_hit_rate,fetched_per_block,"
-          "h2d_bytes_per_block,t_moe_s_per_block,t_fetch_s_per_block\n",
+          "h2d_bytes_per_block,t_moe_s_per_block,t_fetch_s_per_block",
           fl.f);
+    fputs(o.backend ? ",measured_moe_s_per_block\n" : "\n", fl.f);
   }
   if (fb.f) {
     sweep_header(fb.f, x);
@@ -421,37 +363,21 @@ static int cmd_run(int argc, char **argv) {
     amoe_source *src = NULL;
     if (!st) st = amoe_source_open(&src, &s->workload, &s->model, &e);
     if (st) break;
-    exec_ctx ex;
-    memset(&ex, 0, sizeof ex);
+    amoe_exec *ex = NULL;
     if (o.backend) {
-      amoe_moe_shape shape = {s->model.hidden, s->model.moe_intermediate, s->model.experts};
-      st = amoe_moe_open(&ex.be, o.backend, shape, s->model.moe_layers, 1, &e);
-      ex.repeats = o.profile ? 1 : o.repeats ? o.repeats : (strcmp(o.backend, "cpu") ? 5 : 1);
-      ex.measured = calloc((size_t)s->npolicies, sizeof(double));
-      ex.predicted = calloc((size_t)s->npolicies, sizeof(double));
-      ex.layer_measured = calloc((size_t)s->npolicies * s->model.moe_layers, sizeof(double));
-      ex.fetch_measured = calloc((size_t)s->npolicies, sizeof(double));
-      ex.fetch_predicted = calloc((size_t)s->npolicies, sizeof(double));
-      ex.fetch_bytes = calloc((size_t)s->npolicies, sizeof(double));
-      ex.slots = s->offload.enabled ? s->offload.slots_per_layer : 0;
-      if (!st && (!ex.measured || !ex.predicted || !ex.layer_measured || !ex.fetch_measured || !ex.fetch_predicted ||
-                  !ex.fetch_bytes))
-        st = amoe_fail(&e, AMOE_ENOMEM, "out of memory");
-      double check_err = 0;
-      if (!st) st = amoe_moe_selfcheck(ex.be, &check_err, &e); /* checked before anything is timed */
+      int reps = o.profile ? 1 : o.repeats ? o.repeats : (strcmp(o.backend, "cpu") ? 5 : 1);
+      st = amoe_exec_open(&ex, o.backend, s, reps, &e);
       if (st) {
-        amoe_moe_close(ex.be);
         amoe_source_close(src);
         break;
       }
-      if (!o.quiet)
-        fprintf(stderr,
-                "backend %s: %d of %d layers' weights held (bf16, d=%d f=%d E=%d), median of %d repeats, "
-                "vs CPU reference rel L2 %.2g\n",
-                o.backend, amoe_moe_layers_held(ex.be), s->model.moe_layers, shape.hidden, shape.inter,
-                shape.experts, ex.repeats, check_err);
+      if (!o.quiet) {
+        char line[512];
+        amoe_exec_describe(ex, line, sizeof line);
+        fprintf(stderr, "%s\n", line);
+      }
     }
-    run_ctx c = {fb.f, fd.f, o.backend ? &ex : NULL, s, p, npoints, sv, now_s(), isatty(2), o.quiet, 0};
+    run_ctx c = {fb.f, fd.f, ex, s, p, npoints, sv, now_s(), isatty(2), o.quiet, 0};
     amoe_run_hooks h = {&c, fb.f ? on_block : NULL, fd.f ? on_select : NULL, o.backend ? on_route : NULL,
                         on_progress};
     amoe_row_result rows[AMOE_MAX_POLICIES];
@@ -494,12 +420,11 @@ static int cmd_run(int argc, char **argv) {
                 m.hbm_expert_bytes_per_token, m.h2d_bytes_per_token, m.cache_hit_rate, m.fetch_wait_share,
                 m.time_per_token_s, m.tokens_per_s, sp, m.displaced_assignment_rate, m.delta_mean,
                 m.deviated_token_rate);
-        if (o.backend) {
-          double B = rows[i].tot.blocks > 0 ? rows[i].tot.blocks : 1;
-          fprintf(fs.f, ",%s,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g", o.backend, ex.predicted[i] / B,
-                  ex.measured[i] / B, ex.predicted[i] > 0 ? ex.measured[i] / ex.predicted[i] : 0,
-                  ex.fetch_predicted[i] / B, ex.fetch_measured[i] / B,
-                  ex.fetch_measured[i] > 0 ? ex.fetch_bytes[i] / ex.fetch_measured[i] : 0);
+        if (ex) {
+          amoe_exec_row er;
+          amoe_exec_row_of(ex, i, rows[i].tot.blocks, &er);
+          fprintf(fs.f, ",%s,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g", o.backend, er.predicted_moe_s, er.measured_moe_s,
+                  er.measured_over_predicted, er.predicted_fetch_s, er.measured_fetch_s, er.h2d_bytes_per_s);
         }
         fputc('\n', fs.f);
         printf("| %d | %s | %.3f | %.1f | %.2f | %.2f | %.2f | %.3f | %.1f | %.3f | %.4f |\n", p, r->label,
@@ -508,31 +433,18 @@ static int cmd_run(int argc, char **argv) {
         double B = rows[i].tot.blocks > 0 ? rows[i].tot.blocks : 1;
         for (int l = 0; l < s->model.moe_layers; l++) {
           const amoe_layer_totals *lt = &rows[i].layers[l];
-          fprintf(fl.f, "%d%s,%s,%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", p, sv, r->label, l,
+          fprintf(fl.f, "%d%s,%s,%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g", p, sv, r->label, l,
                   lt->union_sum / B, lt->eligible_sum / B, lt->executed_sum / B,
                   s->offload.enabled ? (lt->requests > 0 ? lt->hits / lt->requests : 0) : 1.0, lt->fetched / B,
                   lt->fetched * amoe_model_expert_bytes(&s->model) / B, lt->t_moe / B, lt->t_fetch / B);
+          if (ex) fprintf(fl.f, ",%.17g", amoe_exec_layer(ex, i, l, rows[i].tot.blocks));
+          fputc('\n', fl.f);
         }
         amoe_row_result_free(&rows[i]);
       }
-      if (o.backend) {
-        json_object_set_new(pt, "backend", json_string(o.backend));
-        json_object_set_new(pt, "backend_layers_held", json_integer(amoe_moe_layers_held(ex.be)));
-        json_object_set_new(pt, "backend_repeats", json_integer(ex.repeats));
-        json_object_set_new(pt, "backend_note", json_string("bf16 expert weights at (hidden, moe_intermediate) "
-                                                            "whatever the preset's weight format; measured = "
-                                                            "median over repeats of the expert part of each layer"));
-      }
+      if (ex) amoe_exec_meta(ex, pt);
     }
-    amoe_moe_close(ex.be);
-    free(ex.x);
-    free(ex.y);
-    free(ex.measured);
-    free(ex.predicted);
-    free(ex.layer_measured);
-    free(ex.fetch_measured);
-    free(ex.fetch_predicted);
-    free(ex.fetch_bytes);
+    amoe_exec_close(ex);
     amoe_source_close(src);
   }
   json_object_set_new(meta, "points", points);
@@ -750,38 +662,6 @@ static int cmd_calibrate(int argc, char **argv) {
   return rc;
 }
 
-/* One expert-GEMM timing: X experts with n tokens each (one assignment per
- * token), median of `reps` runs after a warm-up. */
-static amoe_status time_experts(amoe_moe_backend *be, int d, int X, int n, int reps, double *out, amoe_err *e) {
-  int T = X * n;
-  uint16_t *x = malloc((size_t)T * d * sizeof *x);
-  int32_t *route = malloc((size_t)T * sizeof *route);
-  float *w = malloc((size_t)T * sizeof *w), *y = malloc((size_t)T * d * sizeof *y);
-  double t[32];
-  amoe_status st = x && route && w && y ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  if (!st) {
-    amoe_rng r;
-    amoe_rng_seed(&r, 3, (uint64_t)X, (uint64_t)n);
-    for (size_t i = 0; i < (size_t)T * d; i++) x[i] = amoe_f32_to_bf16((float)amoe_rng_normal(&r));
-    for (int i = 0; i < T; i++) {
-      route[i] = i % X;
-      w[i] = 1;
-    }
-    amoe_moe_batch b = {T, 1, x, route, w};
-    st = amoe_moe_run(be, 0, &b, y, &t[0], e);
-    for (int i = 0; i < reps && !st; i++) st = amoe_moe_run(be, 0, &b, y, &t[i], e);
-    if (!st) {
-      qsort(t, (size_t)reps, sizeof(double), cmp_double);
-      *out = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-    }
-  }
-  free(x);
-  free(route);
-  free(w);
-  free(y);
-  return st;
-}
-
 /* calibrate-hw: measure, fit the cost model's coefficients, write them. */
 static int cmd_calibrate_hw(int argc, char **argv) {
   opts o;
@@ -790,66 +670,19 @@ static int cmd_calibrate_hw(int argc, char **argv) {
   amoe_experiment *x = calloc(1, sizeof *x);
   amoe_spec *s = calloc(1, sizeof *s);
   setenv("ACCEPTMOE_CALIBRATION", "off", 1); /* fit from the preset, not from an earlier fit */
-  if ((rc = load_spec(&o, x)) || (rc = spec_point(x, 0, s))) goto out;
-  amoe_err e = {{0}};
-  double d2d = 0, h2d = 0;
-  char gpu[256] = "";
-  amoe_status st = amoe_moe_measure_copy(1 << 30, 5, &d2d, &h2d, gpu, sizeof gpu, &e);
-  amoe_moe_backend *be = NULL;
-  const char *bname = o.backend ? o.backend : "skinny";
-  amoe_moe_shape shape = {s->model.hidden, s->model.moe_intermediate, s->model.experts};
-  if (!st) st = amoe_moe_open(&be, bname, shape, 1, 1, &e);
-  const int ns[] = {1, 2, 4, 8, 16, 32, 64}, NN = 7, X = shape.experts < 32 ? shape.experts : 32;
-  double t1[7], tx[7], per[7];
-  for (int i = 0; i < NN && !st; i++) {
-    st = time_experts(be, shape.hidden, 1, ns[i], 9, &t1[i], &e);
-    if (!st) st = time_experts(be, shape.hidden, X, ns[i], 9, &tx[i], &e);
-  }
-  amoe_moe_close(be);
-  if (st) {
+  if (!(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
+    char path[AMOE_PATH_MAX + 64];
+    amoe_err e = {{0}};
+    amoe_status st = AMOE_OK;
+    if (o.out) {
+      snprintf(path, sizeof path, "%s", o.out);
+    } else {
+      snprintf(path, sizeof path, "results/calibration/%s.yaml", s->hw.name);
+      st = amoe_mkdirs("results/calibration", &e);
+    }
+    if (!st) st = amoe_exec_calibrate_hw(s, o.backend ? o.backend : "skinny", path, &e);
     rc = report(st, &e);
-    goto out;
   }
-  /* t(X, n) = launch + X·c(n): c from the slope, launch from the intercept */
-  double bytes = 3.0 * shape.hidden * shape.inter * 2.0, launch[7], peak = 0;
-  for (int i = 0; i < NN; i++) {
-    per[i] = (tx[i] - t1[i]) / (X - 1);
-    launch[i] = t1[i] - per[i];
-    double fl = 6.0 * shape.hidden * shape.inter * ns[i] / per[i];
-    if (fl > peak) peak = fl;
-  }
-  qsort(launch, NN, sizeof(double), cmp_double);
-  double hbm = bytes / per[0];
-  char path[AMOE_PATH_MAX + 64];
-  if (o.out) snprintf(path, sizeof path, "%s", o.out);
-  else snprintf(path, sizeof path, "results/calibration/%s.yaml", s->hw.name);
-  amoe_err me;
-  if (!o.out) amoe_mkdirs("results/calibration", &me);
-  amoe_afile a;
-  st = amoe_afile_open(&a, path, &e);
-  if (!st) {
-    time_t now = time(NULL);
-    char date[32];
-    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-    fprintf(a.f, "# Measured by `acceptmoe calibrate-hw` on %s, %s, backend %s,\n", gpu, date, bname);
-    fprintf(a.f, "# expert shape d=%d f=%d (model %s). Overrides workloads/hw/%s.yaml.\n", shape.hidden, shape.inter,
-            s->model.name, s->hw.name);
-    fprintf(a.f, "# hbm_bw: bytes of one expert / its marginal time at 1 token (what the cost model charges);\n");
-    fprintf(a.f, "# peak_flops: best 6·d·f·n / marginal time over n; launch_s: median intercept.\n");
-    fprintf(a.f, "hbm_bw: %.6g\nh2d_bw: %.6g\npeak_flops: %.6g\nlaunch_s: %.6g\n", hbm, h2d, peak, launch[NN / 2]);
-    fprintf(a.f, "measured:\n  gpu: \"%s\"\n  date: \"%s\"\n  device_copy_bw: %.6g\n  pinned_h2d_bw: %.6g\n", gpu, date, d2d,
-            h2d);
-    fprintf(a.f, "  expert_time_s:  # tokens per expert: [1 expert, %d experts]\n", X);
-    for (int i = 0; i < NN; i++) fprintf(a.f, "    %d: [%.6g, %.6g]\n", ns[i], t1[i], tx[i]);
-    st = amoe_afile_commit(&a, &e);
-  }
-  amoe_afile_abort(&a);
-  if (!st)
-    fprintf(stderr, "%s: device copy %.3g B/s, pinned H2D %.3g B/s, expert streaming %.3g B/s (%.0f%% of copy), "
-                    "peak %.3g FLOP/s, launch %.3g s -> %s\n",
-            gpu, d2d, h2d, hbm, 100 * hbm / d2d, peak, launch[NN / 2], path);
-  rc = report(st, &e);
-out:
   free(x);
   free(s);
   return rc;

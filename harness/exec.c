@@ -1,0 +1,244 @@
+#include "exec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "moe.h"
+#include "nvtx.h"
+#include "results.h"
+#include "rng.h"
+
+#define MAX_REPEATS 64
+
+struct amoe_exec {
+  amoe_moe_backend *be;
+  char name[32];
+  int repeats, rows, layers, slots; /* slots: offload slots per layer, 0 = resident */
+  int hidden, inter;
+  double check_err;
+  uint16_t *x; /* activations of the block's verified nodes */
+  float *y;
+  int cap;
+  uint64_t x_block; /* the block the activations belong to */
+  double *measured, *predicted, *fetch_measured, *fetch_predicted, *fetch_bytes; /* [row] */
+  double *layer_measured;                                                        /* [row][layer] */
+  double samples[MAX_REPEATS];
+};
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void amoe_exec_close(amoe_exec *x) {
+  if (!x) return;
+  amoe_moe_close(x->be);
+  free(x->x);
+  free(x->y);
+  free(x->measured);
+  free(x->predicted);
+  free(x->fetch_measured);
+  free(x->fetch_predicted);
+  free(x->fetch_bytes);
+  free(x->layer_measured);
+  free(x);
+}
+
+amoe_status amoe_exec_open(amoe_exec **out, const char *backend, const amoe_spec *s, int repeats, amoe_err *e) {
+  *out = NULL;
+  amoe_exec *x = calloc(1, sizeof *x);
+  if (!x) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  snprintf(x->name, sizeof x->name, "%s", backend);
+  x->repeats = repeats < 1 ? 1 : repeats > MAX_REPEATS ? MAX_REPEATS : repeats;
+  x->rows = s->npolicies;
+  x->layers = s->model.moe_layers;
+  x->slots = s->offload.enabled ? s->offload.slots_per_layer : 0;
+  x->hidden = s->model.hidden;
+  x->inter = s->model.moe_intermediate;
+  x->x_block = UINT64_MAX;
+  size_t R = (size_t)x->rows;
+  x->measured = calloc(R, sizeof(double));
+  x->predicted = calloc(R, sizeof(double));
+  x->fetch_measured = calloc(R, sizeof(double));
+  x->fetch_predicted = calloc(R, sizeof(double));
+  x->fetch_bytes = calloc(R, sizeof(double));
+  x->layer_measured = calloc(R * (size_t)x->layers, sizeof(double));
+  amoe_status st = AMOE_OK;
+  if (!x->measured || !x->predicted || !x->fetch_measured || !x->fetch_predicted || !x->fetch_bytes ||
+      !x->layer_measured)
+    st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  amoe_moe_shape shape = {s->model.hidden, s->model.moe_intermediate, s->model.experts};
+  if (!st) st = amoe_moe_open(&x->be, backend, shape, s->model.moe_layers, 1, e);
+  if (!st) st = amoe_moe_selfcheck(x->be, &x->check_err, e); /* before anything is timed */
+  if (st) {
+    amoe_exec_close(x);
+    return st;
+  }
+  *out = x;
+  return AMOE_OK;
+}
+
+void amoe_exec_describe(const amoe_exec *x, char *buf, size_t n) {
+  snprintf(buf, n,
+           "backend %s: %d of %d layers' weights held (bf16, d=%d f=%d), median of %d repeats, vs CPU reference "
+           "rel L2 %.2g%s",
+           x->name, amoe_moe_layers_held(x->be), x->layers, x->hidden, x->inter, x->repeats, x->check_err,
+           x->slots ? ", offload fetches executed" : "");
+}
+
+amoe_status amoe_exec_route(amoe_exec *x, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
+                            const float *weight, double predicted_s, int fetched, double predicted_fetch_s,
+                            amoe_err *e) {
+  const int d = x->hidden;
+  if (nodes > x->cap) {
+    free(x->x);
+    free(x->y);
+    x->x = malloc((size_t)nodes * d * sizeof *x->x);
+    x->y = malloc((size_t)nodes * d * sizeof *x->y);
+    if (!x->x || !x->y) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    x->cap = nodes;
+    x->x_block = UINT64_MAX;
+  }
+  if (x->x_block != block) { /* deterministic activations per block */
+    amoe_rng r;
+    amoe_rng_seed(&r, 0xac7ULL, block, 0);
+    for (size_t i = 0; i < (size_t)nodes * d; i++) x->x[i] = amoe_f32_to_bf16((float)amoe_rng_normal(&r));
+    x->x_block = block;
+  }
+  if (x->slots) { /* the copies the cache decided on come first, as an on-demand fetch */
+    double ft = 0;
+    AMOE_TRY(amoe_moe_fetch(x->be, fetched, x->slots, &ft, e));
+    x->fetch_measured[row] += ft;
+    x->fetch_bytes[row] += fetched * 3.0 * x->hidden * x->inter * 2.0;
+    x->fetch_predicted[row] += predicted_fetch_s;
+  }
+  amoe_moe_batch batch = {nodes, k, x->x, route, weight};
+  char name[32];
+  snprintf(name, sizeof name, "layer/%d", layer);
+  AMOE_NVTX_PUSH(name);
+  double t;
+  amoe_status st = amoe_moe_run(x->be, layer, &batch, x->y, &t, e); /* warm-up */
+  int n = 0;
+  for (; st == AMOE_OK && n < x->repeats; n++) st = amoe_moe_run(x->be, layer, &batch, x->y, &x->samples[n], e);
+  AMOE_NVTX_POP();
+  AMOE_TRY(st);
+  double med = median(x->samples, n);
+  x->measured[row] += med;
+  x->predicted[row] += predicted_s;
+  x->layer_measured[(size_t)row * x->layers + layer] += med;
+  return AMOE_OK;
+}
+
+void amoe_exec_row_of(const amoe_exec *x, int row, double blocks, amoe_exec_row *o) {
+  double B = blocks > 0 ? blocks : 1;
+  o->predicted_moe_s = x->predicted[row] / B;
+  o->measured_moe_s = x->measured[row] / B;
+  o->measured_over_predicted = x->predicted[row] > 0 ? x->measured[row] / x->predicted[row] : 0;
+  o->predicted_fetch_s = x->fetch_predicted[row] / B;
+  o->measured_fetch_s = x->fetch_measured[row] / B;
+  o->h2d_bytes_per_s = x->fetch_measured[row] > 0 ? x->fetch_bytes[row] / x->fetch_measured[row] : 0;
+}
+
+double amoe_exec_layer(const amoe_exec *x, int row, int layer, double blocks) {
+  return x->layer_measured[(size_t)row * x->layers + layer] / (blocks > 0 ? blocks : 1);
+}
+
+void amoe_exec_meta(const amoe_exec *x, json_t *pt) {
+  json_object_set_new(pt, "backend", json_string(x->name));
+  json_object_set_new(pt, "backend_layers_held", json_integer(amoe_moe_layers_held(x->be)));
+  json_object_set_new(pt, "backend_repeats", json_integer(x->repeats));
+  json_object_set_new(pt, "backend_check_rel_l2", json_real(x->check_err));
+  json_object_set_new(pt, "backend_note",
+                      json_string("bf16 expert weights at (hidden, moe_intermediate) whatever the preset's weight "
+                                  "format; measured = median over repeats of the expert part of each layer"));
+}
+
+/* X experts with n tokens each (one assignment per token): median of `reps`
+ * timed runs after a warm-up. */
+static amoe_status time_experts(amoe_moe_backend *be, int d, int X, int n, int reps, double *out, amoe_err *e) {
+  int T = X * n;
+  uint16_t *x = malloc((size_t)T * d * sizeof *x);
+  int32_t *route = malloc((size_t)T * sizeof *route);
+  float *w = malloc((size_t)T * sizeof *w), *y = malloc((size_t)T * d * sizeof *y);
+  double t[MAX_REPEATS];
+  amoe_status st = x && route && w && y ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  if (!st) {
+    amoe_rng r;
+    amoe_rng_seed(&r, 3, (uint64_t)X, (uint64_t)n);
+    for (size_t i = 0; i < (size_t)T * d; i++) x[i] = amoe_f32_to_bf16((float)amoe_rng_normal(&r));
+    for (int i = 0; i < T; i++) {
+      route[i] = i % X;
+      w[i] = 1;
+    }
+    amoe_moe_batch b = {T, 1, x, route, w};
+    st = amoe_moe_run(be, 0, &b, y, &t[0], e);
+    for (int i = 0; i < reps && !st; i++) st = amoe_moe_run(be, 0, &b, y, &t[i], e);
+    if (!st) *out = median(t, reps);
+  }
+  free(x);
+  free(route);
+  free(w);
+  free(y);
+  return st;
+}
+
+amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, const char *path, amoe_err *e) {
+  double d2d = 0, h2d = 0;
+  char gpu[256] = "";
+  AMOE_TRY(amoe_moe_measure_copy(1 << 30, 5, &d2d, &h2d, gpu, sizeof gpu, e));
+  amoe_moe_shape shape = {s->model.hidden, s->model.moe_intermediate, s->model.experts};
+  amoe_moe_backend *be = NULL;
+  AMOE_TRY(amoe_moe_open(&be, backend, shape, 1, 1, e));
+  double check = 0;
+  amoe_status st = amoe_moe_selfcheck(be, &check, e);
+  enum { NN = 7 };
+  const int ns[NN] = {1, 2, 4, 8, 16, 32, 64}, X = shape.experts < 32 ? shape.experts : 32;
+  double t1[NN], tx[NN], per[NN], launch[NN], peak = 0;
+  for (int i = 0; i < NN && !st; i++) {
+    st = time_experts(be, shape.hidden, 1, ns[i], 9, &t1[i], e);
+    if (!st) st = time_experts(be, shape.hidden, X, ns[i], 9, &tx[i], e);
+  }
+  amoe_moe_close(be);
+  AMOE_TRY(st);
+  /* t(X, n) = launch + X·c(n): c from the slope, launch from the intercept */
+  double bytes = 3.0 * shape.hidden * shape.inter * 2.0;
+  for (int i = 0; i < NN; i++) {
+    per[i] = (tx[i] - t1[i]) / (X - 1);
+    launch[i] = t1[i] - per[i];
+    double fl = 6.0 * shape.hidden * shape.inter * ns[i] / per[i];
+    if (fl > peak) peak = fl;
+  }
+  double hbm = bytes / per[0], launch_s = median(launch, NN);
+  amoe_afile a;
+  AMOE_TRY(amoe_afile_open(&a, path, e));
+  time_t now = time(NULL);
+  char date[32];
+  strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+  fprintf(a.f, "# Measured by `acceptmoe calibrate-hw` on %s, %s, backend %s (vs CPU reference: rel L2 %.2g),\n",
+          gpu, date, backend, check);
+  fprintf(a.f, "# expert shape d=%d f=%d (model %s). Overrides workloads/hw/%s.yaml.\n", shape.hidden, shape.inter,
+          s->model.name, s->hw.name);
+  fprintf(a.f, "# hbm_bw: bytes of one expert / its marginal time at 1 token (what the cost model charges);\n");
+  fprintf(a.f, "# peak_flops: best 6·d·f·n / marginal time over n; launch_s: median intercept.\n");
+  fprintf(a.f, "hbm_bw: %.6g\nh2d_bw: %.6g\npeak_flops: %.6g\nlaunch_s: %.6g\n", hbm, h2d, peak, launch_s);
+  fprintf(a.f, "measured:\n  gpu: \"%s\"\n  date: \"%s\"\n  device_copy_bw: %.6g\n  pinned_h2d_bw: %.6g\n", gpu, date,
+          d2d, h2d);
+  fprintf(a.f, "  expert_time_s:  # tokens per expert: [1 expert, %d experts]\n", X);
+  for (int i = 0; i < NN; i++) fprintf(a.f, "    %d: [%.6g, %.6g]\n", ns[i], t1[i], tx[i]);
+  st = amoe_afile_commit(&a, e);
+  amoe_afile_abort(&a);
+  if (!st)
+    fprintf(stderr,
+            "%s: device copy %.3g B/s, pinned H2D %.3g B/s, expert streaming %.3g B/s (%.0f%% of copy), peak %.3g "
+            "FLOP/s, launch %.3g s -> %s\n",
+            gpu, d2d, h2d, hbm, 100 * hbm / d2d, peak, launch_s, path);
+  return st;
+}
