@@ -18,7 +18,6 @@
 #include "jsonl.h"
 #include "policy.h"
 #include "results.h"
-#include "rng.h"
 #include "run.h"
 #include "source.h"
 #include "spec_load.h"
