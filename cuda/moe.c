@@ -210,7 +210,7 @@ amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, dou
   (void)h2d_bw;
   (void)name;
   (void)name_len;
-  return amoe_fail(e, AMOE_EINVAL, "measuring copy bandwidth needs a CUDA build and a GPU");
+  return amoe_fail(e, AMOE_EIO, "measuring copy bandwidth needs a CUDA build and a GPU");
 #endif
 }
 
