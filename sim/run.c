@@ -28,6 +28,8 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   uint16_t *route;
   int32_t *rt;   /* [node][k] executed routes for on_route */
   float *rw;     /* [node][k] their renormalised weights */
+  float *pcache; /* [layer][node][m] router probabilities, computed once per block for every row */
+  uint8_t *pdone;
   int cap_n;
 } work;
 
@@ -47,6 +49,8 @@ static void work_free(work *w) {
   free(w->route);
   free(w->rt);
   free(w->rw);
+  free(w->pcache);
+  free(w->pdone);
 }
 
 static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
@@ -69,11 +73,25 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
   w->route = malloc(AMOE_MAX_TOPK * sizeof(uint16_t));
   w->rt = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(int32_t));
+  w->pcache = malloc((size_t)b->layers * n * b->m * sizeof(float));
+  w->pdone = malloc((size_t)b->layers * n);
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
   if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->prob ||
-      !w->delta || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw)
+      !w->delta || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
+}
+
+/* Node t's router probabilities at layer l into dst: from the per-block
+ * cache, so several policy rows pay for them once. */
+static void probs_of(work *w, const amoe_block *b, int l, int t, int router, float *dst) {
+  size_t at = (size_t)l * b->n + t;
+  float *src = w->pcache + at * b->m;
+  if (!w->pdone[at]) {
+    amoe_router_probs(b, l, t, router, src);
+    w->pdone[at] = 1;
+  }
+  memcpy(dst, src, (size_t)b->m * sizeof(float));
 }
 
 /* The weights of node i's chosen experts, renormalised over them as the
@@ -152,12 +170,12 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
         for (int j = 0; j < k; j++) w->count[id[j]]++;
         if (want_routes) {
-          amoe_router_probs(b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
+          probs_of(w, b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
           record_route(w, i, b->m, k, id, k);
         }
       }
     } else {
-      for (int i = 0; i < nn; i++) amoe_router_probs(b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
+      for (int i = 0; i < nn; i++) probs_of(w, b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
       amoe_vctx vc = {b, l, k, E, M->router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
                       w->prob, w->scratch, w->iscratch};
       rs->ver->select(&vc, w->S);
@@ -287,6 +305,7 @@ static amoe_status run_pass(const amoe_spec *s, const amoe_commitment *ph, amoe_
   int rc = 0;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
     st = work_fit(&w, &b, e);
+    if (st == AMOE_OK) memset(w.pdone, 0, (size_t)b.layers * b.n); /* a new block */
     for (int i = 0; i < s->npolicies && st == AMOE_OK; i++)
       st = row_block(s, ph, &rs[i], i, &b, &w, h, record_only, e);
     if (st == AMOE_OK && h && h->on_progress && !record_only) h->on_progress(h->ctx, b.index + 1);
