@@ -34,12 +34,12 @@ timeout 240 build-gpu/harness/bench/amoe_bench_moe --benchmark_min_time=0.05 \
 tail -50 "$OUT/bench_moe.txt"
 log "before calibration"
 ACCEPTMOE_CALIBRATION=off timeout 180 build-gpu/acceptmoe run workloads/specs/device-check.yaml --backend skinny \
-  --repeats 3 --out "$OUT/before" --quiet > /dev/null
+  --repeats 3 --cold --out "$OUT/before" --quiet > /dev/null
 log calibrate-hw
 build-gpu/acceptmoe calibrate-hw workloads/specs/device-check.yaml --backend skinny -o "$OUT/h200.yaml"
 log "after calibration"
 ACCEPTMOE_CALIBRATION="$OUT" timeout 180 build-gpu/acceptmoe run workloads/specs/device-check.yaml --backend skinny \
-  --repeats 3 --out "$OUT/after" --quiet > /dev/null
+  --repeats 3 --cold --out "$OUT/after" --quiet > /dev/null
 log "offload, 48 slots per layer, LRU (after calibration)"
 ACCEPTMOE_CALIBRATION="$OUT" timeout 180 build-gpu/acceptmoe run workloads/specs/device-check.yaml --backend skinny \
   --repeats 3 --set offload.slots_per_layer=48 --out "$OUT/offload" --quiet > /dev/null

@@ -136,6 +136,14 @@ int amoe_moe_layers_held(const amoe_moe_backend *b) {
   return b->layers;
 }
 
+void amoe_moe_cold(amoe_moe_backend *b, int on) {
+#ifdef AMOE_HAVE_CUDA
+  if (b->gpu) amoe_moe_gpu_cold(b->gpu, on);
+#endif
+  (void)b;
+  (void)on;
+}
+
 void amoe_moe_poison(amoe_moe_backend *b, int on) {
 #ifdef AMOE_HAVE_CUDA
   if (b->gpu) amoe_moe_gpu_poison(b->gpu, on);

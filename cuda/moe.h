@@ -56,6 +56,9 @@ amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *b
 /* Weight layers the backend holds: layer l runs on weights l % held (GPU
  * backends hold all layers when they fit in device memory, else a subset). */
 int amoe_moe_layers_held(const amoe_moe_backend *b);
+/* Cold runs: flush the L2 cache (a memset of its size) before each timed
+ * run, so the weights come from HBM (no-op on the cpu backend). */
+void amoe_moe_cold(amoe_moe_backend *b, int on);
 /* Fill intermediate and output buffers with NaN before each run, so an
  * element a kernel forgot to write shows up in the comparison. */
 void amoe_moe_poison(amoe_moe_backend *b, int on);

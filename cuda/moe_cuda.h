@@ -17,6 +17,7 @@ amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b
                              amoe_err *e);
 int amoe_moe_gpu_layers_held(const amoe_moe_gpu *g);
 void amoe_moe_gpu_poison(amoe_moe_gpu *g, int on);
+void amoe_moe_gpu_cold(amoe_moe_gpu *g, int on);
 amoe_status amoe_moe_gpu_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
                                       int name_len, amoe_err *e);
 void amoe_moe_gpu_profiler(int on);

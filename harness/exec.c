@@ -17,7 +17,7 @@ struct amoe_exec {
   amoe_moe_backend *be;
   char name[32];
   int repeats, rows, layers, slots; /* slots: offload slots per layer, 0 = resident */
-  int hidden, inter;
+  int hidden, inter, cold;
   double check_err;
   uint16_t *x; /* activations of the block's verified nodes */
   float *y;
@@ -52,7 +52,8 @@ void amoe_exec_close(amoe_exec *x) {
   free(x);
 }
 
-amoe_status amoe_exec_open(amoe_exec **out, const char *backend, const amoe_spec *s, int repeats, amoe_err *e) {
+amoe_status amoe_exec_open(amoe_exec **out, const char *backend, const amoe_spec *s, int repeats, int cold,
+                           amoe_err *e) {
   *out = NULL;
   amoe_exec *x = calloc(1, sizeof *x);
   if (!x) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
@@ -78,6 +79,8 @@ amoe_status amoe_exec_open(amoe_exec **out, const char *backend, const amoe_spec
   amoe_moe_shape shape = {s->model.hidden, s->model.moe_intermediate, s->model.experts};
   if (!st) st = amoe_moe_open(&x->be, backend, shape, s->model.moe_layers, 1, e);
   if (!st) st = amoe_moe_selfcheck(x->be, &x->check_err, e); /* before anything is timed */
+  if (!st) amoe_moe_cold(x->be, cold);
+  x->cold = cold;
   if (st) {
     amoe_exec_close(x);
     return st;
@@ -89,9 +92,9 @@ amoe_status amoe_exec_open(amoe_exec **out, const char *backend, const amoe_spec
 void amoe_exec_describe(const amoe_exec *x, char *buf, size_t n) {
   snprintf(buf, n,
            "backend %s: %d of %d layers' weights held (bf16, d=%d f=%d), median of %d repeats, vs CPU reference "
-           "rel L2 %.2g%s",
+           "rel L2 %.2g%s%s",
            x->name, amoe_moe_layers_held(x->be), x->layers, x->hidden, x->inter, x->repeats, x->check_err,
-           x->slots ? ", offload fetches executed" : "");
+           x->slots ? ", offload fetches executed" : "", x->cold ? ", L2 flushed before each run" : "");
 }
 
 amoe_status amoe_exec_route(amoe_exec *x, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
@@ -156,6 +159,7 @@ void amoe_exec_meta(const amoe_exec *x, json_t *pt) {
   json_object_set_new(pt, "backend_layers_held", json_integer(amoe_moe_layers_held(x->be)));
   json_object_set_new(pt, "backend_repeats", json_integer(x->repeats));
   json_object_set_new(pt, "backend_check_rel_l2", json_real(x->check_err));
+  json_object_set_new(pt, "backend_cold", json_boolean(x->cold));
   json_object_set_new(pt, "backend_note",
                       json_string("bf16 expert weights at (hidden, moe_intermediate) whatever the preset's weight "
                                   "format; measured = median over repeats of the expert part of each layer"));

@@ -15,7 +15,8 @@ typedef struct amoe_exec amoe_exec;
 
 /* Opens the backend at the spec's model shape and checks it against the CPU
  * reference before anything is timed. */
-amoe_status amoe_exec_open(amoe_exec **x, const char *backend, const amoe_spec *s, int repeats, amoe_err *e);
+amoe_status amoe_exec_open(amoe_exec **x, const char *backend, const amoe_spec *s, int repeats, int cold,
+                           amoe_err *e);
 void amoe_exec_close(amoe_exec *x);
 /* One line for stderr: what is held, how it is timed, the check's error. */
 void amoe_exec_describe(const amoe_exec *x, char *buf, size_t n);

@@ -34,11 +34,12 @@ static const char USAGE[] =
     "\n"
     "commands:\n"
     "  run SPEC.yaml [--set KEY=VALUE]... [--out DIR] [--blocks-csv] [--dump-selection FILE] [--quiet]\n"
-    "               [--backend cpu|cublas-loop|cublas-grouped|skinny] [--repeats N] [--profile]\n"
+    "               [--backend cpu|cublas-loop|cublas-grouped|skinny] [--repeats N] [--cold] [--profile]\n"
     "      run every policy of the spec (and every sweep point); write\n"
     "      results/<name>/{summary.csv,layers.csv,meta.json,spec.resolved.yaml}.\n"
     "      --backend also executes every block's MoE layers with real kernels\n"
     "      and adds measured beside predicted expert time per block\n"
+    "      (--cold flushes the L2 before each timed run)\n"
     "  gen SPEC.yaml [--set KEY=VALUE]... -o FILE.amt|FILE.jsonl\n"
     "      write the spec's workload as a trace (.amt) or blocks-jsonl\n"
     "  import --format blocks-jsonl|routing-jsonl IN --model PRESET [--window W] -o FILE.amt\n"
@@ -77,7 +78,7 @@ static int report(amoe_status st, const amoe_err *e) {
 typedef struct {
   const char *spec, *out, *dump, *format, *model, *input, *backend;
   char *sets[64];
-  int nset, blocks_csv, quiet, json, window, repeats, profile;
+  int nset, blocks_csv, quiet, json, window, repeats, profile, cold;
 } opts;
 
 static int parse_opts(int argc, char **argv, opts *o) {
@@ -109,6 +110,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
     } else if (!strcmp(a, "--repeats")) {
       const char *v = NEXT();
       if (!v || (o->repeats = atoi(v)) < 1) return usage_error("--repeats needs a positive integer%s", "");
+    } else if (!strcmp(a, "--cold")) {
+      o->cold = 1;
     } else if (!strcmp(a, "--profile")) {
       o->profile = 1;
     } else if (!strcmp(a, "--blocks-csv")) {
@@ -365,7 +368,7 @@ static int cmd_run(int argc, char **argv) {
     amoe_exec *ex = NULL;
     if (o.backend) {
       int reps = o.profile ? 1 : o.repeats ? o.repeats : (strcmp(o.backend, "cpu") ? 5 : 1);
-      st = amoe_exec_open(&ex, o.backend, s, reps, &e);
+      st = amoe_exec_open(&ex, o.backend, s, reps, o.cold, &e);
       if (st) {
         amoe_source_close(src);
         break;
