@@ -57,6 +57,9 @@ static const char USAGE[] =
     "  presets\n"
     "      list model and hardware presets\n"
     "\n"
+    "run, gen, inspect and calibrate take --threads N (generator threads; default:\n"
+    "the processors, at most 8). Results do not depend on it.\n"
+    "\n"
     "Keys for --set are the spec's dotted keys, e.g. --set model.top_k=4,\n"
     "--set offload.slots_per_layer=32, --set workload.blocks=200. See docs/spec.md.\n";
 
@@ -75,10 +78,14 @@ static int report(amoe_status st, const amoe_err *e) {
 
 /* ------------------------------------------------------------ options */
 
+/* Generator threads: --threads, else the online processors (at most 8).
+ * Results do not depend on it. */
+static int g_threads;
+
 typedef struct {
   const char *spec, *out, *dump, *format, *model, *input, *backend;
   char *sets[64];
-  int nset, blocks_csv, quiet, json, window, repeats, profile, cold;
+  int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads;
 } opts;
 
 static int parse_opts(int argc, char **argv, opts *o) {
@@ -110,6 +117,10 @@ static int parse_opts(int argc, char **argv, opts *o) {
     } else if (!strcmp(a, "--repeats")) {
       const char *v = NEXT();
       if (!v || (o->repeats = atoi(v)) < 1) return usage_error("--repeats needs a positive integer%s", "");
+    } else if (!strcmp(a, "--threads")) {
+      const char *v = NEXT();
+      if (!v || (o->threads = atoi(v)) < 1 || o->threads > 256)
+        return usage_error("--threads needs an integer in 1..256%s", "");
     } else if (!strcmp(a, "--cold")) {
       o->cold = 1;
     } else if (!strcmp(a, "--profile")) {
@@ -130,6 +141,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
 #undef NEXT
   }
   o->spec = o->input;
+  g_threads = o->threads;
   return 0;
 }
 
@@ -145,6 +157,8 @@ static int load_spec(const opts *o, amoe_experiment *x) {
 static int spec_point(const amoe_experiment *x, int i, amoe_spec *s) {
   amoe_diag d = {0};
   int ok = amoe_experiment_point(x, i, s, &d);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  s->workload.threads = g_threads ? g_threads : (int)(n < 1 ? 1 : n > 8 ? 8 : n);
   amoe_diag_print(&d, stderr);
   amoe_diag_free(&d);
   return ok ? 0 : EXIT_USAGE;

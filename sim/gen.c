@@ -77,7 +77,6 @@ struct amoe_gen {
   uint8_t *verified;
   float *state; /* [node][layer][DIM] */
   float *zfull, *eps;
-  double *expect;
 };
 
 static int cmp_score_idx(const void *a, const void *b, const pool_node *pool) {
@@ -85,7 +84,7 @@ static int cmp_score_idx(const void *a, const void *b, const pool_node *pool) {
   if (pool[ia].score != pool[ib].score) return pool[ia].score > pool[ib].score ? -1 : 1;
   return ia < ib ? -1 : ia > ib;
 }
-static const pool_node *g_sort_pool; /* qsort has no context argument in C11 */
+static _Thread_local const pool_node *g_sort_pool; /* qsort has no context argument in C11 */
 static int cmp_pool(const void *a, const void *b) { return cmp_score_idx(a, b, g_sort_pool); }
 static void sort_by_score(int *idx, int n, const pool_node *pool) {
   g_sort_pool = pool;
@@ -188,61 +187,106 @@ static int child_probs(const amoe_gen *g, int t, double h, double *pi) {
   return cnt;
 }
 
-/* Expected accept length under eagle verification at scale h. */
-static double expected_tau(amoe_gen *g, int n, double h) {
-  double pi[AMOE_MAX_NODES];
-  for (int t = n - 1; t >= 0; t--) {
-    int cnt = child_probs(g, t, h, pi);
-    double v = 1;
-    for (int i = 0; i < cnt; i++) {
-      int c = g->child_list[g->child_start[t] + i];
-      if (g->verified[c]) v += pi[i] * g->expect[c];
-    }
-    g->expect[t] = v;
-  }
-  return g->expect[0];
-}
-
 #define CALIB_TREES 400
+
+/* The calibration trees, built once: per node its draft probability, whether
+ * EAGLE verifies it, and its children (local indices). */
+typedef struct {
+  int *start, *list; /* per tree: n + 1 starts, then children */
+  double *p;
+  uint8_t *ver;
+  int *tree_n, *tree_off, *tree_coff;
+} calib_set;
+
+/* Mean over the set of E[τ] at scale h: E[τ](t) = 1 + Σ over verified
+ * children c of π_c · E[τ](c), bottom-up. */
+static double calib_mean(const calib_set *c, double *expect, double h) {
+  double acc = 0, pi[AMOE_MAX_NODES];
+  for (int i = 0; i < CALIB_TREES; i++) {
+    int n = c->tree_n[i];
+    const int *st = c->start + c->tree_off[i] + i, *li = c->list + c->tree_coff[i];
+    const double *p = c->p + c->tree_off[i];
+    const uint8_t *ver = c->ver + c->tree_off[i];
+    for (int t = n - 1; t >= 0; t--) {
+      int cnt = 0;
+      double sum = 0;
+      for (int j = st[t]; j < st[t + 1]; j++) sum += pi[cnt++] = h * p[li[j]];
+      if (sum > 1)
+        for (int q = 0; q < cnt; q++) pi[q] /= sum;
+      double v = 1;
+      for (int q = 0; q < cnt; q++) {
+        int ch = li[st[t] + q];
+        if (ver[ch]) v += pi[q] * expect[ch];
+      }
+      expect[t] = v;
+    }
+    acc += expect[0];
+  }
+  return acc / CALIB_TREES;
+}
 
 static amoe_status calibrate(amoe_gen *g, amoe_err *e) {
   /* Mean of E[τ] over a fixed set of trees is monotone in h: bisect. */
-  double lo = 0, hi = 1;
+  calib_set c;
+  size_t cap = (size_t)CALIB_TREES * g->p.candidates;
+  c.start = malloc((cap + CALIB_TREES) * sizeof(int));
+  c.list = malloc(cap * sizeof(int));
+  c.p = malloc(cap * sizeof(double));
+  c.ver = malloc(cap);
+  c.tree_n = malloc(CALIB_TREES * sizeof(int));
+  c.tree_off = malloc(CALIB_TREES * sizeof(int));
+  c.tree_coff = malloc(CALIB_TREES * sizeof(int));
+  double *expect = malloc((size_t)g->p.candidates * sizeof(double));
+  amoe_status st = AMOE_OK;
+  if (!c.start || !c.list || !c.p || !c.ver || !c.tree_n || !c.tree_off || !c.tree_coff || !expect)
+    st = amoe_fail(e, AMOE_ENOMEM, "out of memory calibrating acceptance");
   amoe_rng r;
-  /* grow hi until the target is bracketed */
-  double target = g->p.tau, mean_hi = 0;
-  for (;;) {
-    double acc = 0;
-    amoe_rng_seed(&r, g->p.seed, 0xca11bULL, 0);
-    for (int i = 0; i < CALIB_TREES; i++) {
-      int n = build_tree(g, &r);
-      tree_index(g, n);
-      acc += expected_tau(g, n, hi);
+  amoe_rng_seed(&r, g->p.seed, 0xca11bULL, 0);
+  int off = 0, coff = 0;
+  for (int i = 0; i < CALIB_TREES && st == AMOE_OK; i++) {
+    int n = build_tree(g, &r);
+    tree_index(g, n);
+    c.tree_n[i] = n;
+    c.tree_off[i] = off;
+    c.tree_coff[i] = coff;
+    for (int t = 0; t <= n; t++) c.start[off + i + t] = g->child_start[t];
+    for (int j = 0; j < g->child_start[n]; j++) c.list[coff + j] = g->child_list[j];
+    for (int t = 0; t < n; t++) {
+      c.p[off + t] = exp(g->pool[g->kept[t]].logp);
+      c.ver[off + t] = g->verified[t];
     }
-    mean_hi = acc / CALIB_TREES;
-    if (mean_hi >= target || hi > 1e6) break;
-    lo = hi;
-    hi *= 2;
+    off += n;
+    coff += g->child_start[n];
   }
-  if (mean_hi < target - 1e-9)
-    return amoe_fail(e, AMOE_EINVAL,
-                     "workload.acceptance.tau %.3g is more than these trees allow (at most %.3g)",
-                     target, mean_hi);
-  for (int it = 0; it < 40; it++) {
-    double mid = 0.5 * (lo + hi), acc = 0;
-    amoe_rng_seed(&r, g->p.seed, 0xca11bULL, 0);
-    for (int i = 0; i < CALIB_TREES; i++) {
-      int n = build_tree(g, &r);
-      tree_index(g, n);
-      acc += expected_tau(g, n, mid);
+  double lo = 0, hi = 1, target = g->p.tau, mean_hi = 0;
+  if (st == AMOE_OK) {
+    for (;;) { /* grow hi until the target is bracketed */
+      mean_hi = calib_mean(&c, expect, hi);
+      if (mean_hi >= target || hi > 1e6) break;
+      lo = hi;
+      hi *= 2;
     }
-    if (acc / CALIB_TREES < target)
+    if (mean_hi < target - 1e-9)
+      st = amoe_fail(e, AMOE_EINVAL, "workload.acceptance.tau %.3g is more than these trees allow (at most %.3g)",
+                     target, mean_hi);
+  }
+  for (int it = 0; it < 40 && st == AMOE_OK; it++) {
+    double mid = 0.5 * (lo + hi);
+    if (calib_mean(&c, expect, mid) < target)
       lo = mid;
     else
       hi = mid;
   }
   g->h = 0.5 * (lo + hi);
-  return AMOE_OK;
+  free(c.start);
+  free(c.list);
+  free(c.p);
+  free(c.ver);
+  free(c.tree_n);
+  free(c.tree_off);
+  free(c.tree_coff);
+  free(expect);
+  return st;
 }
 
 amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e) {
@@ -273,7 +317,6 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->child_list = calloc((size_t)g->pool_cap, sizeof(int));
   g->subdepth = calloc((size_t)g->pool_cap, sizeof(int));
   g->verified = calloc((size_t)g->pool_cap, 1);
-  g->expect = calloc((size_t)g->pool_cap, sizeof(double));
   g->w = calloc((size_t)L * E * AMOE_GEN_DIM, sizeof(float));
   g->bias = calloc((size_t)L * E, sizeof(float));
   g->s_last = calloc((size_t)L * AMOE_GEN_DIM, sizeof(float));
@@ -281,7 +324,7 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->zfull = calloc((size_t)E, sizeof(float));
   g->eps = calloc((size_t)E + AMOE_GEN_DIM, sizeof(float));
   if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
-      !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->expect || !g->w ||
+      !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->w ||
       !g->bias || !g->s_last || !g->state || !g->zfull || !g->eps) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
@@ -297,7 +340,9 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
       for (int i = 0; i < AMOE_GEN_DIM; i++)
         g->w[((size_t)l * AMOE_GEN_DIM + i) * E + x] = (float)(amoe_rng_normal(&r) * ws);
   for (size_t i = 0; i < (size_t)L * E; i++) g->bias[i] = (float)amoe_rng_normal(&r);
-  if (!p->replay) {
+  if (!p->replay && p->accept_scale > 0) {
+    g->h = p->accept_scale;
+  } else if (!p->replay) {
     amoe_status st = calibrate(g, e);
     if (st != AMOE_OK) {
       amoe_gen_close(g);
@@ -320,7 +365,6 @@ void amoe_gen_close(amoe_gen *g) {
   free(g->child_list);
   free(g->subdepth);
   free(g->verified);
-  free(g->expect);
   free(g->w);
   free(g->bias);
   free(g->s_last);

@@ -54,6 +54,7 @@ typedef struct {
   int replay_n;
   double temperature, locality, layer_correlation, skew, noise;
   int tokens_per_request;
+  double accept_scale; /* > 0: use this acceptance scale instead of calibrating */
 } amoe_gen_params;
 
 typedef struct amoe_gen amoe_gen;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gen.h"
+#include "genpool.h"
 #include "jsonl.h"
 #include "trace.h"
 
@@ -15,6 +16,7 @@ struct amoe_source {
   amoe_workload_spec w;
   amoe_model model;
   amoe_gen *gen;
+  amoe_genpool *pool; /* instead of gen when generating on several threads */
   amoe_trace_reader *trace;
   amoe_jsonl_reader *jsonl;
   uint16_t *replay;
@@ -145,7 +147,12 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
       p.replay = s->replay;
       p.replay_n = s->replay_n;
     }
-    if (st == AMOE_OK) st = amoe_gen_open(&s->gen, &p, e);
+    if (st == AMOE_OK) {
+      if (w->threads > 1)
+        st = amoe_genpool_open(&s->pool, &p, w->threads, e);
+      else
+        st = amoe_gen_open(&s->gen, &p, e);
+    }
     s->m = p.m;
     json_t *o = json_pack("{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i}", "source", "synthetic", "seed",
                           (json_int_t)w->seed, "model", model->name, "m", p.m, "depth", p.depth, "top_k",
@@ -159,7 +166,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
     } else {
       json_object_set_new(o, "acceptance", json_string("tau"));
       json_object_set_new(o, "tau", json_real(w->tau));
-      json_object_set_new(o, "accept_scale", json_real(s->gen ? amoe_gen_accept_scale(s->gen) : 0));
+      json_object_set_new(o, "accept_scale", json_real(amoe_source_accept_scale(s)));
     }
     char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     snprintf(buf, sizeof buf, "%s", txt ? txt : "{}");
@@ -199,7 +206,10 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
 int amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
   if (s->w.blocks > 0 && s->produced >= (uint64_t)s->w.blocks) return 0;
   int rc;
-  if (s->gen) {
+  if (s->pool) {
+    rc = amoe_genpool_next(s->pool, b, e);
+    if (rc == 1) b->index = s->produced;
+  } else if (s->gen) {
     if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {
       amoe_block_free(b);
       amoe_block_init(b, s->model.moe_layers, s->model.experts, s->m);
@@ -233,6 +243,7 @@ amoe_status amoe_source_rewind(amoe_source *s, amoe_err *e) {
   s->produced = 0;
   s->request = 0;
   s->in_request = 0;
+  if (s->pool) return amoe_genpool_rewind(s->pool, e);
   if (s->trace) return amoe_trace_rewind(s->trace, e);
   if (s->jsonl) return amoe_jsonl_rewind(s->jsonl, e);
   return AMOE_OK;
@@ -241,6 +252,7 @@ amoe_status amoe_source_rewind(amoe_source *s, amoe_err *e) {
 void amoe_source_close(amoe_source *s) {
   if (!s) return;
   amoe_gen_close(s->gen);
+  amoe_genpool_close(s->pool);
   amoe_trace_close_reader(s->trace);
   amoe_jsonl_close(s->jsonl);
   free(s->replay);
@@ -250,4 +262,6 @@ void amoe_source_close(amoe_source *s) {
 
 const char *amoe_source_provenance(const amoe_source *s) { return s->prov; }
 int amoe_source_m(const amoe_source *s) { return s->m; }
-double amoe_source_accept_scale(const amoe_source *s) { return s->gen ? amoe_gen_accept_scale(s->gen) : 0; }
+double amoe_source_accept_scale(const amoe_source *s) {
+  return s->pool ? amoe_genpool_accept_scale(s->pool) : s->gen ? amoe_gen_accept_scale(s->gen) : 0;
+}

@@ -43,6 +43,7 @@ typedef struct {
   double tau;
   char replay[AMOE_PATH_MAX];
   double temperature, locality, layer_correlation, skew, noise;
+  int threads; /* generator threads (not a spec key: results do not depend on it); 0 = 1 */
 } amoe_workload_spec;
 
 typedef struct {
