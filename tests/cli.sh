@@ -27,6 +27,11 @@ if awk -F, 'NR==FNR{for(i=1;i<=NF;i++)a[FNR,i]=$i;n[FNR]=NF;next}
 # determinism: byte-identical CSVs
 "$A" run tests/fixtures/golden.yaml --out "$T/g2" --quiet >/dev/null 2>&1
 for f in summary.csv layers.csv; do cmp -s "$T/g1/$f" "$T/g2/$f" && ok || bad "$f differs between two runs"; done
+# the generator's thread count changes nothing
+"$A" run tests/fixtures/golden.yaml --threads 1 --out "$T/t1" --quiet >/dev/null 2>&1
+"$A" run tests/fixtures/golden.yaml --threads 3 --out "$T/t3" --quiet >/dev/null 2>&1
+cmp -s "$T/t1/summary.csv" "$T/t3/summary.csv" && cmp -s "$T/t1/summary.csv" "$T/g1/summary.csv" && ok \
+  || bad "results depend on --threads"
 for f in meta.json spec.resolved.yaml; do [ -s "$T/g1/$f" ] && ok || bad "missing $f"; done
 # the resolved spec runs again to the same summary
 "$A" run "$T/g1/spec.resolved.yaml" --out "$T/g3" --quiet >/dev/null 2>"$T/err" || bad "resolved spec: $(cat "$T/err")"
