@@ -250,8 +250,12 @@ static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_commitmen
     amoe_status st = amoe_commitment_estimate(src, s->workload.nodes, s->model.top_k, ph, e);
     amoe_source_close(src);
     AMOE_TRY(st);
-    snprintf(how, hn, "calibrated on %d blocks of the workload with seed %llu", w.blocks,
-             (unsigned long long)w.seed);
+    if (w.source == AMOE_SRC_SYNTHETIC)
+      snprintf(how, hn, "calibrated on %d blocks of the workload with seed %llu", w.blocks,
+               (unsigned long long)w.seed);
+    else /* a file has no other seed: say so rather than pretend */
+      snprintf(how, hn, "calibrated on the first %d blocks of the evaluation trace itself (a file source has no "
+               "other seed; give commitment.table or commitment.file for an independent estimate)", w.blocks);
   }
   if (s->commitment.mode == AMOE_COMMIT_TABLE) {
     memcpy(ph->p, s->commitment.table, sizeof(double) * (size_t)s->commitment.table_n);
@@ -370,8 +374,10 @@ static int cmd_run(int argc, char **argv) {
       needs_phat |= !strncmp(amoe_verifier_table[s->policies[i].verifier].name, "acceptmoe", 9);
       needs_unions |= !strcmp(amoe_draft_table[s->policies[i].draft].name, "evict");
     }
-    if (needs_phat || needs_unions)
+    if (needs_phat || needs_unions) {
       st = commitment_for(s, needs_unions, &ph, how, sizeof how, &e);
+      if (!st && !o.quiet && strstr(how, "trace itself")) fprintf(stderr, "acceptmoe: warning: p_d %s\n", how);
+    }
     else {
       memset(&ph, 0, sizeof ph);
       snprintf(how, sizeof how, "not needed by these policies");
