@@ -359,11 +359,6 @@ static int cmd_run(int argc, char **argv) {
   json_object_set_new(meta, "git_commit", json_string(AMOE_GIT));
   json_object_set_new(meta, "spec", json_string(o.spec));
   int npoints = amoe_experiment_points(x);
-  /* markdown table on stdout */
-  if (!st) {
-    printf("| point | policy | tau | verified | union | executed | h2d MB/tok | hit | tok/s | speedup | deviated |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-  }
   for (int p = 0; p < npoints && !st; p++) {
     if ((rc = spec_point(x, p, s))) break;
     char how[AMOE_PATH_MAX + 128], sv[1024];
@@ -424,6 +419,10 @@ static int cmd_run(int argc, char **argv) {
       json_object_set_new(pt, "hw_calibration",
                           json_string(s->hw_calibration[0] ? s->hw_calibration : "preset (no calibration file applied)"));
       json_array_append_new(points, pt);
+      if (p == 0) { /* the markdown table on stdout, once a point has results */
+        printf("| point | policy | tau | verified | union | executed | h2d MB/tok | hit | tok/s | speedup | deviated |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+      }
       amoe_summary nat;
       memset(&nat, 0, sizeof nat);
       for (int i = 0; i < s->npolicies; i++)
