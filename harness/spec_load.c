@@ -108,6 +108,7 @@ static const krow KEYS[] = {
     {"workload.routing.layer_correlation", T_DBL, F(workload.layer_correlation), 0, 0.999, NULL, 0},
     {"workload.routing.skew", T_DBL, F(workload.skew), 0, 100, NULL, 0},
     {"workload.routing.noise", T_DBL, F(workload.noise), 0, 100, NULL, 0},
+    {"workload.routing.request_bias", T_DBL, F(workload.request_bias), 0, 100, NULL, 0},
     {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0},
     {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0},
     {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1},

@@ -69,6 +69,7 @@ struct amoe_gen {
   int committed;
   uint32_t replay_start;
   float *s_last; /* [layer][DIM] state of the last committed token */
+  float *req_bias; /* [layer][expert] request_bias · c[r], or NULL when off */
   /* scratch */
   int pool_cap;
   pool_node *pool;
@@ -320,12 +321,13 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->w = calloc((size_t)L * E * AMOE_GEN_DIM, sizeof(float));
   g->bias = calloc((size_t)L * E, sizeof(float));
   g->s_last = calloc((size_t)L * AMOE_GEN_DIM, sizeof(float));
+  if (p->request_bias > 0) g->req_bias = calloc((size_t)L * E, sizeof(float));
   g->state = calloc((size_t)c * L * AMOE_GEN_DIM, sizeof(float));
   g->zfull = calloc((size_t)E, sizeof(float));
   g->eps = calloc((size_t)E + AMOE_GEN_DIM, sizeof(float));
   if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
       !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->w ||
-      !g->bias || !g->s_last || !g->state || !g->zfull || !g->eps) {
+      !g->bias || !g->s_last || !g->state || !g->zfull || !g->eps || (p->request_bias > 0 && !g->req_bias)) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
   }
@@ -368,6 +370,7 @@ void amoe_gen_close(amoe_gen *g) {
   free(g->w);
   free(g->bias);
   free(g->s_last);
+  free(g->req_bias);
   free(g->state);
   free(g->zfull);
   free(g->eps);
@@ -391,6 +394,13 @@ void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
   g->replay_start = g->p.replay ? (uint32_t)(amoe_rng_hash3(g->p.seed, req, 7) % (uint64_t)g->p.replay_n) : 0;
   /* the prompt's last token */
   fast_normals(&g->rng, g->s_last, g->p.layers * AMOE_GEN_DIM);
+  if (g->req_bias) { /* its own stream: results without it stay as they were */
+    amoe_rng rb;
+    amoe_rng_seed(&rb, g->p.seed, 0x6269617351ULL, req);
+    int n = g->p.layers * g->p.experts;
+    fast_normals(&rb, g->req_bias, n);
+    for (int i = 0; i < n; i++) g->req_bias[i] *= (float)g->p.request_bias;
+  }
 }
 
 /* Draws the natural accepted path; marks accepted[]; returns its last node. */
@@ -484,6 +494,8 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
       for (int i = 1; i < D; i++)
         for (int x = 0; x < E; x++) zf[x] += s[i] * w[(size_t)i * E + x];
       for (int x = 0; x < E; x++) zf[x] = (zf[x] + sig * g->eps[x]) * inv_t + sk * bi[x];
+      if (g->req_bias)
+        for (int x = 0; x < E; x++) zf[x] += g->req_bias[(size_t)l * E + x];
       amoe_block_set_full(b, l, t, g->zfull);
     }
   }

@@ -16,8 +16,10 @@
  * Routing: a latent-factor model. Node t at MoE layer l has a state
  *   g[t,l] = c·g[t,l-1] + sqrt(1-c²)·ξ         (token part; c = layer_correlation)
  *   s[t,l] = ρ·s[parent,l] + sqrt(1-ρ²)·g[t,l]  (ρ = locality)
- * and logits z[t,l,e] = (<s[t,l], w[l,e]> + σ·ε) / temperature + skew·b[l,e],
- * with fixed expert embeddings w, popularity biases b and per-logit noise ε.
+ * and logits z[t,l,e] = (<s[t,l], w[l,e]> + σ·ε) / temperature + skew·b[l,e]
+ * + request_bias·c[r,l,e], with fixed expert embeddings w, popularity biases
+ * b, per-logit noise ε and (off by default) a bias c drawn per request, which
+ * concentrates one request's tokens on a subset of experts.
  * The root's parent is the last committed token of the previous block.
  * A request (tokens_per_request committed tokens) depends only on
  * (seed, request index). See docs/generator.md for the fit to real data. */
@@ -53,6 +55,7 @@ typedef struct {
   const uint16_t *replay;     /* per-step accept lengths to replay, or NULL */
   int replay_n;
   double temperature, locality, layer_correlation, skew, noise;
+  double request_bias; /* std of a per-request expert bias (0: none; not fitted) */
   int tokens_per_request;
   double accept_scale; /* > 0: use this acceptance scale instead of calibrating */
 } amoe_gen_params;

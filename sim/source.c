@@ -141,6 +141,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
     p.layer_correlation = w->layer_correlation;
     p.skew = w->skew >= 0 ? w->skew : amoe_gen_default_skew(model->experts); /* < 0: the fitted default */
     p.noise = w->noise;
+    p.request_bias = w->request_bias;
     p.tokens_per_request = w->tokens_per_request;
     if (w->replay[0]) {
       st = amoe_replay_load(w->replay, &s->replay, &s->replay_n, e);
@@ -157,9 +158,10 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
     json_t *o = json_pack("{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i}", "source", "synthetic", "seed",
                           (json_int_t)w->seed, "model", model->name, "m", p.m, "depth", p.depth, "top_k",
                           p.branch, "nodes", p.nodes, "candidates", p.candidates);
-    json_object_set_new(o, "routing", json_pack("{s:f, s:f, s:f, s:f, s:f}", "temperature", p.temperature, "locality",
-                                                p.locality, "layer_correlation", p.layer_correlation, "skew", p.skew,
-                                                "noise", p.noise));
+    json_object_set_new(o, "routing",
+                        json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "temperature", p.temperature, "locality", p.locality,
+                                  "layer_correlation", p.layer_correlation, "skew", p.skew, "noise", p.noise,
+                                  "request_bias", p.request_bias));
     if (w->replay[0]) {
       json_object_set_new(o, "acceptance", json_string("replay"));
       json_object_set_new(o, "replay_steps", json_integer(s->replay_n));

@@ -42,7 +42,7 @@ typedef struct {
   int depth, top_k, nodes, candidates, top_m;
   double tau;
   char replay[AMOE_PATH_MAX];
-  double temperature, locality, layer_correlation, skew, noise;
+  double temperature, locality, layer_correlation, skew, noise, request_bias;
   int threads; /* generator threads (not a spec key: results do not depend on it); 0 = 1 */
 } amoe_workload_spec;
 

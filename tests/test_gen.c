@@ -8,6 +8,7 @@
 #include "inspect.h"
 #include "run.h"
 #include "source.h"
+#include "gen.h"
 #include "spec_load.h"
 
 static amoe_spec spec_for(const char *model) {
@@ -52,6 +53,23 @@ int main(int argc, char **argv) {
   CHECK(same, "same seed, same blocks");
   amoe_source_close(src2);
   amoe_source_close(src);
+  /* request_bias concentrates a request on fewer experts (and is off by default) */
+  {
+    amoe_spec o = spec_for("olmoe-1b-7b");
+    o.workload.blocks = 300;
+    o.workload.skew = amoe_gen_default_skew(64);
+    double w16[2];
+    for (int i = 0; i < 2; i++) {
+      o.workload.request_bias = i ? 2.0 : 0.0;
+      amoe_source *so;
+      CHECK(amoe_source_open(&so, &o.workload, &o.model, &e) == AMOE_OK, "%s", e.msg);
+      amoe_inspect_stats os;
+      CHECK(amoe_inspect(so, 16, 64, 8, &os, &e) == AMOE_OK, "%s", e.msg);
+      w16[i] = os.window_union[4];
+      amoe_source_close(so);
+    }
+    CHECK(w16[1] < w16[0] - 5, "request_bias 2 narrows the W=16 union: %.2f vs %.2f", w16[1], w16[0]);
+  }
   /* Replay: τ per block follows the file, clamped to depth + 1 = 6. */
   uint16_t *rep;
   int nrep;
