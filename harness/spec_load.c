@@ -13,6 +13,7 @@
 #include "gen.h"
 #include "policy.h"
 #include "run.h"
+#include "source.h"
 
 /* ------------------------------------------------------------ diagnostics */
 
@@ -790,6 +791,9 @@ int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   }
   if (s->commitment.seed == 0) s->commitment.seed = s->workload.seed + 1000;
   if (s->workload.skew < 0 && s->model.experts > 0) s->workload.skew = amoe_gen_default_skew(s->model.experts);
+  if (s->workload.top_m == 0 && s->model.experts > 0)
+    s->workload.top_m = amoe_default_top_m(s->model.experts, s->model.top_k);
+  if (s->workload.candidates == 0) s->workload.candidates = s->workload.nodes;
   return d->n == before;
 }
 
@@ -833,6 +837,8 @@ int amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets
     amoe_spec_set(&x->base, key, eq + 1, where, d);
   }
   x->skew_auto = x->base.workload.skew < 0;
+  x->top_m_auto = x->base.workload.top_m == 0;
+  x->candidates_auto = x->base.workload.candidates == 0;
   if (d->n == before) amoe_spec_validate(&x->base, path, d);
   return d->n == before;
 }
@@ -849,6 +855,8 @@ int amoe_experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, amo
   /* the implicit baseline is re-added by validate */
   if (out->npolicies && out->policies[out->npolicies - 1].implicit) out->npolicies--;
   if (x->skew_auto) out->workload.skew = -1;
+  if (x->top_m_auto) out->workload.top_m = 0;
+  if (x->candidates_auto) out->workload.candidates = 0;
   for (int i = x->nsweep - 1; i >= 0; i--) { /* the last key varies fastest */
     const amoe_sweep_key *k = &x->sweep[i];
     int v = idx % k->nvalues;
@@ -931,11 +939,16 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
     int same = 0;
     while (same < np && same < nc - 1 && !strcmp(prev[same], comp[same])) same++;
     for (int j = same; j < nc - 1; j++) fprintf(f, "%*s%s:\n", 2 * j, "", comp[j]);
-    int model_swept = 0;
-    for (int j = 0; j < x->nsweep; j++) model_swept |= !strcmp(x->sweep[j].key, "model");
-    if (k->off == offsetof(amoe_spec, workload.skew) && x->skew_auto && model_swept) {
-      /* each swept model takes its own fitted default: leave the key unset */
-      fprintf(f, "%*s# %s: the fitted default of each swept model's expert count\n", 2 * (nc - 1), "", comp[nc - 1]);
+    int model_swept = 0, nodes_swept = 0;
+    for (int j = 0; j < x->nsweep; j++) {
+      model_swept |= !strcmp(x->sweep[j].key, "model") || !strncmp(x->sweep[j].key, "model.", 6);
+      nodes_swept |= !strcmp(x->sweep[j].key, "workload.tree.nodes");
+    }
+    int per_point = (k->off == offsetof(amoe_spec, workload.skew) && x->skew_auto && model_swept) ||
+                    (k->off == offsetof(amoe_spec, workload.top_m) && x->top_m_auto && model_swept) ||
+                    (k->off == offsetof(amoe_spec, workload.candidates) && x->candidates_auto && nodes_swept);
+    if (per_point) { /* each sweep point resolves its own default: leave the key unset */
+      fprintf(f, "%*s# %s: resolved per sweep point from the swept keys\n", 2 * (nc - 1), "", comp[nc - 1]);
     } else {
       fprintf(f, "%*s%s: ", 2 * (nc - 1), "", comp[nc - 1]);
       write_value(f, s, k);

@@ -32,7 +32,10 @@ typedef struct {
   char spec_path[AMOE_PATH_MAX];
   int nsweep;
   amoe_sweep_key sweep[AMOE_MAX_SWEEP_KEYS];
-  int skew_auto; /* routing.skew not given: each point takes its model's fitted default */
+  /* keys left to a default that depends on other keys: each sweep point
+   * resolves them again (routing.skew and top_m from the model, candidates
+   * from tree.nodes) */
+  int skew_auto, top_m_auto, candidates_auto;
 } amoe_experiment;
 
 /* Where presets live: $ACCEPTMOE_DATA, ./workloads, the spec's ../../workloads,
