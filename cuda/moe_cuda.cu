@@ -43,6 +43,7 @@ typedef __nv_bfloat16 bf16;
 
 struct amoe_moe_gpu {
   int impl, layers_held, poison, cold;
+  unsigned flushes; // cold runs so far (varies the flush pattern)
   void *l2_flush; // a buffer of the L2's size, for cold runs
   size_t l2_bytes;
   amoe_moe_shape s;
@@ -439,7 +440,7 @@ extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_m
   const int l = layer % g->layers_held;
   const size_t gu = (size_t)2 * f * d, dn = (size_t)d * f;
   const bf16 *wgu = g->w_gu + (size_t)l * E * gu, *wdn = g->w_dn + (size_t)l * E * dn;
-  if (g->cold && g->l2_flush) CU(cudaMemsetAsync(g->l2_flush, g->cold++ & 0xff, g->l2_bytes, g->stream));
+  if (g->cold && g->l2_flush) CU(cudaMemsetAsync(g->l2_flush, (int)(g->flushes++ & 0xff), g->l2_bytes, g->stream));
   CU(cudaEventRecord(g->ev0, g->stream));
   bucket<<<1, 256, 2 * E * sizeof(int), g->stream>>>(g->route, g->weight, A, k, E, g->count, g->offset, g->perm_tok,
                                                      g->perm_w, g->pos_of);
