@@ -3,6 +3,7 @@
  *   run:    build/acceptmoe run workloads/specs/quickstart.yaml
  * Commands return statuses; only main() turns them into exit codes:
  * 0 ok, 1 runtime error, 2 bad spec or usage. */
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -709,15 +710,31 @@ static int cmd_calibrate_hw(int argc, char **argv) {
   return rc;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 static int cmd_presets(void) {
   const char *kinds[2] = {"models", "hw"};
   for (int k = 0; k < 2; k++) {
-    char dir[AMOE_PATH_MAX], cmd[AMOE_PATH_MAX + 64];
+    char dir[AMOE_PATH_MAX];
     amoe_presets_dir(dir, sizeof dir, kinds[k], NULL);
     printf("%s (%s):\n", kinds[k], dir);
-    snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null | sed -n 's/\\.yaml$//p' | sed 's/^/  /'", dir);
-    fflush(stdout);
-    if (system(cmd) != 0) return EXIT_RUNTIME;
+    DIR *d = opendir(dir);
+    if (!d) {
+      fprintf(stderr, "acceptmoe: %s: %s\n", dir, strerror(errno));
+      return EXIT_RUNTIME;
+    }
+    char *names[256];
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d)) && n < 256;) {
+      size_t len = strlen(de->d_name);
+      if (len > 5 && !strcmp(de->d_name + len - 5, ".yaml")) names[n++] = strndup(de->d_name, len - 5);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    for (int i = 0; i < n; i++) {
+      printf("  %s\n", names[i]);
+      free(names[i]);
+    }
   }
   return 0;
 }
