@@ -103,6 +103,8 @@ struct amoe_cache {
   uint64_t *last;     /* [l][e] last request time */
   uint64_t *count;    /* [l][e] requests so far */
   int *used;          /* [l] resident count */
+  uint16_t *rlist;    /* [l][slots] the resident experts (any order) */
+  int *rpos;          /* [l][e] index in rlist, or -1 */
   uint64_t clock;
   const amoe_reqlog *future;
   uint32_t block;     /* Belady cursor */
@@ -125,7 +127,11 @@ amoe_cache *amoe_cache_new(int layers, int experts, int slots, amoe_cache_policy
   c->count = calloc(ne, sizeof *c->count);
   c->used = calloc((size_t)layers, sizeof *c->used);
   c->ptr = calloc(ne, sizeof *c->ptr);
-  if (!c->res || !c->last || !c->count || !c->used || !c->ptr) {
+  c->rlist = calloc((size_t)layers * (slots > 0 ? slots : 1), sizeof *c->rlist);
+  c->rpos = malloc(ne * sizeof *c->rpos);
+  if (c->rpos)
+    for (size_t i = 0; i < ne; i++) c->rpos[i] = -1;
+  if (!c->res || !c->last || !c->count || !c->used || !c->ptr || !c->rlist || !c->rpos) {
     amoe_cache_free(c);
     return NULL;
   }
@@ -139,6 +145,8 @@ void amoe_cache_free(amoe_cache *c) {
   free(c->count);
   free(c->used);
   free(c->ptr);
+  free(c->rlist);
+  free(c->rpos);
   free(c);
 }
 
@@ -154,8 +162,11 @@ static uint64_t next_use(amoe_cache *c, int l, int e, uint32_t now) {
   return p < g->occn[k] ? g->occ[k][p] : UINT64_MAX;
 }
 
+/* The resident expert to evict. Keys are unique (timestamps break every tie),
+ * so scanning the resident list in any order gives the same victim. */
 static int victim(amoe_cache *c, int l, int j) {
   size_t base = (size_t)l * c->experts;
+  const uint16_t *rl = c->rlist + (size_t)l * c->slots;
   int best = -1;
   uint64_t bkey = 0, blast = 0;
   uint32_t now = 0;
@@ -168,8 +179,8 @@ static int victim(amoe_cache *c, int l, int j) {
       now = g->len[l];
     }
   }
-  for (int e = 0; e < c->experts; e++) {
-    if (!c->res[base + e]) continue;
+  for (int i = 0; i < c->used[l]; i++) {
+    int e = rl[i];
     uint64_t last = c->last[base + e], key;
     int better;
     if (c->policy == AMOE_CACHE_LRU) {
@@ -193,17 +204,24 @@ static int victim(amoe_cache *c, int l, int j) {
 
 int amoe_cache_request(amoe_cache *c, int l, int e, int j) {
   size_t k = (size_t)l * c->experts + e;
+  uint16_t *rl = c->rlist + (size_t)l * c->slots;
   c->clock++;
   c->count[k]++;
   int hit = c->res[k];
   if (!hit) {
     if (c->used[l] >= c->slots) {
       int v = victim(c, l, j);
-      c->res[(size_t)l * c->experts + v] = 0;
+      size_t kv = (size_t)l * c->experts + v;
+      int at = c->rpos[kv], lastv = rl[c->used[l] - 1];
+      rl[at] = (uint16_t)lastv; /* swap-remove from the resident list */
+      c->rpos[(size_t)l * c->experts + lastv] = at;
+      c->rpos[kv] = -1;
+      c->res[kv] = 0;
       c->used[l]--;
     }
     c->res[k] = 1;
-    c->used[l]++;
+    c->rpos[k] = c->used[l];
+    rl[c->used[l]++] = (uint16_t)e;
   }
   c->last[k] = c->clock;
   return hit;

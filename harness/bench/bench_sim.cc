@@ -8,9 +8,12 @@
 #include <cstring>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 extern "C" {
+#include "cache.h"
 #include "gen.h"
+#include "rng.h"
 #include "policy.h"
 #include "run.h"
 #include "source.h"
@@ -125,6 +128,80 @@ static void BM_acceptmoe_select(benchmark::State &st) {
   amoe_source_close(src);
 }
 BENCHMARK(BM_acceptmoe_select)->Unit(benchmark::kNanosecond);
+
+// The natural union of one (block, layer): 64 nodes x top-8 over 128 experts.
+static void BM_union(benchmark::State &st) {
+  amoe_spec s = qwen_spec();
+  s.workload.blocks = 1;
+  amoe_err e;
+  amoe_source *src;
+  amoe_source_open(&src, &s.workload, &s.model, &e);
+  amoe_block b;
+  amoe_block_init(&b, 48, 128, amoe_source_m(src));
+  amoe_source_next(src, &b, &e);
+  uint8_t U[128];
+  int l = 0;
+  for (auto _ : st) {
+    memset(U, 0, sizeof U);
+    for (int t = 0; t < b.n; t++) {
+      const uint16_t *id = amoe_block_ids(&b, l, t);
+      for (int j = 0; j < 8; j++) U[id[j]] = 1;
+    }
+    int n = 0;
+    for (int x = 0; x < 128; x++) n += U[x];
+    benchmark::DoNotOptimize(n);
+    l = (l + 1) % 48;
+  }
+  amoe_block_free(&b);
+  amoe_source_close(src);
+}
+BENCHMARK(BM_union)->Unit(benchmark::kNanosecond);
+
+// One layer's requests through a 48-slot cache: ~100 executed experts in
+// ascending order per (block, layer), drawn from a skewed popularity.
+static void cache_bench(benchmark::State &st, amoe_cache_policy pol) {
+  const int E = 128, L = 1;
+  amoe_rng r;
+  amoe_rng_seed(&r, 1, 2, 3);
+  std::vector<uint8_t> sets(256 * E);
+  for (int blk = 0; blk < 256; blk++)
+    for (int x = 0; x < E; x++) sets[blk * E + x] = amoe_rng_unif(&r) < 0.9 * (1.0 - 0.5 * x / E);
+  amoe_reqlog *log = nullptr;
+  if (pol == AMOE_CACHE_BELADY) {
+    log = amoe_reqlog_new(L, E);
+    for (int rep = 0; rep < 64; rep++)
+      for (int blk = 0; blk < 256; blk++) {
+        for (int x = 0; x < E; x++)
+          if (sets[blk * E + x]) amoe_reqlog_add(log, 0, x);
+        amoe_reqlog_end_block(log);
+      }
+    amoe_reqlog_finalize(log);
+  }
+  amoe_cache *c = amoe_cache_new(L, E, 48, pol, log);
+  long blk = 0, requests = 0;
+  for (auto _ : st) {
+    int j = 0;
+    const uint8_t *set = &sets[(blk % 256) * E];
+    for (int x = 0; x < E; x++)
+      if (set[x]) benchmark::DoNotOptimize(amoe_cache_request(c, 0, x, j++));
+    requests += j;
+    amoe_cache_end_block(c);
+    if (++blk == 256 * 64) { // past the recorded future: start over
+      st.PauseTiming();
+      amoe_cache_free(c);
+      c = amoe_cache_new(L, E, 48, pol, log);
+      blk = 0;
+      st.ResumeTiming();
+    }
+  }
+  st.counters["requests_per_s"] = benchmark::Counter((double)requests, benchmark::Counter::kIsRate);
+  amoe_cache_free(c);
+  amoe_reqlog_free(log);
+}
+static void BM_cache_lru(benchmark::State &st) { cache_bench(st, AMOE_CACHE_LRU); }
+static void BM_cache_belady(benchmark::State &st) { cache_bench(st, AMOE_CACHE_BELADY); }
+BENCHMARK(BM_cache_lru)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cache_belady)->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char **argv) {
   benchmark::Initialize(&argc, argv);
