@@ -76,9 +76,9 @@ diff <(sed 's/"input":"[^"]*",//' "$T/i1") <(sed 's/"input":"[^"]*",//' "$T/i2")
 size=$(stat -c %s "$T/w.amt")
 head -c $((size / 2)) "$T/w.amt" > "$T/cut.amt"
 expect 1 "byte offset" -- "$A" inspect "$T/cut.amt"
-python3 - "$T/w.amt" "$T/flip.amt" <<'PY' 2>/dev/null || cp "$T/w.amt" "$T/flip.amt"
-import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[len(d)//2] ^= 0x55; open(sys.argv[2], 'wb').write(d)
-PY
+cp "$T/w.amt" "$T/flip.amt" # change one byte in the middle of the data
+printf '\125' | dd of="$T/flip.amt" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+cmp -s "$T/w.amt" "$T/flip.amt" && printf '\252' | dd of="$T/flip.amt" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
 expect 1 "block [0-9]+ at byte offset [0-9]+: checksum mismatch" -- "$A" inspect "$T/flip.amt"
 printf 'name: t\nmodel: olmoe-1b-7b\nhardware: h200\nworkload: {source: trace, path: %s}\n' "$T/cut.amt" > "$T/t.yaml"
 expect 1 "byte offset" -- "$A" run "$T/t.yaml" --out "$T/tr"
