@@ -14,11 +14,6 @@ double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int contex
   return mx((w + kv) / hw->hbm_bw, flops / hw->peak_flops) + hw->launch_s;
 }
 
-double amoe_cost_expert(const amoe_model *m, const amoe_hw *hw, int n) {
-  double flops = 2.0 * 3.0 * m->hidden * (double)m->moe_intermediate * n;
-  return mx(amoe_model_expert_bytes(m) / hw->hbm_bw, flops / hw->peak_flops);
-}
-
 double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, int fetched) {
   return fetched * amoe_model_expert_bytes(m) / hw->h2d_bw;
 }

@@ -2,11 +2,6 @@
 
 #include <stdio.h>
 
-double amoe_model_expert_bytes(const amoe_model *m) {
-  if (m->expert_bytes > 0) return m->expert_bytes;
-  return 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;
-}
-
 double amoe_model_shared_expert_bytes(const amoe_model *m) {
   return 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;
 }

@@ -44,7 +44,9 @@ typedef struct {
 } amoe_hw;
 
 /* Bytes of one routed expert: the explicit value if set, else bf16 3·d·f·2. */
-double amoe_model_expert_bytes(const amoe_model *m);
+static inline double amoe_model_expert_bytes(const amoe_model *m) {
+  return m->expert_bytes > 0 ? m->expert_bytes : 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;
+}
 /* Bytes of one shared expert (always bf16 3·d·f·2). */
 double amoe_model_shared_expert_bytes(const amoe_model *m);
 /* Checks shapes for consistency; message names the field. */
