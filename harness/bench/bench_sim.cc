@@ -99,16 +99,22 @@ static void BM_replay_acceptmoe(benchmark::State &st) { run_trace(st, "acceptmoe
 BENCHMARK(BM_replay_natural)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_replay_acceptmoe)->Unit(benchmark::kMillisecond);
 
-// The selector alone: one (block, layer) of 64 nodes x 128 experts.
-static void BM_acceptmoe_select(benchmark::State &st) {
+// One generated qwen3-30b-a3b block (the caller frees it).
+static void one_block(amoe_block *b) {
   amoe_spec s = qwen_spec();
   s.workload.blocks = 1;
   amoe_err e;
   amoe_source *src;
   amoe_source_open(&src, &s.workload, &s.model, &e);
+  amoe_block_init(b, 48, 128, amoe_source_m(src));
+  amoe_source_next(src, b, &e);
+  amoe_source_close(src);
+}
+
+// The selector alone: one (block, layer) of 64 nodes x 128 experts.
+static void BM_acceptmoe_select(benchmark::State &st) {
   amoe_block b;
-  amoe_block_init(&b, 48, 128, amoe_source_m(src));
-  amoe_source_next(src, &b, &e);
+  one_block(&b);
   int nodes[64], level[256] = {0};
   int nn = b.n < 64 ? b.n : 64;
   for (int i = 0; i < nn; i++) nodes[i] = i, level[b.depth[i]]++;
@@ -125,20 +131,13 @@ static void BM_acceptmoe_select(benchmark::State &st) {
     benchmark::DoNotOptimize(S);
   }
   amoe_block_free(&b);
-  amoe_source_close(src);
 }
 BENCHMARK(BM_acceptmoe_select)->Unit(benchmark::kNanosecond);
 
 // The natural union of one (block, layer): 64 nodes x top-8 over 128 experts.
 static void BM_union(benchmark::State &st) {
-  amoe_spec s = qwen_spec();
-  s.workload.blocks = 1;
-  amoe_err e;
-  amoe_source *src;
-  amoe_source_open(&src, &s.workload, &s.model, &e);
   amoe_block b;
-  amoe_block_init(&b, 48, 128, amoe_source_m(src));
-  amoe_source_next(src, &b, &e);
+  one_block(&b);
   uint8_t U[128];
   int l = 0;
   for (auto _ : st) {
@@ -153,7 +152,6 @@ static void BM_union(benchmark::State &st) {
     l = (l + 1) % 48;
   }
   amoe_block_free(&b);
-  amoe_source_close(src);
 }
 BENCHMARK(BM_union)->Unit(benchmark::kNanosecond);
 
