@@ -147,7 +147,8 @@ void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
   }
 }
 
-/* Names the first bad pair of node t at layer l (the slow path of finish). */
+/* Names the first bad pair of node t at layer l, or AMOE_OK if it has none
+ * (the slow path of finish). */
 static amoe_status block_pair_error(const amoe_block *b, int l, int t, amoe_err *e) {
   const uint16_t *id = amoe_block_ids(b, l, t);
   const float *z = amoe_block_logits(b, l, t);
@@ -163,7 +164,7 @@ static amoe_status block_pair_error(const amoe_block *b, int l, int t, amoe_err 
     if (j > 0 && !pair_before(z[j - 1], id[j - 1], z[j], id[j]))
       return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: stored logits are not in order", l, t);
   }
-  return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: bad stored pairs", l, t);
+  return AMOE_OK;
 }
 
 amoe_status amoe_block_finish(amoe_block *b, amoe_err *e) {
@@ -193,25 +194,28 @@ amoe_status amoe_block_finish(amoe_block *b, amoe_err *e) {
   }
   free(acc_child);
   if (st != AMOE_OK) return st;
-  /* every stored pair: id in range and unique, logit not NaN or +inf, in order */
-  uint32_t seen[AMOE_MAX_EXPERTS] = {0}, stamp = 0;
-  for (int l = 0; l < b->layers; l++)
-    for (int t = 0; t < b->n; t++) {
-      const uint16_t *id = amoe_block_ids(b, l, t);
-      const float *z = amoe_block_logits(b, l, t);
-      stamp++;
-      int bad = 0;
-      for (int j = 0; j < b->m; j++) {
-        unsigned x = id[j];
-        bad |= x >= (unsigned)b->experts;
-        if (bad) break;
-        bad |= seen[x] == stamp;
-        seen[x] = stamp;
-        bad |= !(z[j] <= 3.4e38f);
-        bad |= j > 0 && !pair_before(z[j - 1], id[j - 1], z[j], id[j]);
-      }
-      if (bad) return block_pair_error(b, l, t, e);
+  /* Every stored pair: id in range, logit not NaN or +inf, in order, ids
+   * unique. Separate flat passes the compiler vectorises (a trace of 590 KB
+   * blocks spends its time here); the slow path names the first bad pair. */
+  const size_t groups = (size_t)b->layers * b->n, total = groups * (size_t)b->m;
+  const int m = b->m;
+  const uint16_t E = (uint16_t)b->experts;
+  unsigned bad = 0;
+  for (size_t i = 0; i < total; i++) bad |= b->ids[i] >= E;
+  for (size_t i = 0; i < total; i++) bad |= !(b->logits[i] <= 3.4e38f);
+  uint32_t seen[AMOE_MAX_EXPERTS] = {0}; /* seen[id] == g + 1: id already in group g */
+  for (size_t g = 0; g < groups && !bad; g++) {
+    const float *z = b->logits + g * m;
+    const uint16_t *id = b->ids + g * m;
+    for (int j = 1; j < m; j++) bad |= !(z[j - 1] > z[j] || (z[j - 1] == z[j] && id[j - 1] < id[j]));
+    const uint32_t stamp = (uint32_t)g + 1;
+    for (int j = 0; j < m; j++) {
+      bad |= seen[id[j]] == stamp;
+      seen[id[j]] = stamp;
     }
+  }
+  for (int l = 0; l < b->layers && bad; l++)
+    for (int t = 0; t < b->n; t++) AMOE_TRY(block_pair_error(b, l, t, e));
   return AMOE_OK;
 }
 
