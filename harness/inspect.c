@@ -47,7 +47,8 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, amoe_inspect_sta
   amoe_status st = (s.seen && pop) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   int rc = 0;
   long last_req = -1;
-  double nodes = 0, top1 = 0, top1n = 0;
+  double nodes = 0, top1 = 0, top1n = 0, usum = 0, ucnt = 0;
+  uint8_t useen[AMOE_MAX_EXPERTS];
   int *path = NULL, pcap = 0;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
     if ((long)b.request != last_req || b.step == 0) {
@@ -57,6 +58,19 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, amoe_inspect_sta
     }
     o->blocks++;
     nodes += b.n;
+    for (int l = 0; l < L; l++) { /* the block's union, every node verified */
+      memset(useen, 0, (size_t)E);
+      int u = 0;
+      for (int t = 0; t < b.n; t++) {
+        const uint16_t *id = amoe_block_ids(&b, l, t);
+        for (int j = 0; j < k; j++) {
+          u += !useen[id[j]];
+          useen[id[j]] = 1;
+        }
+      }
+      usum += u;
+      ucnt += 1;
+    }
     if (b.n > pcap) {
       free(path);
       pcap = b.n;
@@ -115,6 +129,7 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, amoe_inspect_sta
     for (int wi = 0; wi < AMOE_INSPECT_NW; wi++)
       o->window_union[wi] = s.ucnt[wi] > 0 ? s.usum[wi] / s.ucnt[wi] : NAN;
     o->top1_weight_mean = top1n > 0 ? top1 / top1n : NAN;
+    o->tree_union_mean = ucnt > 0 ? usum / ucnt : NAN;
     for (int l = 0; l < L; l++) {
       double tot = 0, mx = 0, mn = 1e300, H = 0;
       for (int x = 0; x < E; x++) {
@@ -149,9 +164,9 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
     for (int i = 0; i < AMOE_INSPECT_NW; i++)
       fprintf(f, "%s\"%d\":%.6g", i ? "," : "", amoe_inspect_windows[i],
               isnan(s->window_union[i]) ? -1.0 : s->window_union[i]);
-    fprintf(f, "},\"top1_weight_mean\":%.6g,\"popularity\":{\"max_over_mean\":%.6g,\"min_over_mean\":%.6g,"
+    fprintf(f, "},\"tree_union_mean\":%.6g,\"top1_weight_mean\":%.6g,\"popularity\":{\"max_over_mean\":%.6g,\"min_over_mean\":%.6g,"
                "\"effective_experts\":%.6g},\"tau_hist\":{",
-            isnan(s->top1_weight_mean) ? -1.0 : s->top1_weight_mean, s->pop_max_over_mean, s->pop_min_over_mean,
+            s->tree_union_mean, isnan(s->top1_weight_mean) ? -1.0 : s->top1_weight_mean, s->pop_max_over_mean, s->pop_min_over_mean,
             s->pop_effective);
     int first = 1;
     for (int i = 0; i <= 64; i++)
@@ -166,7 +181,9 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
           s->blocks, s->requests, s->tokens, s->nodes_mean, s->tau_mean);
   fprintf(f, "  distinct experts per layer over W consecutive committed tokens:\n   ");
   for (int i = 0; i < AMOE_INSPECT_NW; i++) fprintf(f, "  W=%d: %.3f", amoe_inspect_windows[i], s->window_union[i]);
-  fprintf(f, "\n  mean renormalised top-1 weight: %.3f\n", s->top1_weight_mean);
+  fprintf(f, "\n  union of every node's top-k per layer and block: %.2f experts (%.1f nodes per block)\n",
+          s->tree_union_mean, s->nodes_mean);
+  fprintf(f, "  mean renormalised top-1 weight: %.3f\n", s->top1_weight_mean);
   fprintf(f, "  expert popularity (mean over layers): busiest %.2fx mean, quietest %.2fx, effective %.1f experts\n",
           s->pop_max_over_mean, s->pop_min_over_mean, s->pop_effective);
   fprintf(f, "  tau histogram:");

@@ -17,6 +17,7 @@ typedef struct {
   double nodes_mean, tau_mean;
   long tau_hist[65];
   double window_union[AMOE_INSPECT_NW];
+  double tree_union_mean; /* mean over blocks and layers of the union of every node's top-k */
   double top1_weight_mean;
   double pop_max_over_mean, pop_min_over_mean, pop_effective; /* averaged over layers */
 } amoe_inspect_stats;
