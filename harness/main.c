@@ -232,8 +232,12 @@ static void on_progress(void *vc, uint64_t blocks) {
   double t = now_s();
   if (t - c->t0 < 1.0 || t - c->last_print < 0.2) return;
   c->last_print = t;
-  fprintf(stderr, "\r[point %d/%d] %llu/%d blocks, %.0f blocks/s   ", c->point + 1, c->npoints,
-          (unsigned long long)blocks, c->s->workload.blocks, blocks / (t - c->t0));
+  if (c->s->workload.blocks > 0)
+    fprintf(stderr, "\r[point %d/%d] %llu/%d blocks, %.0f blocks/s   ", c->point + 1, c->npoints,
+            (unsigned long long)blocks, c->s->workload.blocks, blocks / (t - c->t0));
+  else /* the whole trace */
+    fprintf(stderr, "\r[point %d/%d] %llu blocks, %.0f blocks/s   ", c->point + 1, c->npoints,
+            (unsigned long long)blocks, blocks / (t - c->t0));
 }
 
 /* Offline tables for a spec: p̂ (calibrated on another workload, an inline
