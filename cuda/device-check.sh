@@ -9,7 +9,7 @@
 # Run there:     device run, carry [".debs"], command: bash cuda/device-check.sh
 # Results go to $OUT (the device tool's folder) or ./device-out.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 log() { echo "== $*"; }

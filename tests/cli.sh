@@ -5,7 +5,7 @@
 set -u
 A=$1; SRC=$2; REAL=$3
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-cd "$SRC"
+cd "$SRC" || exit 1
 pass=0; fail=0
 ok()  { pass=$((pass+1)); }
 bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
@@ -83,7 +83,8 @@ expect 1 "block [0-9]+ at byte offset [0-9]+: checksum mismatch" -- "$A" inspect
 printf 'name: t\nmodel: olmoe-1b-7b\nhardware: h200\nworkload: {source: trace, path: %s}\n' "$T/cut.amt" > "$T/t.yaml"
 expect 1 "byte offset" -- "$A" run "$T/t.yaml" --out "$T/tr"
 [ ! -e "$T/tr/summary.csv" ] && ok || bad "a failed run left a summary"
-ls "$T/tr" 2>/dev/null | grep -q tmp && bad "temporary files left behind" || ok
+leftover=$(find "$T/tr" -name '*.tmp.*' 2>/dev/null | head -1)
+[ -z "$leftover" ] && ok || bad "temporary files left behind: $leftover"
 printf '{"parent":[-1,0],"logp":[0,-1],"accepted":[1,1],"topk":[[[[1,0.5]]]]}\n{"parent": [-1\n' > "$T/bad.jsonl"
 expect 1 "bad.jsonl:[12]:" -- "$A" inspect "$T/bad.jsonl" --format blocks-jsonl --model olmoe-1b-7b
 printf '{"problem_id":0,"layer":0,"token_idx":0,"experts":[1],"gating_probs":[1]}\n' > "$T/r.jsonl"
