@@ -56,10 +56,10 @@ struct amoe_moe_gpu {
   bf16 *x, *xe, *h, *ha, *o;
   int32_t *route;
   float *weight, *perm_w, *y;
-  int *count, *offset, *perm_tok, *pos_of, *work; // work: executed list for skinny
+  int *perm_tok, *pos_of, *work; // work: the executed experts (expert, offset, count)
   const void **dA, **dB;
   void **dC;
-  int *h_count, *h_offset, *h_work; // pinned host copies
+  int *h_count, *h_work; // pinned host copies
   // offload: a pinned host expert and a device slot pool, copies on their own stream
   cudaStream_t copy;
   cudaEvent_t c0, c1;
@@ -88,8 +88,8 @@ __global__ void fill_weights(bf16 *w, size_t per_expert, int experts, uint64_t s
 
 // One block: counts per expert, exclusive offsets, then a deterministic
 // placement (each expert scans the assignments in order).
-__global__ void bucket(const int32_t *route, const float *weight, int A, int k, int E, int *count, int *offset,
-                       int *perm_tok, float *perm_w, int *pos_of) {
+__global__ void bucket(const int32_t *route, const float *weight, int A, int k, int E, int *perm_tok, float *perm_w,
+                       int *pos_of) {
   extern __shared__ int sh[]; // [E] counts, [E] offsets
   int *cnt = sh, *off = sh + E;
   for (int x = threadIdx.x; x < E; x += blockDim.x) cnt[x] = 0;
@@ -109,8 +109,6 @@ __global__ void bucket(const int32_t *route, const float *weight, int A, int k, 
   }
   __syncthreads();
   for (int x = threadIdx.x; x < E; x += blockDim.x) {
-    count[x] = cnt[x];
-    offset[x] = off[x];
     int p = off[x];
     for (int i = 0; i < A; i++)
       if (route[i] == x) {
@@ -227,8 +225,6 @@ static void gpu_free_buffers(amoe_moe_gpu *g) {
   cudaFree(g->weight);
   cudaFree(g->perm_w);
   cudaFree(g->y);
-  cudaFree(g->count);
-  cudaFree(g->offset);
   cudaFree(g->perm_tok);
   cudaFree(g->pos_of);
   cudaFree(g->work);
@@ -238,7 +234,7 @@ static void gpu_free_buffers(amoe_moe_gpu *g) {
   g->x = g->xe = g->h = g->ha = g->o = NULL;
   g->route = NULL;
   g->weight = g->perm_w = g->y = NULL;
-  g->count = g->offset = g->perm_tok = g->pos_of = g->work = NULL;
+  g->perm_tok = g->pos_of = g->work = NULL;
   g->dA = g->dB = NULL;
   g->dC = NULL;
 }
@@ -255,7 +251,6 @@ extern "C" void amoe_moe_gpu_close(amoe_moe_gpu *g) {
   if (g->c1) cudaEventDestroy(g->c1);
   if (g->copy) cudaStreamDestroy(g->copy);
   cudaFreeHost(g->h_count);
-  cudaFreeHost(g->h_offset);
   cudaFreeHost(g->h_work);
   if (g->blas) cublasDestroy(g->blas);
   if (g->ev0) cudaEventDestroy(g->ev0);
@@ -300,7 +295,6 @@ static amoe_status gpu_open(amoe_moe_gpu *g, int impl, amoe_moe_shape s, int lay
   g->l2_bytes = (size_t)prop.l2CacheSize;
   if (g->l2_bytes) CU(cudaMalloc(&g->l2_flush, g->l2_bytes));
   CU(cudaMallocHost(&g->h_count, MAX_E * sizeof(int)));
-  CU(cudaMallocHost(&g->h_offset, MAX_E * sizeof(int)));
   CU(cudaMallocHost(&g->h_work, 3 * MAX_E * sizeof(int)));
   CU(cudaStreamSynchronize(g->stream));
   return AMOE_OK;
@@ -338,8 +332,6 @@ static amoe_status ensure(amoe_moe_gpu *g, int T, int A, amoe_err *e) {
   CU(cudaMalloc(&g->weight, (size_t)A * sizeof(float)));
   CU(cudaMalloc(&g->perm_w, (size_t)A * sizeof(float)));
   CU(cudaMalloc(&g->y, (size_t)T * d * sizeof(float)));
-  CU(cudaMalloc(&g->count, (size_t)E * sizeof(int)));
-  CU(cudaMalloc(&g->offset, (size_t)E * sizeof(int)));
   CU(cudaMalloc(&g->perm_tok, (size_t)A * sizeof(int)));
   CU(cudaMalloc(&g->pos_of, (size_t)A * sizeof(int)));
   CU(cudaMalloc(&g->work, (size_t)3 * E * sizeof(int)));
@@ -418,7 +410,6 @@ extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_m
     if (b->route[i] >= 0) g->h_count[b->route[i]]++;
   int nwork = 0, run = 0;
   for (int x = 0; x < E; x++) {
-    g->h_offset[x] = run;
     if (g->h_count[x]) {
       g->h_work[3 * nwork] = x;
       g->h_work[3 * nwork + 1] = run;
@@ -442,7 +433,7 @@ extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_m
   const bf16 *wgu = g->w_gu + (size_t)l * E * gu, *wdn = g->w_dn + (size_t)l * E * dn;
   if (g->cold && g->l2_flush) CU(cudaMemsetAsync(g->l2_flush, (int)(g->flushes++ & 0xff), g->l2_bytes, g->stream));
   CU(cudaEventRecord(g->ev0, g->stream));
-  bucket<<<1, 256, 2 * E * sizeof(int), g->stream>>>(g->route, g->weight, A, k, E, g->count, g->offset, g->perm_tok,
+  bucket<<<1, 256, 2 * E * sizeof(int), g->stream>>>(g->route, g->weight, A, k, E, g->perm_tok,
                                                      g->perm_w, g->pos_of);
   KERNEL_CHECK();
   if (run > 0) { // only the valid assignments are bucketed
