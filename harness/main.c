@@ -84,7 +84,7 @@ static int report(amoe_status st, const amoe_err *e) {
 static int g_threads;
 
 typedef struct {
-  const char *spec, *out, *dump, *format, *model, *input, *backend;
+  const char *out, *dump, *format, *model, *input, *backend;
   char *sets[64];
   int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads;
 } opts;
@@ -141,15 +141,14 @@ static int parse_opts(int argc, char **argv, opts *o) {
     }
 #undef NEXT
   }
-  o->spec = o->input;
   g_threads = o->threads;
   return 0;
 }
 
 static int load_spec(const opts *o, amoe_experiment *x) {
-  if (!o->spec) return usage_error("this command needs a spec file%s", "");
+  if (!o->input) return usage_error("this command needs a spec file%s", "");
   amoe_diag d = {0};
-  int ok = amoe_experiment_load(x, o->spec, o->sets, o->nset, &d);
+  int ok = amoe_experiment_load(x, o->input, o->sets, o->nset, &d);
   amoe_diag_print(&d, stderr);
   amoe_diag_free(&d);
   return ok ? 0 : EXIT_USAGE;
@@ -362,7 +361,7 @@ static int cmd_run(int argc, char **argv) {
   json_object_set_new(meta, "tool", json_string("acceptmoe"));
   json_object_set_new(meta, "version", json_string(AMOE_VERSION));
   json_object_set_new(meta, "git_commit", json_string(AMOE_GIT));
-  json_object_set_new(meta, "spec", json_string(o.spec));
+  json_object_set_new(meta, "spec", json_string(o.input));
   int npoints = amoe_experiment_points(x);
   for (int p = 0; p < npoints && !st; p++) {
     if ((rc = spec_point(x, p, s))) break;

@@ -94,22 +94,10 @@ static void probs_of(work *w, const amoe_block *b, int l, int t, int router, flo
   memcpy(dst, src, (size_t)b->m * sizeof(float));
 }
 
-/* The weights of node i's chosen experts, renormalised over them as the
- * model's router does (probabilities of stored entries; an expert beyond the
- * stored m gets weight 0). */
-static void record_route(work *w, int i, int m, int k, const uint16_t *chosen_ids, int got) {
-  (void)m;
-  float sum = 0;
-  for (int j = 0; j < k; j++) {
-    w->rt[i * k + j] = j < got ? chosen_ids[j] : -1;
-    w->rw[i * k + j] = 0;
-  }
-  /* natural: the chosen are the first k stored entries */
-  for (int j = 0; j < got; j++) sum += w->rw[i * k + j] = w->prob[(size_t)i * m + j];
-  for (int j = 0; j < got; j++) w->rw[i * k + j] = sum > 0 ? w->rw[i * k + j] / sum : 1.0f / got;
-}
-
-static void record_route_ids(const amoe_block *b, int l, work *w, int i, int k, const uint16_t *ids, int got) {
+/* Node i's chosen experts and their weights, renormalised over them as the
+ * model's router does (probabilities of the stored entries; an expert beyond
+ * the stored m gets weight 0). */
+static void record_route(const amoe_block *b, int l, work *w, int i, int k, const uint16_t *ids, int got) {
   const uint16_t *st = amoe_block_ids(b, l, w->nodes[i]);
   float sum = 0;
   for (int j = 0; j < k; j++) {
@@ -171,7 +159,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         for (int j = 0; j < k; j++) w->count[id[j]]++;
         if (want_routes) {
           probs_of(w, b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
-          record_route(w, i, b->m, k, id, k);
+          record_route(b, l, w, i, k, id, k);
         }
       }
     } else {
@@ -185,7 +173,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
         int got = amoe_route_constrained(b, l, w->nodes[i], k, w->S, w->route);
         for (int j = 0; j < got; j++) w->count[w->route[j]]++;
-        if (want_routes) record_route_ids(b, l, w, i, k, w->route, got);
+        if (want_routes) record_route(b, l, w, i, k, w->route, got);
         for (int j = 0; j < k; j++) { /* displaced natural assignments */
           int kept = 0;
           for (int q = 0; q < got && !kept; q++) kept = w->route[q] == id[j];
