@@ -105,12 +105,12 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, amoe_inspect_sta
       int t = path[i];
       for (int l = 0; l < L; l++) {
         const uint16_t *id = amoe_block_ids(&b, l, t);
-        const float *z = amoe_block_logits(&b, l, t);
+        const amoe_f16 *z = amoe_block_logits(&b, l, t);
         memcpy(s.routes + ((size_t)s.ntok * L + l) * k, id, (size_t)k * sizeof *id);
         for (int j = 0; j < k; j++) pop[(size_t)l * E + id[j]] += 1;
         if (k >= 2) { /* renormalised top-1 weight over the top-k (softmax router) */
           double sum = 0;
-          for (int j = 0; j < k; j++) sum += exp((double)z[j] - z[0]);
+          for (int j = 0; j < k; j++) sum += exp((double)amoe_f16_to_f32(z[j]) - amoe_f16_to_f32(z[0]));
           top1 += 1.0 / sum;
           top1n += 1;
         }

@@ -31,7 +31,7 @@ amoe_status amoe_block_reserve(amoe_block *b, int n, amoe_err *e) {
   }
   if (n > b->cap_n) {
     size_t lm = (size_t)b->layers * b->m;
-    size_t bytes = (size_t)n * (4 + 4 + 4 + 1) + 8 + (size_t)n * lm * (2 + 4) + 16;
+    size_t bytes = (size_t)n * (4 + 4 + 4 + 1) + (size_t)n * lm * (2 + 2) + 16;
     void *mem = malloc(bytes);
     uint8_t *dm = malloc((size_t)n);
     if (!mem || !dm) {
@@ -47,60 +47,73 @@ amoe_status amoe_block_reserve(amoe_block *b, int n, amoe_err *e) {
   }
   size_t lm = (size_t)b->layers * b->m;
   char *p = b->mem;
-  b->logits = (float *)p;   p += (size_t)b->cap_n * lm * 4;
-  b->parent = (int32_t *)p; p += (size_t)b->cap_n * 4;
-  b->logp = (float *)p;     p += (size_t)b->cap_n * 4;
-  b->score = (float *)p;    p += (size_t)b->cap_n * 4;
-  b->ids = (uint16_t *)p;   p += (size_t)b->cap_n * lm * 2;
+  b->parent = (int32_t *)p;  p += (size_t)b->cap_n * 4;
+  b->logp = (float *)p;      p += (size_t)b->cap_n * 4;
+  b->score = (float *)p;     p += (size_t)b->cap_n * 4;
+  b->logits = (amoe_f16 *)p; p += (size_t)b->cap_n * lm * 2;
+  b->ids = (uint16_t *)p;    p += (size_t)b->cap_n * lm * 2;
   b->accepted = (uint8_t *)p;
   b->depth = b->depth_mem;
   b->n = n;
   return AMOE_OK;
 }
 
-static int pair_before(float za, int ia, float zb, int ib) {
-  return za > zb || (za == zb && ia < ib);
+/* An order-preserving pair key: higher key = higher logit, then lower id. */
+static inline uint32_t pair_key(amoe_f16 z, int id) {
+  return amoe_f16_key(z) << 16 | (uint32_t)(0xffff - id);
+}
+static inline amoe_f16 key_logit(uint32_t k) { return amoe_f16_of_key(k >> 16); }
+static inline uint16_t key_id(uint32_t k) { return (uint16_t)(0xffff - (k & 0xffff)); }
+
+static int key_desc(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x < y) - (x > y);
+}
+
+/* Sorts n distinct keys descending into out: by counting ranks (branch-free,
+ * vectorised) when n is small, else qsort. */
+static void sort_keys(uint32_t *k, int n, uint32_t *out) {
+  if (n > 64) {
+    memcpy(out, k, (size_t)n * 4);
+    qsort(out, (size_t)n, 4, key_desc);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    const uint32_t v = k[i];
+    int r = 0;
+    for (int j = 0; j < n; j++) r += k[j] > v;
+    out[r] = v;
+  }
 }
 
 void amoe_block_sort_pairs(amoe_block *b, int l, int t) {
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
-  float *z = b->logits + ((size_t)l * b->n + t) * b->m;
-  for (int i = 1; i < b->m; i++) { /* insertion sort: m is small */
-    float zv = z[i];
-    uint16_t iv = id[i];
-    int j = i - 1;
-    while (j >= 0 && pair_before(zv, iv, z[j], id[j])) {
-      z[j + 1] = z[j];
-      id[j + 1] = id[j];
-      j--;
-    }
-    z[j + 1] = zv;
-    id[j + 1] = iv;
+  amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
+  uint32_t k[AMOE_MAX_EXPERTS], out[AMOE_MAX_EXPERTS];
+  for (int i = 0; i < b->m; i++) k[i] = pair_key(z[i], id[i]);
+  sort_keys(k, b->m, out);
+  for (int i = 0; i < b->m; i++) {
+    id[i] = key_id(out[i]);
+    z[i] = key_logit(out[i]);
   }
 }
 
-/* An order-preserving integer key: higher key = higher logit, then lower id. */
-static inline uint64_t pair_key(float z, int id) {
-  uint32_t u;
-  memcpy(&u, &z, 4);
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return (uint64_t)u << 16 | (uint64_t)(0xffff - id);
-}
-
-/* Selects the top m of E by a branch-free quickselect on integer keys, then
- * sorts those m (logit desc, id asc). */
+/* Rounds to f16, selects the top m by a branch-free quickselect on integer
+ * keys, then sorts those m (logit desc, id asc). */
 void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
-  float *z = b->logits + ((size_t)l * b->n + t) * b->m;
+  amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
   const int E = b->experts, m = b->m;
-  uint64_t k[AMOE_MAX_EXPERTS], tmp[AMOE_MAX_EXPERTS];
-  for (int e = 0; e < E; e++) k[e] = pair_key(zfull[e], e);
+  uint32_t k[AMOE_MAX_EXPERTS], tmp[AMOE_MAX_EXPERTS];
+  for (int e = 0; e < E; e++) k[e] = pair_key(amoe_f16_from_f32(zfull[e]), e);
   int lo = 0, hi = E; /* the m best lie in k[0..m) once lo..hi brackets m */
   while (m < E && hi - lo > 1) {
-    uint64_t piv = k[lo + ((hi - lo) >> 1)];
+    /* pivot: median of three, so a pass rarely cuts off little */
+    uint32_t a = k[lo], c = k[lo + ((hi - lo) >> 1)], d = k[hi - 1];
+    uint32_t piv = a > c ? (c > d ? c : (a > d ? d : a)) : (a > d ? a : (c > d ? d : c));
     int nb = 0, na = 0; /* greater-than-pivot first, then the rest */
     for (int i = lo; i < hi; i++) {
-      uint64_t v = k[i];
+      uint32_t v = k[i];
       int big = v > piv;
       tmp[nb] = v;
       nb += big;
@@ -108,8 +121,8 @@ void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
       na += !big;
     }
     /* k[lo..lo+na) holds the not-bigger; move them after the bigger */
-    for (int i = na - 1; i >= 0; i--) k[lo + nb + i] = k[lo + i];
-    for (int i = 0; i < nb; i++) k[lo + i] = tmp[i];
+    memmove(k + lo + nb, k + lo, (size_t)na * 4);
+    memcpy(k + lo, tmp, (size_t)nb * 4);
     int cut = lo + nb; /* k[lo..cut) > piv >= k[cut..hi) */
     if (cut == m) break;
     if (cut > m)
@@ -124,26 +137,10 @@ void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
     } else
       lo = cut;
   }
-  /* bitonic sort of the m best (padded to a power of two with zero keys,
-   * which sort last): branch-free, so random logits cost no mispredictions */
-  int n2 = 1;
-  while (n2 < m) n2 <<= 1;
-  for (int i = m; i < n2; i++) k[i] = 0;
-  for (int kk = 2; kk <= n2; kk <<= 1)
-    for (int j = kk >> 1; j > 0; j >>= 1)
-      for (int i = 0; i < n2; i++) {
-        int p = i ^ j;
-        if (p <= i) continue;
-        uint64_t x = k[i], y = k[p];
-        uint64_t mx = x > y ? x : y, mn = x > y ? y : x;
-        int desc = (i & kk) == 0;
-        k[i] = desc ? mx : mn;
-        k[p] = desc ? mn : mx;
-      }
+  sort_keys(k, m, tmp);
   for (int i = 0; i < m; i++) {
-    int e = 0xffff - (int)(k[i] & 0xffff);
-    id[i] = (uint16_t)e;
-    z[i] = zfull[e];
+    id[i] = key_id(tmp[i]);
+    z[i] = key_logit(tmp[i]);
   }
 }
 
@@ -151,7 +148,7 @@ void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
  * (the slow path of finish). */
 static amoe_status block_pair_error(const amoe_block *b, int l, int t, amoe_err *e) {
   const uint16_t *id = amoe_block_ids(b, l, t);
-  const float *z = amoe_block_logits(b, l, t);
+  const amoe_f16 *z = amoe_block_logits(b, l, t);
   for (int j = 0; j < b->m; j++) {
     if (id[j] >= b->experts)
       return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: expert id %d out of range 0..%d", l, t, id[j],
@@ -159,64 +156,67 @@ static amoe_status block_pair_error(const amoe_block *b, int l, int t, amoe_err 
     for (int i = 0; i < j; i++)
       if (id[i] == id[j])
         return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: expert %d stored twice", l, t, id[j]);
-    if (isnan(z[j]) || (isinf(z[j]) && z[j] > 0))
-      return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: logit of expert %d is not a number", l, t, id[j]);
-    if (j > 0 && !pair_before(z[j - 1], id[j - 1], z[j], id[j]))
+    if (amoe_f16_bad(z[j]))
+      return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: logit of expert %d is not a number (f16 0x%04x)",
+                       l, t, id[j], z[j]);
+    if (j > 0 && pair_key(z[j - 1], id[j - 1]) <= pair_key(z[j], id[j]))
       return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: stored logits are not in order", l, t);
   }
   return AMOE_OK;
 }
 
-amoe_status amoe_block_finish(amoe_block *b, amoe_err *e) {
-  if (b->n < 1) return amoe_fail(e, AMOE_EFORMAT, "empty block");
-  if (b->parent[0] != -1) return amoe_fail(e, AMOE_EFORMAT, "node 0 must be the root (parent -1)");
-  if (!b->accepted[0]) return amoe_fail(e, AMOE_EFORMAT, "the root must be accepted");
-  b->depth[0] = 0;
-  uint8_t *acc_child = calloc((size_t)b->n, 1);
-  if (!acc_child) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  amoe_status st = AMOE_OK;
-  for (int t = 1; t < b->n && st == AMOE_OK; t++) {
-    int p = b->parent[t];
-    if (p < 0 || p >= t)
-      st = amoe_fail(e, AMOE_EFORMAT, "node %d: parent %d must be in 0..%d", t, p, t - 1);
-    else if (b->depth[p] >= 255)
-      st = amoe_fail(e, AMOE_EFORMAT, "node %d: tree deeper than 255", t);
-    else if (b->accepted[t] > 1)
-      st = amoe_fail(e, AMOE_EFORMAT, "node %d: accepted must be 0 or 1", t);
-    else if (b->accepted[t] && !b->accepted[p])
-      st = amoe_fail(e, AMOE_EFORMAT, "node %d is accepted but its parent %d is not", t, p);
-    else if (b->accepted[t] && acc_child[p]++)
-      st = amoe_fail(e, AMOE_EFORMAT, "node %d: parent %d has two accepted children", t, p);
-    else if (!isfinite(b->logp[t]) || !isfinite(b->score[t]))
-      st = amoe_fail(e, AMOE_EFORMAT, "node %d: logp and score must be finite", t);
-    else
-      b->depth[t] = (uint8_t)(b->depth[p] + 1);
-  }
-  free(acc_child);
-  if (st != AMOE_OK) return st;
-  /* Every stored pair: id in range, logit not NaN or +inf, in order, ids
-   * unique. Separate flat passes the compiler vectorises (a trace of 590 KB
-   * blocks spends its time here); the slow path names the first bad pair. */
+amoe_status amoe_block_check_pairs(const amoe_block *b, int unique, amoe_err *e) {
+  /* Flat passes the compiler vectorises (trace replay spends its time here);
+   * the slow path names the first bad pair. */
   const size_t groups = (size_t)b->layers * b->n, total = groups * (size_t)b->m;
   const int m = b->m;
   const uint16_t E = (uint16_t)b->experts;
   unsigned bad = 0;
-  for (size_t i = 0; i < total; i++) bad |= b->ids[i] >= E;
-  for (size_t i = 0; i < total; i++) bad |= !(b->logits[i] <= 3.4e38f);
-  uint32_t seen[AMOE_MAX_EXPERTS] = {0}; /* seen[id] == g + 1: id already in group g */
-  for (size_t g = 0; g < groups && !bad; g++) {
-    const float *z = b->logits + g * m;
+  for (size_t i = 0; i < total; i++) bad |= (unsigned)(b->ids[i] >= E) | (unsigned)amoe_f16_bad(b->logits[i]);
+  /* keys strictly descending: logit order and the tie rule at once */
+  for (size_t g = 0; g < groups; g++) {
+    const amoe_f16 *z = b->logits + g * m;
     const uint16_t *id = b->ids + g * m;
-    for (int j = 1; j < m; j++) bad |= !(z[j - 1] > z[j] || (z[j - 1] == z[j] && id[j - 1] < id[j]));
-    const uint32_t stamp = (uint32_t)g + 1;
-    for (int j = 0; j < m; j++) {
-      bad |= seen[id[j]] == stamp;
-      seen[id[j]] = stamp;
+    for (int j = 1; j < m; j++) bad |= pair_key(z[j - 1], id[j - 1]) <= pair_key(z[j], id[j]);
+  }
+  if (unique && !bad) {
+    uint32_t seen[AMOE_MAX_EXPERTS] = {0}; /* seen[id] == g + 1: id already in group g */
+    for (size_t g = 0; g < groups; g++) {
+      const uint16_t *id = b->ids + g * m;
+      const uint32_t stamp = (uint32_t)g + 1;
+      for (int j = 0; j < m; j++) {
+        bad |= seen[id[j]] == stamp;
+        seen[id[j]] = stamp;
+      }
     }
   }
   for (int l = 0; l < b->layers && bad; l++)
     for (int t = 0; t < b->n; t++) AMOE_TRY(block_pair_error(b, l, t, e));
   return AMOE_OK;
+}
+
+amoe_status amoe_block_finish(amoe_block *b, amoe_block_check check, amoe_err *e) {
+  if (b->n < 1) return amoe_fail(e, AMOE_EFORMAT, "empty block");
+  if (b->parent[0] != -1) return amoe_fail(e, AMOE_EFORMAT, "node 0 must be the root (parent -1)");
+  if (!b->accepted[0]) return amoe_fail(e, AMOE_EFORMAT, "the root must be accepted");
+  b->depth[0] = 0;
+  uint8_t acc_child[AMOE_MAX_NODES];
+  memset(acc_child, 0, (size_t)b->n);
+  for (int t = 1; t < b->n; t++) {
+    int p = b->parent[t];
+    if (p < 0 || p >= t) return amoe_fail(e, AMOE_EFORMAT, "node %d: parent %d must be in 0..%d", t, p, t - 1);
+    if (b->depth[p] >= 255) return amoe_fail(e, AMOE_EFORMAT, "node %d: tree deeper than 255", t);
+    if (b->accepted[t] > 1) return amoe_fail(e, AMOE_EFORMAT, "node %d: accepted must be 0 or 1", t);
+    if (b->accepted[t] && !b->accepted[p])
+      return amoe_fail(e, AMOE_EFORMAT, "node %d is accepted but its parent %d is not", t, p);
+    if (b->accepted[t] && acc_child[p]++)
+      return amoe_fail(e, AMOE_EFORMAT, "node %d: parent %d has two accepted children", t, p);
+    if (!isfinite(b->logp[t]) || !isfinite(b->score[t]))
+      return amoe_fail(e, AMOE_EFORMAT, "node %d: logp and score must be finite", t);
+    b->depth[t] = (uint8_t)(b->depth[p] + 1);
+  }
+  if (check == AMOE_CHECK_TREE) return AMOE_OK;
+  return amoe_block_check_pairs(b, check == AMOE_CHECK_ALL, e);
 }
 
 int amoe_block_accepted_count(const amoe_block *b) {
@@ -241,6 +241,6 @@ amoe_status amoe_block_copy(amoe_block *dst, const amoe_block *src, amoe_err *e)
   memcpy(dst->accepted, src->accepted, n);
   memcpy(dst->depth, src->depth, n);
   memcpy(dst->ids, src->ids, n * lm * 2);
-  memcpy(dst->logits, src->logits, n * lm * 4);
+  memcpy(dst->logits, src->logits, n * lm * 2);
   return AMOE_OK;
 }

@@ -2,13 +2,15 @@
  * node, its parent, draft log-probability, cumulative score and whether it
  * lies on the natural accepted path, and for every MoE layer the router
  * logits stored as the top-m (expert id, logit) pairs, sorted by logit
- * descending with ties to the lower id. Entries beyond m count as -inf. */
+ * descending with ties to the lower id. Entries beyond m count as -inf.
+ * Logits are binary16 (f16.h). */
 #ifndef AMOE_BLOCK_H
 #define AMOE_BLOCK_H
 
 #include <stdint.h>
 
 #include "err.h"
+#include "f16.h"
 #include "model.h"
 
 #define AMOE_MAX_NODES 4096
@@ -25,7 +27,7 @@ typedef struct {
   uint8_t *accepted; /* 1 on the natural accepted path (root included) */
   uint8_t *depth;    /* derived by amoe_block_finish */
   uint16_t *ids;     /* [layer][node][m] */
-  float *logits;     /* [layer][node][m] */
+  amoe_f16 *logits;  /* [layer][node][m] */
   /* storage */
   int cap_n;
   int owns;          /* 0 when the arrays point into a reader's buffer */
@@ -40,18 +42,30 @@ void amoe_block_free(amoe_block *b);
 static inline const uint16_t *amoe_block_ids(const amoe_block *b, int l, int t) {
   return b->ids + ((size_t)l * b->n + t) * b->m;
 }
-static inline const float *amoe_block_logits(const amoe_block *b, int l, int t) {
+static inline const amoe_f16 *amoe_block_logits(const amoe_block *b, int l, int t) {
   return b->logits + ((size_t)l * b->n + t) * b->m;
 }
 
-/* Stores node t's layer-l logits from a full E-vector: keeps the top m. */
+/* Stores node t's layer-l logits from a full E-vector: rounds them to f16
+ * and keeps the top m. */
 void amoe_block_set_full(amoe_block *b, int l, int t, const float *z);
 /* Sorts node t's m stored pairs (logit desc, then id asc). */
 void amoe_block_sort_pairs(amoe_block *b, int l, int t);
 
-/* Derives depth and checks the tree, the accepted path and every stored
- * pair (ids in range, distinct, order). */
-amoe_status amoe_block_finish(amoe_block *b, amoe_err *e);
+/* What amoe_block_finish checks besides the tree and the accepted path. */
+typedef enum {
+  AMOE_CHECK_ALL = 0,    /* every stored pair: id in range, logit usable, order, ids distinct */
+  AMOE_CHECK_STORED = 1, /* all but distinctness: a trace block, whose writer checked it and
+                            whose checksum protects it; ranges are still checked, so a
+                            hand-made file cannot crash the reader */
+  AMOE_CHECK_TREE = 2,   /* none: pairs built by amoe_block_set_full */
+} amoe_block_check;
+
+/* Derives depth and checks the tree, the accepted path and the stored pairs
+ * as `check` says. */
+amoe_status amoe_block_finish(amoe_block *b, amoe_block_check check, amoe_err *e);
+/* Checks every stored pair (ids distinct too when `unique`). */
+amoe_status amoe_block_check_pairs(const amoe_block *b, int unique, amoe_err *e);
 
 /* Nodes on the natural accepted path (root included): τ under natural routing
  * when every node is verified. */

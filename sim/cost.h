@@ -9,12 +9,24 @@
  * layer) for n tokens reading `context` tokens of KV: max(bytes/BW, FLOPs/peak)
  * plus one launch. */
 double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int context, int is_moe);
-/* One routed expert serving n tokens: max(bytes/BW, 2·3·d·f·n/peak).
- * Inline: the run loop calls it for every executed expert of every layer. */
+/* One routed expert serving n tokens: max(bytes/BW, n · 2·3·d·f/peak). The
+ * run loop prices every expert of every layer, so the two coefficients are
+ * computed once (amoe_cost_expert_coef) and applied inline. */
+typedef struct {
+  double mem_s;       /* bytes / BW */
+  double per_token_s; /* 2·3·d·f / peak */
+} amoe_expert_coef;
+static inline amoe_expert_coef amoe_cost_expert_coef(const amoe_model *m, const amoe_hw *hw) {
+  amoe_expert_coef c = {amoe_model_expert_bytes(m) / hw->hbm_bw,
+                        2.0 * 3.0 * m->hidden * (double)m->moe_intermediate / hw->peak_flops};
+  return c;
+}
+static inline double amoe_cost_expert_at(amoe_expert_coef c, int n) {
+  double comp = c.per_token_s * n;
+  return c.mem_s > comp ? c.mem_s : comp;
+}
 static inline double amoe_cost_expert(const amoe_model *m, const amoe_hw *hw, int n) {
-  double flops = 2.0 * 3.0 * m->hidden * (double)m->moe_intermediate * n;
-  double mem = amoe_model_expert_bytes(m) / hw->hbm_bw, comp = flops / hw->peak_flops;
-  return mem > comp ? mem : comp;
+  return amoe_cost_expert_at(amoe_cost_expert_coef(m, hw), n);
 }
 /* H2D transfer of `fetched` experts. */
 double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, int fetched);

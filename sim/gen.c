@@ -502,5 +502,5 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   memcpy(g->s_last, g->state + (size_t)last * L * D, (size_t)L * D * sizeof(float));
   g->committed += amoe_block_accepted_count(b);
   g->step++;
-  return amoe_block_finish(b, e) == AMOE_OK ? 1 : -1;
+  return amoe_block_finish(b, AMOE_CHECK_TREE, e) == AMOE_OK ? 1 : -1;
 }

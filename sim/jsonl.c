@@ -9,7 +9,7 @@
 typedef struct {
   int token;
   uint16_t ids[AMOE_MAX_TOPK];
-  float z[AMOE_MAX_TOPK];
+  amoe_f16 z[AMOE_MAX_TOPK];
 } rrec;
 
 typedef struct {
@@ -166,6 +166,11 @@ static int parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err 
             break;
           }
           zfull[x] = (float)json_number_value(z);
+          if (zfull[x] > AMOE_F16_MAX) {
+            bad = LBAD("%s:%ld: logits[%d][%d][%d] = %g is beyond the binary16 range of stored logits (%g)", P,
+                       ln, l, t, x, zfull[x], AMOE_F16_MAX);
+            break;
+          }
         }
         if (!bad) amoe_block_set_full(b, l, t, zfull);
       } else {
@@ -175,7 +180,7 @@ static int parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err 
           break;
         }
         uint16_t *id = (uint16_t *)amoe_block_ids(b, l, t);
-        float *zz = (float *)amoe_block_logits(b, l, t);
+        amoe_f16 *zz = (amoe_f16 *)amoe_block_logits(b, l, t);
         for (int j = 0; j < r->m; j++) {
           json_t *pr = json_array_get(v, (size_t)j);
           json_t *pe = json_array_get(pr, 0), *pz = json_array_get(pr, 1);
@@ -186,7 +191,13 @@ static int parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err 
             break;
           }
           id[j] = (uint16_t)json_integer_value(pe);
-          zz[j] = (float)json_number_value(pz);
+          double zv = json_number_value(pz);
+          if (zv > AMOE_F16_MAX) {
+            bad = LBAD("%s:%ld: topk[%d][%d][%d] logit %g is beyond the binary16 range of stored logits (%g)",
+                       P, ln, l, t, j, zv, AMOE_F16_MAX);
+            break;
+          }
+          zz[j] = amoe_f16_from_f32((float)zv); /* far below -65504: -inf, a masked expert */
         }
         if (!bad) amoe_block_sort_pairs(b, l, t);
       }
@@ -198,7 +209,7 @@ static int parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err 
   b->index = r->count;
   b->request = json_is_integer(rq) ? (uint32_t)json_integer_value(rq) : 0;
   b->step = json_is_integer(st) ? (uint32_t)json_integer_value(st) : (uint32_t)r->count;
-  if (amoe_block_finish(b, e) != AMOE_OK) {
+  if (amoe_block_finish(b, AMOE_CHECK_ALL, e) != AMOE_OK) {
     amoe_err_prefix(e, "%s:%ld", P, ln);
     return -(int)AMOE_EFORMAT;
   }
@@ -225,14 +236,14 @@ int amoe_jsonl_next(amoe_jsonl_reader *r, amoe_block *b, amoe_err *e) {
       for (int l = 0; l < r->layers; l++) {
         const rrec *rec = &p->layer[l][r->cur_tok + t];
         memcpy((uint16_t *)amoe_block_ids(b, l, t), rec->ids, (size_t)r->m * 2);
-        memcpy((float *)amoe_block_logits(b, l, t), rec->z, (size_t)r->m * 4);
+        memcpy((amoe_f16 *)amoe_block_logits(b, l, t), rec->z, (size_t)r->m * 2);
       }
     }
     b->index = r->count++;
     b->request = (uint32_t)r->cur_prob;
     b->step = (uint32_t)r->cur_step++;
     r->cur_tok += n;
-    return amoe_block_finish(b, e) == AMOE_OK ? 1 : -(int)AMOE_EFORMAT;
+    return amoe_block_finish(b, AMOE_CHECK_ALL, e) == AMOE_OK ? 1 : -(int)AMOE_EFORMAT;
   }
   if (!next_line(r)) return 0;
   json_error_t je;
@@ -348,14 +359,14 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
           st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: gating_probs[%d] must be in (0, 1]", path, r->lineno, j);
         else {
           w->rec.ids[j] = (uint16_t)json_integer_value(xe);
-          w->rec.z[j] = (float)log(p); /* softmax over the top-k gives back the renormalised weights */
+          w->rec.z[j] = amoe_f16_from_f32((float)log(p)); /* softmax over the top-k gives back the renormalised weights */
         }
       }
       for (int i = 1; i < top_k; i++) /* logit desc, ties lower id */
-        for (int j = i; j > 0 && (w->rec.z[j] > w->rec.z[j - 1] ||
+        for (int j = i; j > 0 && (amoe_f16_key(w->rec.z[j]) > amoe_f16_key(w->rec.z[j - 1]) ||
                                   (w->rec.z[j] == w->rec.z[j - 1] && w->rec.ids[j] < w->rec.ids[j - 1]));
              j--) {
-          float tz = w->rec.z[j];
+          amoe_f16 tz = w->rec.z[j];
           uint16_t ti2 = w->rec.ids[j];
           w->rec.z[j] = w->rec.z[j - 1];
           w->rec.ids[j] = w->rec.ids[j - 1];
@@ -453,7 +464,7 @@ amoe_status amoe_blocks_jsonl_write(FILE *f, const amoe_block *b, amoe_err *e) {
     json_t *nodes = json_array();
     for (int t = 0; t < b->n; t++) {
       const uint16_t *id = amoe_block_ids(b, l, t);
-      const float *z = amoe_block_logits(b, l, t);
+      const amoe_f16 *z = amoe_block_logits(b, l, t);
       json_t *v = json_array();
       if (full) {
         double *vals = malloc((size_t)b->experts * sizeof *vals);
@@ -463,14 +474,15 @@ amoe_status amoe_blocks_jsonl_write(FILE *f, const amoe_block *b, amoe_err *e) {
           json_decref(o);
           return amoe_fail(e, AMOE_ENOMEM, "out of memory");
         }
-        for (int j = 0; j < b->m; j++) vals[id[j]] = z[j];
-        for (int x = 0; x < b->experts; x++) json_array_append_new(v, json_real(vals[x]));
+        for (int j = 0; j < b->m; j++) vals[id[j]] = amoe_f16_to_f32(z[j]);
+        for (int x = 0; x < b->experts; x++) json_array_append_new(v, json_real(isinf(vals[x]) ? -1e30 : vals[x]));
         free(vals);
       } else {
         for (int j = 0; j < b->m; j++) {
           json_t *pr = json_array();
           json_array_append_new(pr, json_integer(id[j]));
-          json_array_append_new(pr, isinf(z[j]) ? json_real(-1e30) : json_real(z[j]));
+          const float zj = amoe_f16_to_f32(z[j]);
+          json_array_append_new(pr, isinf(zj) ? json_real(-1e30) : json_real(zj));
           json_array_append_new(v, pr);
         }
       }

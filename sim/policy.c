@@ -37,16 +37,47 @@ size_t amoe_draft_scratch_bytes(int n, int layers, int experts) {
   return (size_t)n * (16 + (size_t)layers * AMOE_MAX_TOPK * 2) + (size_t)layers * experts * 3 + 4096;
 }
 
+/* e^x for the router: Cody-Waite reduction to r in [-ln2/2, ln2/2], a
+ * degree-6 Taylor polynomial (relative error < 2e-7), then 2^n by exponent
+ * arithmetic. Plain float operations: the same bits on every IEEE host, and
+ * the loops that call it vectorise (libm's expf does neither). */
+static inline float router_exp(float x0) {
+  float x = x0 < -86.0f ? -86.0f : (x0 > 88.0f ? 88.0f : x0); /* keeps 2^n a normal float */
+  const float shift = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  float n = (x * 1.44269504f + shift) - shift;
+  float r = (x - n * 0.693145752f) - n * 1.42860677e-06f; /* ln 2 split in two */
+  float p = 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t bits;
+  memcpy(&bits, &p, 4);
+  bits += (int32_t)n * (1 << 23);
+  memcpy(&p, &bits, 4);
+  return x0 < -86.0f ? 0.0f : p; /* below e^-86 (and -inf, a masked expert): 0 */
+}
+
 void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {
-  const float *z = amoe_block_logits(b, l, t);
+  const amoe_f16 *z = amoe_block_logits(b, l, t);
+  const int m = b->m;
+  float zf[AMOE_MAX_EXPERTS];
+  for (int j = 0; j < m; j++) zf[j] = amoe_f16_to_f32(z[j]);
   if (router == AMOE_ROUTER_SIGMOID_NORM) {
-    for (int j = 0; j < b->m; j++) out[j] = 1.0f / (1.0f + expf(-z[j]));
+    for (int j = 0; j < m; j++) out[j] = 1.0f / (1.0f + router_exp(-zf[j]));
     return;
   }
-  float sum = 0;
-  for (int j = 0; j < b->m; j++) sum += out[j] = expf(z[j] - z[0]);
-  float inv = 1.0f / sum;
-  for (int j = 0; j < b->m; j++) out[j] *= inv;
+  const float z0 = zf[0];
+  for (int j = 0; j < m; j++) out[j] = router_exp(zf[j] - z0);
+  float s[4] = {0, 0, 0, 0}; /* four fixed partial sums: a defined order, no serial chain */
+  int j = 0;
+  for (; j + 4 <= m; j += 4)
+    for (int q = 0; q < 4; q++) s[q] += out[j + q];
+  for (; j < m; j++) s[0] += out[j];
+  const float inv = 1.0f / ((s[0] + s[1]) + (s[2] + s[3]));
+  for (j = 0; j < m; j++) out[j] *= inv;
 }
 
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {

@@ -141,27 +141,33 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
              (M->layers - M->moe_layers) * amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 0);
   double sum_u = 0, sum_s = 0, sum_x = 0, sum_f = 0;
   amoe_totals *tt = &rs->res->tot;
+  const amoe_expert_coef ec = amoe_cost_expert_coef(M, HW);
   for (int l = 0; l < L; l++) {
-    memset(w->U, 0, (size_t)E);
     memset(w->count, 0, (size_t)E * sizeof(int));
-    for (int i = 0; i < nn; i++) {
-      const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
-      for (int j = 0; j < k; j++) w->U[id[j]] = 1;
-    }
     int nu = 0, ns = E, nx = 0, nf = 0;
-    for (int x = 0; x < E; x++) nu += w->U[x];
+    if (natural) { /* the union is where the counts are nonzero */
+      for (int i = 0; i < nn; i++) {
+        const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
+        for (int j = 0; j < k; j++) w->count[id[j]]++;
+      }
+      for (int x = 0; x < E; x++) nu += w->U[x] = w->count[x] > 0;
+    } else {
+      memset(w->U, 0, (size_t)E);
+      for (int i = 0; i < nn; i++) {
+        const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
+        for (int j = 0; j < k; j++) w->U[id[j]] = 1;
+      }
+      for (int x = 0; x < E; x++) nu += w->U[x];
+    }
     const uint8_t *resident = rs->cache ? res_layers[l] : NULL;
     const int want_routes = h && h->on_route && !record_only;
     if (natural) {
       memset(w->S, 1, (size_t)E);
-      for (int i = 0; i < nn; i++) {
-        const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
-        for (int j = 0; j < k; j++) w->count[id[j]]++;
-        if (want_routes) {
+      if (want_routes)
+        for (int i = 0; i < nn; i++) {
           probs_of(w, b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
-          record_route(b, l, w, i, k, id, k);
+          record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k);
         }
-      }
     } else {
       for (int i = 0; i < nn; i++) probs_of(w, b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
       amoe_vctx vc = {b, l, k, E, M->router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
@@ -186,12 +192,12 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
     }
     tt->assignments += record_only ? 0 : (double)nn * k;
     double t_moe = HW->launch_s;
-    for (int x = 0; x < E; x++) {
-      w->X[x] = w->count[x] > 0;
+    for (int x = 0; x < E; x++) { /* no branch: about half the experts run, at random */
+      const int run = w->count[x] > 0;
+      w->X[x] = (uint8_t)run;
       w->F[x] = 0;
-      if (!w->X[x]) continue;
-      nx++;
-      t_moe += amoe_cost_expert(M, HW, w->count[x]);
+      nx += run;
+      t_moe += run ? amoe_cost_expert_at(ec, w->count[x]) : 0.0;
     }
     for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
     int hits = 0;

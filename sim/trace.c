@@ -17,15 +17,18 @@ typedef struct {
   size_t parent, logp, score, accepted, ids, logits, total;
 } layout;
 
-static layout layout_of(size_t n, size_t lnm) {
+/* Bytes per stored expert id: one while every id fits. */
+static size_t id_bytes(int experts) { return experts <= 256 ? 1 : 2; }
+
+static layout layout_of(size_t n, size_t lnm, size_t idb) {
   layout o;
   o.parent = 16;
   o.logp = o.parent + pad8(4 * n);
   o.score = o.logp + pad8(4 * n);
   o.accepted = o.score + pad8(4 * n);
   o.ids = o.accepted + pad8(n);
-  o.logits = o.ids + pad8(2 * lnm);
-  o.total = o.logits + pad8(4 * lnm);
+  o.logits = o.ids + pad8(idb * lnm);
+  o.total = o.logits + pad8(2 * lnm);
   return o;
 }
 
@@ -133,8 +136,13 @@ amoe_status amoe_trace_create(amoe_trace_writer **out, const char *path, int lay
 amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err *e) {
   if (b->layers != w->layers || b->m != w->m || b->experts != w->experts)
     return amoe_fail(e, AMOE_EINVAL, "%s: block shape differs from the trace header", w->path);
+  /* the reader leaves distinct ids to the checksum: check them here */
+  if (amoe_block_check_pairs(b, 1, e) != AMOE_OK) {
+    amoe_err_prefix(e, "%s: block %llu", w->path, (unsigned long long)w->count);
+    return AMOE_EFORMAT;
+  }
   size_t n = (size_t)b->n, lnm = (size_t)b->layers * n * b->m;
-  layout o = layout_of(n, lnm);
+  layout o = layout_of(n, lnm, id_bytes(w->experts));
   if (o.total > w->buf_cap) {
     unsigned char *nb = realloc(w->buf, o.total);
     if (!nb) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
@@ -151,8 +159,11 @@ amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err
   memcpy(p + o.logp, b->logp, 4 * n);
   memcpy(p + o.score, b->score, 4 * n);
   memcpy(p + o.accepted, b->accepted, n);
-  memcpy(p + o.ids, b->ids, 2 * lnm);
-  memcpy(p + o.logits, b->logits, 4 * lnm);
+  if (id_bytes(w->experts) == 1)
+    for (size_t i = 0; i < lnm; i++) p[o.ids + i] = (unsigned char)b->ids[i];
+  else
+    memcpy(p + o.ids, b->ids, 2 * lnm);
+  memcpy(p + o.logits, b->logits, 2 * lnm);
   if (w->count == w->cap) {
     uint64_t nc = w->cap ? 2 * w->cap : 1024;
     uint64_t *no = realloc(w->offsets, nc * 8);
@@ -221,6 +232,8 @@ struct amoe_trace_reader {
   size_t buf_cap;
   uint8_t *depth;
   size_t depth_cap;
+  uint16_t *ids; /* widened ids when the file stores them as bytes */
+  size_t ids_cap;
 };
 
 const amoe_trace_info *amoe_trace_info_of(const amoe_trace_reader *r) { return &r->info; }
@@ -241,6 +254,7 @@ void amoe_trace_close_reader(amoe_trace_reader *r) {
   free(r->info.provenance);
   free(r->buf);
   free(r->depth);
+  free(r->ids);
   free(r);
 }
 
@@ -277,7 +291,7 @@ amoe_status amoe_trace_open(amoe_trace_reader **out, const char *path, amoe_err 
   memcpy(&plen, h + 48, 4);
   r->file_bytes = (uint64_t)sb.st_size;
   if (v32[0] != AMOE_TRACE_VERSION)
-    st = amoe_fail(e, AMOE_EFORMAT, "%s: byte offset 8: version %u, this build reads %u", path, v32[0],
+    st = amoe_fail(e, AMOE_EFORMAT, "%s: byte offset 8: version %u, this build reads %u (re-create the trace with this build)", path, v32[0],
                    AMOE_TRACE_VERSION);
   else if (v32[2] < 1 || v32[2] > 256 || v32[3] < 2 || v32[3] > 1024 || v32[4] < 1 ||
            v32[4] > v32[3] || v32[5] < v32[4] || v32[5] > v32[3])
@@ -355,7 +369,8 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
     return BAD("%s: block %llu at byte offset %llu: node count %u out of range 1..%d", r->path,
                (unsigned long long)bi, (unsigned long long)(at + 4), n, AMOE_MAX_NODES);
   size_t lnm = (size_t)r->info.layers * n * r->info.m;
-  layout o = layout_of(n, lnm);
+  const size_t idb = id_bytes(r->info.experts);
+  layout o = layout_of(n, lnm, idb);
   if (pb != o.total)
     return BAD("%s: block %llu at byte offset %llu: payload length %llu, expected %zu for %u nodes", r->path,
                (unsigned long long)bi, (unsigned long long)(at + 8), (unsigned long long)pb, o.total, n);
@@ -385,6 +400,12 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
     r->depth = nd;
     r->depth_cap = n;
   }
+  if (idb == 1 && lnm > r->ids_cap) {
+    uint16_t *ni = realloc(r->ids, lnm * 2);
+    if (!ni) return -(int)amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    r->ids = ni;
+    r->ids_cap = lnm;
+  }
   /* point the block into our buffer */
   if (b->owns) amoe_block_free(b);
   free(b->depth_mem);
@@ -403,12 +424,17 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   b->logp = (float *)(void *)(r->buf + o.logp);
   b->score = (float *)(void *)(r->buf + o.score);
   b->accepted = r->buf + o.accepted;
-  b->ids = (uint16_t *)(void *)(r->buf + o.ids);
-  b->logits = (float *)(void *)(r->buf + o.logits);
+  if (idb == 1) {
+    const unsigned char *src = r->buf + o.ids;
+    for (size_t i = 0; i < lnm; i++) r->ids[i] = src[i];
+    b->ids = r->ids;
+  } else
+    b->ids = (uint16_t *)(void *)(r->buf + o.ids);
+  b->logits = (amoe_f16 *)(void *)(r->buf + o.logits);
   b->depth = r->depth;
   r->pos = at + BLK_HDR + pb;
   r->next_index++;
-  amoe_status st = amoe_block_finish(b, e);
+  amoe_status st = amoe_block_finish(b, AMOE_CHECK_STORED, e);
   if (st != AMOE_OK) {
     amoe_err_prefix(e, "%s: block %llu at byte offset %llu", r->path, (unsigned long long)bi,
                     (unsigned long long)at);

@@ -1,12 +1,13 @@
-/* The native binary trace `.amt` (DESIGN §5), little-endian, version 1.
+/* The native binary trace `.amt` (DESIGN §5), little-endian, version 2.
  *
  *   header  magic "AMOETRC\0" | u32 version | u32 header_bytes
  *           u32 moe_layers | u32 experts | u32 top_k | u32 m
  *           u64 block_count | u64 table_offset | u32 provenance_bytes | provenance (JSON)
  *   blocks  each: u32 "AMB1" | u32 n | u64 payload_bytes | u64 checksum | payload
  *           payload: u64 index | u32 request | u32 step | i32 parent[n] | f32 logp[n]
- *                    | f32 score[n] | u8 accepted[n] | u16 ids[L·n·m] | f32 logits[L·n·m]
- *                    (each array padded to 8 bytes)
+ *                    | f32 score[n] | u8 accepted[n] | ids[L·n·m] | f16 logits[L·n·m]
+ *                    (ids u8 when experts <= 256, else u16; each array padded
+ *                    to 8 bytes)
  *   table   u64 offset[block_count] | u64 checksum of the table
  *
  * A reader streams blocks through one reusable buffer, so memory does not
@@ -21,7 +22,7 @@
 #include "block.h"
 #include "err.h"
 
-#define AMOE_TRACE_VERSION 1u
+#define AMOE_TRACE_VERSION 2u
 
 typedef struct {
   int layers, experts, top_k, m;

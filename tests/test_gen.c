@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     amoe_source_next(src, &a, &e);
     amoe_source_next(src2, &b, &e);
     same &= a.n == b.n && !memcmp(a.ids, b.ids, (size_t)a.n * 32 * 8 * 2) &&
-            !memcmp(a.logits, b.logits, (size_t)a.n * 32 * 8 * 4) && !memcmp(a.accepted, b.accepted, (size_t)a.n);
+            !memcmp(a.logits, b.logits, (size_t)a.n * 32 * 8 * 2) && !memcmp(a.accepted, b.accepted, (size_t)a.n);
   }
   CHECK(same, "same seed, same blocks");
   amoe_source_close(src2);

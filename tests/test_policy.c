@@ -55,7 +55,7 @@ static void hand_block(void) {
   node(&b, 1, 0, 1, 2, 3, l9);    /* depth 1, on the accepted path */
   node(&b, 2, 0, 0, 2, 4, l9);    /* depth 1 */
   node(&b, 3, 1, 1, 2, 5, l9);    /* depth 2, accepted */
-  CHECK(amoe_block_finish(&b, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_block_finish(&b, AMOE_CHECK_ALL, &e) == AMOE_OK, "%s", e.msg);
   amoe_policy_row row = {0};
   row.beta = 0.5;
   uint8_t S[E];

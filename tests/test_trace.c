@@ -32,7 +32,7 @@ static int same_block(const amoe_block *a, const amoe_block *b) {
   size_t n = (size_t)a->n, lnm = (size_t)a->layers * n * a->m;
   return !memcmp(a->parent, b->parent, n * 4) && !memcmp(a->logp, b->logp, n * 4) &&
          !memcmp(a->score, b->score, n * 4) && !memcmp(a->accepted, b->accepted, n) &&
-         !memcmp(a->ids, b->ids, lnm * 2) && !memcmp(a->logits, b->logits, lnm * 4);
+         !memcmp(a->ids, b->ids, lnm * 2) && !memcmp(a->logits, b->logits, lnm * 2);
 }
 
 int main(void) {
