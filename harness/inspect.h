@@ -1,7 +1,9 @@
 /* `acceptmoe inspect`: what a workload looks like. Window-union curves over
  * the committed token stream (mean distinct experts per layer over W
  * consecutive committed tokens of a request), the accept-length histogram,
- * the mean renormalised top-1 weight and expert popularity. */
+ * the mean renormalised top-1 weight and expert popularity. It also checks
+ * every stored pair of every block (order, distinct ids, usable logits),
+ * which trace replay leaves to the writer and the checksum. */
 #ifndef AMOE_INSPECT_H
 #define AMOE_INSPECT_H
 

@@ -165,28 +165,45 @@ static amoe_status block_pair_error(const amoe_block *b, int l, int t, amoe_err 
   return AMOE_OK;
 }
 
+/* A signed 16-bit key of an f16: s(a) > s(b) iff a > b (no NaN, no -0). */
+static inline int16_t skey16(int16_t h) { return (int16_t)(h ^ ((h >> 15) & 0x7fff)); }
+
+/* 1 when pair (z1, i1) is unusable or may not follow (z0, i0): id out of
+ * range, NaN/+inf/-0 logit, or not after (z0, i0) in (logit desc, id asc).
+ * 16-bit lanes throughout, so the loops below vectorise 8 pairs wide. */
+static inline uint16_t pair_flaw(int16_t z0, int16_t i0, int16_t z1, int16_t i1, int16_t emax) {
+  const int16_t s0 = skey16(z0), s1 = skey16(z1), a = (int16_t)(z1 & 0x7fff);
+  return (uint16_t)((s1 > s0) | ((s0 == s1) & (i0 >= i1)) | (i1 > emax) | (i1 < 0) | (a > 0x7c00) |
+                    (z1 == 0x7c00) | (z1 == (int16_t)0x8000));
+}
+
 amoe_status amoe_block_check_pairs(const amoe_block *b, int unique, amoe_err *e) {
-  /* Flat passes the compiler vectorises (trace replay spends its time here);
-   * the slow path names the first bad pair. */
-  const size_t groups = (size_t)b->layers * b->n, total = groups * (size_t)b->m;
+  /* One pass over every pair; a flaw is OR-ed into its position's slot, and
+   * the first pair of every group only compares against a sentinel (the
+   * pair before it belongs to another group). The slow path names the first
+   * bad pair. Trace replay spends much of its time here. */
+  const size_t groups = (size_t)b->layers * b->n;
   const int m = b->m;
-  const uint16_t E = (uint16_t)b->experts;
-  unsigned bad = 0;
-  for (size_t i = 0; i < total; i++) bad |= (unsigned)(b->ids[i] >= E) | (unsigned)amoe_f16_bad(b->logits[i]);
-  /* keys strictly descending: logit order and the tie rule at once */
-  for (size_t g = 0; g < groups; g++) {
-    const amoe_f16 *z = b->logits + g * m;
-    const uint16_t *id = b->ids + g * m;
-    for (int j = 1; j < m; j++) bad |= pair_key(z[j - 1], id[j - 1]) <= pair_key(z[j], id[j]);
+  const int16_t emax = (int16_t)(b->experts - 1);
+  const int16_t *z = (const int16_t *)b->logits, *id = (const int16_t *)b->ids;
+  uint16_t acc[AMOE_MAX_EXPERTS] = {0};
+  unsigned bad = pair_flaw(0x7bff, -1, z[0], id[0], emax); /* 0x7bff: the largest finite f16 */
+  for (int j = 1; j < m; j++) acc[j] |= pair_flaw(z[j - 1], id[j - 1], z[j], id[j], emax);
+  for (size_t g = 1; g < groups; g++) {
+    const int16_t *zg = z + g * m, *ig = id + g * m;
+    for (int j = 0; j < m; j++) acc[j] |= pair_flaw(zg[j - 1], ig[j - 1], zg[j], ig[j], emax);
   }
+  /* position 0 compared across groups: recheck it alone against the sentinel */
+  for (size_t g = 1; g < groups; g++) bad |= pair_flaw(0x7bff, -1, z[g * m], id[g * m], emax);
+  for (int j = 1; j < m; j++) bad |= acc[j];
   if (unique && !bad) {
     uint32_t seen[AMOE_MAX_EXPERTS] = {0}; /* seen[id] == g + 1: id already in group g */
     for (size_t g = 0; g < groups; g++) {
-      const uint16_t *id = b->ids + g * m;
+      const uint16_t *ids = b->ids + g * m;
       const uint32_t stamp = (uint32_t)g + 1;
       for (int j = 0; j < m; j++) {
-        bad |= seen[id[j]] == stamp;
-        seen[id[j]] = stamp;
+        bad |= seen[ids[j]] == stamp;
+        seen[ids[j]] = stamp;
       }
     }
   }
@@ -215,8 +232,7 @@ amoe_status amoe_block_finish(amoe_block *b, amoe_block_check check, amoe_err *e
       return amoe_fail(e, AMOE_EFORMAT, "node %d: logp and score must be finite", t);
     b->depth[t] = (uint8_t)(b->depth[p] + 1);
   }
-  if (check == AMOE_CHECK_TREE) return AMOE_OK;
-  return amoe_block_check_pairs(b, check == AMOE_CHECK_ALL, e);
+  return check == AMOE_CHECK_ALL ? amoe_block_check_pairs(b, 1, e) : AMOE_OK;
 }
 
 int amoe_block_accepted_count(const amoe_block *b) {

@@ -54,15 +54,14 @@ void amoe_block_sort_pairs(amoe_block *b, int l, int t);
 
 /* What amoe_block_finish checks besides the tree and the accepted path. */
 typedef enum {
-  AMOE_CHECK_ALL = 0,    /* every stored pair: id in range, logit usable, order, ids distinct */
-  AMOE_CHECK_STORED = 1, /* all but distinctness: a trace block, whose writer checked it and
-                            whose checksum protects it; ranges are still checked, so a
-                            hand-made file cannot crash the reader */
-  AMOE_CHECK_TREE = 2,   /* none: pairs built by amoe_block_set_full */
+  AMOE_CHECK_ALL = 0, /* every stored pair: id in range, logit usable, order, ids distinct */
+  AMOE_CHECK_TREE = 1 /* no pair: built by amoe_block_set_full, or read from a trace (whose
+                         writer checked every pair, whose checksum protects them, and whose
+                         reader checks the id ranges a crash could come from) */
 } amoe_block_check;
 
-/* Derives depth and checks the tree, the accepted path and the stored pairs
- * as `check` says. */
+/* Derives depth and checks the tree, the accepted path and, as `check`
+ * says, the stored pairs. */
 amoe_status amoe_block_finish(amoe_block *b, amoe_block_check check, amoe_err *e);
 /* Checks every stored pair (ids distinct too when `unique`). */
 amoe_status amoe_block_check_pairs(const amoe_block *b, int unique, amoe_err *e);

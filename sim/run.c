@@ -142,22 +142,29 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
   double sum_u = 0, sum_s = 0, sum_x = 0, sum_f = 0;
   amoe_totals *tt = &rs->res->tot;
   const amoe_expert_coef ec = amoe_cost_expert_coef(M, HW);
+  /* When even all nn tokens on one expert cost less compute than its bytes,
+   * every executed expert costs exactly its bytes: then only the executed
+   * set matters, and the per-expert token counts are not kept. */
+  const int by_count = ec.per_token_s * nn > ec.mem_s;
   for (int l = 0; l < L; l++) {
-    memset(w->count, 0, (size_t)E * sizeof(int));
     int nu = 0, ns = E, nx = 0, nf = 0;
-    if (natural) { /* the union is where the counts are nonzero */
+    if (natural && by_count) { /* the union is where the counts are nonzero */
+      memset(w->count, 0, (size_t)E * sizeof(int));
       for (int i = 0; i < nn; i++) {
         const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
         for (int j = 0; j < k; j++) w->count[id[j]]++;
       }
       for (int x = 0; x < E; x++) nu += w->U[x] = w->count[x] > 0;
     } else {
-      memset(w->U, 0, (size_t)E);
+      uint8_t *restrict U = w->U; /* a byte store may alias anything: keep the pointer local */
+      const int *restrict nodes = w->nodes;
+      memset(U, 0, (size_t)E);
       for (int i = 0; i < nn; i++) {
-        const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
-        for (int j = 0; j < k; j++) w->U[id[j]] = 1;
+        const uint16_t *restrict id = amoe_block_ids(b, l, nodes[i]);
+        for (int j = 0; j < k; j++) U[id[j]] = 1;
       }
-      for (int x = 0; x < E; x++) nu += w->U[x];
+      for (int x = 0; x < E; x++) nu += U[x];
+      if (natural) memcpy(w->X, U, (size_t)E);
     }
     const uint8_t *resident = rs->cache ? res_layers[l] : NULL;
     const int want_routes = h && h->on_route && !record_only;
@@ -175,10 +182,17 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
       rs->ver->select(&vc, w->S);
       ns = 0;
       for (int x = 0; x < E; x++) ns += w->S[x];
+      if (by_count)
+        memset(w->count, 0, (size_t)E * sizeof(int));
+      else
+        memset(w->X, 0, (size_t)E);
       for (int i = 0; i < nn; i++) {
         const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
         int got = amoe_route_constrained(b, l, w->nodes[i], k, w->S, w->route);
-        for (int j = 0; j < got; j++) w->count[w->route[j]]++;
+        if (by_count)
+          for (int j = 0; j < got; j++) w->count[w->route[j]]++;
+        else
+          for (int j = 0; j < got; j++) w->X[w->route[j]] = 1;
         if (want_routes) record_route(b, l, w, i, k, w->route, got);
         for (int j = 0; j < k; j++) { /* displaced natural assignments */
           int kept = 0;
@@ -192,13 +206,21 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
     }
     tt->assignments += record_only ? 0 : (double)nn * k;
     double t_moe = HW->launch_s;
-    for (int x = 0; x < E; x++) { /* no branch: about half the experts run, at random */
-      const int run = w->count[x] > 0;
-      w->X[x] = (uint8_t)run;
-      w->F[x] = 0;
-      nx += run;
-      t_moe += run ? amoe_cost_expert_at(ec, w->count[x]) : 0.0;
-    }
+    /* no branches: about half the experts run, at random */
+    if (by_count)
+      for (int x = 0; x < E; x++) {
+        const int run = w->count[x] > 0;
+        w->X[x] = (uint8_t)run;
+        w->F[x] = 0;
+        nx += run;
+        t_moe += run ? amoe_cost_expert_at(ec, w->count[x]) : 0.0;
+      }
+    else
+      for (int x = 0; x < E; x++) {
+        w->F[x] = 0;
+        nx += w->X[x];
+        t_moe += w->X[x] ? ec.mem_s : 0.0;
+      }
     for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
     int hits = 0;
     if (rs->cache) {

@@ -33,12 +33,15 @@ static layout layout_of(size_t n, size_t lnm, size_t idb) {
 }
 
 uint64_t amoe_trace_checksum(const void *data, size_t bytes) {
+  /* eight independent multiply-xorshift lanes over 8-byte words: a lane's
+   * multiply latency hides behind the other seven */
   const unsigned char *p = data;
-  uint64_t h[4] = {0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL, 0xa4093822299f31d0ULL,
-                   0x082efa98ec4e6c89ULL};
+  uint64_t h[8] = {0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL, 0xa4093822299f31d0ULL,
+                   0x082efa98ec4e6c89ULL, 0x452821e638d01377ULL, 0xbe5466cf34e90c6cULL,
+                   0xc0ac29b7c97c50ddULL, 0x3f84d5b5b5470917ULL};
   size_t words = bytes / 8, i = 0;
-  for (; i + 4 <= words; i += 4)
-    for (int j = 0; j < 4; j++) {
+  for (; i + 8 <= words; i += 8)
+    for (int j = 0; j < 8; j++) {
       uint64_t w;
       memcpy(&w, p + 8 * (i + j), 8);
       h[j] = (h[j] ^ w) * 0x100000001b3ULL;
@@ -51,7 +54,8 @@ uint64_t amoe_trace_checksum(const void *data, size_t bytes) {
     h[0] ^= h[0] >> 29;
   }
   for (size_t k = words * 8; k < bytes; k++) h[1] = (h[1] ^ p[k]) * 0x100000001b3ULL;
-  uint64_t x = h[0] ^ (h[1] * 31) ^ (h[2] * 131) ^ (h[3] * 1313) ^ bytes;
+  uint64_t x = bytes;
+  for (int j = 0; j < 8; j++) x = (x ^ h[j]) * 0x9e3779b97f4a7c15ULL, x ^= x >> 32;
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
   return x ^ (x >> 33);
@@ -424,17 +428,40 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   b->logp = (float *)(void *)(r->buf + o.logp);
   b->score = (float *)(void *)(r->buf + o.score);
   b->accepted = r->buf + o.accepted;
-  if (idb == 1) {
-    const unsigned char *src = r->buf + o.ids;
-    for (size_t i = 0; i < lnm; i++) r->ids[i] = src[i];
-    b->ids = r->ids;
-  } else
-    b->ids = (uint16_t *)(void *)(r->buf + o.ids);
   b->logits = (amoe_f16 *)(void *)(r->buf + o.logits);
   b->depth = r->depth;
+  /* Ids index arrays everywhere: check their range here (the one check a
+   * crash could come from). Order, distinct ids and usable logits were
+   * checked by the writer and are protected by the checksum;
+   * `acceptmoe inspect` checks them again. */
+  const unsigned emax = (unsigned)r->info.experts - 1;
+  unsigned over = 0;
+  if (idb == 1) { /* widen to u16 and check in one vectorised pass */
+    const uint8_t *restrict src = r->buf + o.ids, em8 = (uint8_t)emax;
+    uint16_t *restrict dst = r->ids;
+    uint8_t over8 = 0;
+    for (size_t i = 0; i < lnm; i++) {
+      over8 |= (uint8_t)(src[i] > em8);
+      dst[i] = src[i];
+    }
+    over = over8;
+    b->ids = r->ids;
+  } else {
+    b->ids = (uint16_t *)(void *)(r->buf + o.ids);
+    const uint16_t em16 = (uint16_t)emax;
+    uint16_t over16 = 0;
+    for (size_t i = 0; i < lnm; i++) over16 |= (uint16_t)(b->ids[i] > em16);
+    over = over16;
+  }
+  if (over) {
+    size_t i = 0;
+    while (b->ids[i] <= emax) i++;
+    return BAD("%s: block %llu at byte offset %llu: expert id %u out of range 0..%u", r->path,
+               (unsigned long long)bi, (unsigned long long)(at + BLK_HDR + o.ids + i * idb), b->ids[i], emax);
+  }
   r->pos = at + BLK_HDR + pb;
   r->next_index++;
-  amoe_status st = amoe_block_finish(b, AMOE_CHECK_STORED, e);
+  amoe_status st = amoe_block_finish(b, AMOE_CHECK_TREE, e);
   if (st != AMOE_OK) {
     amoe_err_prefix(e, "%s: block %llu at byte offset %llu", r->path, (unsigned long long)bi,
                     (unsigned long long)at);
