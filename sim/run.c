@@ -215,12 +215,15 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         nx += run;
         t_moe += run ? amoe_cost_expert_at(ec, w->count[x]) : 0.0;
       }
-    else
+    else {
+      const uint8_t *restrict X = w->X;
+      uint8_t *restrict F = w->F;
       for (int x = 0; x < E; x++) {
-        w->F[x] = 0;
-        nx += w->X[x];
-        t_moe += w->X[x] ? ec.mem_s : 0.0;
+        F[x] = 0;
+        nx += X[x];
       }
+      t_moe += nx * ec.mem_s;
+    }
     for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
     int hits = 0;
     if (rs->cache) {
