@@ -48,7 +48,7 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e);
 amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e);
 void amoe_trace_close_reader(amoe_trace_reader *r);
 
-/* Checksum used by the format (8 independent lanes over 8-byte words). */
+/* Checksum used by the format (eight multiply-add lanes over 64-byte stripes). */
 uint64_t amoe_trace_checksum(const void *data, size_t bytes);
 
 /* Is this file an .amt trace (by its magic)? */
