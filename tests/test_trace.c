@@ -27,6 +27,51 @@ static amoe_gen_params params(void) {
   return p;
 }
 
+/* The format's checksum written out plainly, lane by lane: the library's
+ * SSE2 path must give the same value. */
+static uint64_t reference_checksum(const unsigned char *p, size_t bytes) {
+  uint64_t acc[8], key[8];
+  for (int j = 0; j < 8; j++) {
+    acc[j] = 0x243f6a8885a308d3ULL * (uint64_t)(j + 1);
+    key[j] = 0x13198a2e03707344ULL ^ ((uint64_t)j << 56);
+  }
+  size_t words = bytes / 8, i = 0;
+  for (; i + 8 <= words; i += 8)
+    for (int j = 0; j < 8; j++) {
+      uint64_t w;
+      memcpy(&w, p + 8 * (i + j), 8);
+      uint64_t x = w ^ key[j];
+      acc[j] += (x & 0xffffffffULL) * (x >> 32) + w;
+      key[j] += 0x9e3779b97f4a7c15ULL;
+    }
+  uint64_t h = bytes;
+  for (; i < words; i++) {
+    uint64_t w;
+    memcpy(&w, p + 8 * i, 8);
+    h = (h ^ w) * 0x100000001b3ULL;
+    h ^= h >> 29;
+  }
+  for (size_t k = words * 8; k < bytes; k++) h = (h ^ p[k]) * 0x100000001b3ULL;
+  for (int j = 0; j < 8; j++) h = (h ^ acc[j]) * 0x9e3779b97f4a7c15ULL, h ^= h >> 32;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  return h ^ (h >> 33);
+}
+
+static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
+
+/* Writes data to path with block `blk`'s checksum recomputed: a file that
+ * is wrong inside but whole to the checksum (made by hand, not by damage). */
+static void write_forged(const char *path, unsigned char *data, long size, uint64_t off) {
+  uint64_t pb;
+  memcpy(&pb, data + off + 8, 8);
+  uint64_t ck = amoe_trace_checksum(data + off + 24, pb);
+  memcpy(data + off + 16, &ck, 8);
+  FILE *f = fopen(path, "wb");
+  fwrite(data, 1, (size_t)size, f);
+  fclose(f);
+}
+
 static int same_block(const amoe_block *a, const amoe_block *b) {
   if (a->n != b->n || a->request != b->request || a->step != b->step) return 0;
   size_t n = (size_t)a->n, lnm = (size_t)a->layers * n * a->m;
@@ -139,6 +184,70 @@ int main(void) {
   CHECK(amoe_trace_next(r, &b, &e) < 0 && strstr(e.msg, "block 0 at byte offset") && strstr(e.msg, "node count"),
         "node count: %s", e.msg);
   amoe_trace_close_reader(r);
+  /* the checksum: SSE2 and plain code agree, and moving data changes it */
+  {
+    unsigned char buf[1031];
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (unsigned char)(i * 131 + (i >> 3));
+    int same = 1;
+    for (size_t len = 0; len <= sizeof buf; len += (len < 200 ? 1 : 97))
+      same &= amoe_trace_checksum(buf, len) == reference_checksum(buf, len);
+    CHECK(same, "SSE2 and plain checksums differ");
+    uint64_t c0 = amoe_trace_checksum(buf, 1024);
+    unsigned char t[64];
+    memcpy(t, buf, 64);
+    memcpy(buf, buf + 64, 64);
+    memcpy(buf + 64, t, 64);
+    CHECK(amoe_trace_checksum(buf, 1024) != c0, "swapping two 64-byte stripes changes the checksum");
+  }
+  /* hand-made files whose checksums fit: an id out of range is still an
+   * error naming block and byte offset; pairs out of order pass the reader
+   * (the writer checked them) and are caught by the full check */
+  uint64_t off1;
+  memcpy(&off1, data + table + 8, 8);
+  uint32_t n1;
+  memcpy(&n1, data + off1 + 4, 4);
+  const size_t ids1 = off1 + 24 + 16 + 3 * pad8(4 * (size_t)n1) + pad8(n1); /* ids are bytes: 16 experts */
+  const size_t lg1 = ids1 + pad8((size_t)4 * n1 * 8);
+  memcpy(copy, data, (size_t)size);
+  copy[ids1 + 5] = 16;
+  write_forged(bad, copy, size, off1);
+  CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
+  got = 0;
+  while ((rc = amoe_trace_next(r, &b, &e)) == 1) got++;
+  CHECK(rc < 0 && got == 1 && strstr(e.msg, "block 1 at byte offset") && strstr(e.msg, "expert id 16 out of range"),
+        "forged id: %s", e.msg);
+  char want[64];
+  snprintf(want, sizeof want, "offset %zu:", ids1 + 5);
+  CHECK(strstr(e.msg, want) != NULL, "the offset is the id's own (%s): %s", want, e.msg);
+  amoe_trace_close_reader(r);
+  memcpy(copy, data, (size_t)size);
+  memcpy(copy + lg1, data + lg1 + 2, 2); /* pair 0 takes pair 1's logit, pair 1 pair 0's */
+  memcpy(copy + lg1 + 2, data + lg1, 2);
+  write_forged(bad, copy, size, off1);
+  CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
+  got = 0;
+  int caught = 0;
+  while ((rc = amoe_trace_next(r, &b, &e)) == 1) {
+    got++;
+    if (amoe_block_check_pairs(&b, 1, &e) != AMOE_OK) caught += strstr(e.msg, "not in order") != NULL;
+  }
+  CHECK(rc == 0 && got == nb && caught == 1, "order forged: read %d, caught %d (%s)", got, caught, e.msg);
+  amoe_trace_close_reader(r);
+  /* the writer refuses a block with an expert stored twice */
+  {
+    amoe_block d;
+    amoe_block_init(&d, 4, 16, 8);
+    CHECK(amoe_block_copy(&d, &blocks[0], &e) == AMOE_OK, "%s", e.msg);
+    d.ids[3] = d.ids[0];
+    char p2[80];
+    snprintf(p2, sizeof p2, "%s.w", path);
+    CHECK(amoe_trace_create(&w, p2, 4, 16, 2, 8, "{}", &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_trace_write(w, &d, &e) != AMOE_OK && strstr(e.msg, "block 0") && strstr(e.msg, "stored twice"),
+          "writer: %s", e.msg);
+    amoe_trace_abort(w);
+    CHECK(access(p2, F_OK) != 0, "no file left behind");
+    amoe_block_free(&d);
+  }
   free(copy);
   free(data);
   remove(bad);

@@ -1,0 +1,135 @@
+/* Blocks: binary16 logits (every value, rounding to even, key order), top-m
+ * selection against a plain sort, and the pair checks. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block.h"
+#include "check.h"
+#include "rng.h"
+
+/* The value of f16 bits h, computed the long way. */
+static double f16_value(unsigned h) {
+  int s = h >> 15, ex = (h >> 10) & 31, mant = h & 1023;
+  double v = ex == 0 ? ldexp(mant, -24) : (ex == 31 ? (mant ? NAN : INFINITY) : ldexp(1024 + mant, ex - 25));
+  return s ? -v : v;
+}
+
+static void test_f16(void) {
+  int bad = 0;
+  for (unsigned h = 0; h < 65536; h++) { /* every value converts exactly, and back */
+    double v = f16_value(h);
+    float f = amoe_f16_to_f32((amoe_f16)h);
+    if (isnan(v) ? !isnan(f) : (double)f != v || !signbit(f) != !signbit(v)) bad++;
+    if (!isnan(v) && h != 0x8000 && amoe_f16_from_f32(f) != h) bad++;
+    if (amoe_f16_of_key(amoe_f16_key((amoe_f16)h)) != h) bad++;
+  }
+  CHECK(bad == 0, "%d f16 values do not convert exactly", bad);
+  CHECK(amoe_f16_from_f32(-0.0f) == 0, "-0 is stored as +0");
+  CHECK(amoe_f16_bad(0x8000) && amoe_f16_bad(AMOE_F16_POS_INF) && amoe_f16_bad(0x7e00) &&
+            !amoe_f16_bad(AMOE_F16_NEG_INF) && !amoe_f16_bad(0x3c00),
+        "usable logits: -inf yes; NaN, +inf, -0 no");
+  /* rounding: between two neighbours (positive finite), the midpoint goes to
+   * the even one, anything off the midpoint to the nearer one */
+  bad = 0;
+  for (unsigned h = 0; h < 0x7bff; h++) {
+    float lo = amoe_f16_to_f32((amoe_f16)h), hi = amoe_f16_to_f32((amoe_f16)(h + 1));
+    float mid = (float)(((double)lo + hi) / 2); /* exact: 12 significant bits */
+    unsigned even = (h & 1) ? h + 1 : h;
+    if (amoe_f16_from_f32(mid) != even) bad++;
+    if (amoe_f16_from_f32(nextafterf(mid, 0)) != h) bad++;
+    if (amoe_f16_from_f32(nextafterf(mid, INFINITY)) != h + 1) bad++;
+    if (amoe_f16_from_f32(-nextafterf(mid, 0)) != (h ? (h | 0x8000) : 0)) bad++;
+  }
+  CHECK(bad == 0, "%d roundings are not to nearest even", bad);
+  CHECK(amoe_f16_from_f32(65519.0f) == 0x7bff && amoe_f16_from_f32(65520.0f) == AMOE_F16_POS_INF &&
+            amoe_f16_from_f32(-1e30f) == AMOE_F16_NEG_INF,
+        "overflow to inf at 65520");
+  /* keys order the numbers */
+  bad = 0;
+  amoe_rng r;
+  amoe_rng_seed(&r, 7, 0, 0);
+  for (int i = 0; i < 200000; i++) {
+    amoe_f16 a = (amoe_f16)(amoe_rng_next(&r) & 0xffff), b = (amoe_f16)(amoe_rng_next(&r) & 0xffff);
+    double va = f16_value(a), vb = f16_value(b);
+    if (isnan(va) || isnan(vb) || a == 0x8000 || b == 0x8000) continue;
+    if ((va > vb) != (amoe_f16_key(a) > amoe_f16_key(b))) bad++;
+  }
+  CHECK(bad == 0, "%d key comparisons disagree with the numbers", bad);
+}
+
+/* set_full keeps the top m of E by (f16 logit desc, id asc), sorted. */
+static void test_set_full(void) {
+  amoe_rng r;
+  amoe_rng_seed(&r, 11, 0, 0);
+  const int shapes[][2] = {{8, 8}, {16, 5}, {64, 32}, {128, 32}, {256, 32}, {160, 100}, {300, 300}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const int E = shapes[s][0], m = shapes[s][1];
+    amoe_block b;
+    amoe_err e;
+    amoe_block_init(&b, 1, E, m);
+    CHECK(amoe_block_reserve(&b, 1, &e) == AMOE_OK, "%s", e.msg);
+    float z[AMOE_MAX_EXPERTS];
+    for (int trial = 0; trial < 200; trial++) {
+      for (int x = 0; x < E; x++) /* coarse values, so ties after rounding are common */
+        z[x] = (float)((int)(amoe_rng_unif(&r) * 40) - 20) * (trial & 1 ? 0.5f : 0.013f);
+      amoe_block_set_full(&b, 0, 0, z);
+      /* the reference: rank every expert by a plain comparison */
+      int ok = 1;
+      for (int j = 0; j < m && ok; j++) {
+        int x = b.ids[j];
+        float v = amoe_f16_to_f32(amoe_f16_from_f32(z[x]));
+        int before = 0;
+        for (int y = 0; y < E; y++) {
+          float u = amoe_f16_to_f32(amoe_f16_from_f32(z[y]));
+          before += u > v || (u == v && y < x);
+        }
+        ok = before == j && b.logits[j] == amoe_f16_from_f32(z[x]);
+      }
+      CHECK(ok, "E %d m %d trial %d: stored pairs are not the sorted top m", E, m, trial);
+      CHECK(amoe_block_check_pairs(&b, 1, &e) == AMOE_OK, "%s", e.msg);
+    }
+    amoe_block_free(&b);
+  }
+}
+
+/* Each kind of bad pair is found and named. */
+static void test_pair_checks(void) {
+  amoe_block b;
+  amoe_err e;
+  amoe_block_init(&b, 2, 16, 4);
+  CHECK(amoe_block_reserve(&b, 3, &e) == AMOE_OK, "%s", e.msg);
+  float z[16];
+  for (int l = 0; l < 2; l++)
+    for (int t = 0; t < 3; t++) {
+      for (int x = 0; x < 16; x++) z[x] = (float)((x * 7 + t * 3 + l) % 16) * 0.25f;
+      amoe_block_set_full(&b, l, t, z);
+    }
+  CHECK(amoe_block_check_pairs(&b, 1, &e) == AMOE_OK, "%s", e.msg);
+  uint16_t *id = b.ids + (1 * 3 + 2) * 4; /* layer 1, node 2 */
+  amoe_f16 *lg = b.logits + (1 * 3 + 2) * 4;
+  uint16_t saved = id[2];
+  id[2] = 16;
+  CHECK(amoe_block_check_pairs(&b, 1, &e) != AMOE_OK && strstr(e.msg, "layer 1 node 2: expert id 16 out of range"),
+        "range: %s", e.msg);
+  id[2] = id[0];
+  CHECK(amoe_block_check_pairs(&b, 1, &e) != AMOE_OK && strstr(e.msg, "stored twice"), "twice: %s", e.msg);
+  CHECK(amoe_block_check_pairs(&b, 0, &e) == AMOE_OK, "the order alone is fine here: %s", e.msg);
+  id[2] = saved;
+  amoe_f16 zs = lg[1];
+  lg[1] = lg[3];
+  CHECK(amoe_block_check_pairs(&b, 1, &e) != AMOE_OK && strstr(e.msg, "not in order"), "order: %s", e.msg);
+  lg[1] = 0x7e00;
+  CHECK(amoe_block_check_pairs(&b, 1, &e) != AMOE_OK && strstr(e.msg, "not a number"), "NaN: %s", e.msg);
+  lg[1] = zs;
+  lg[0] = AMOE_F16_POS_INF;
+  CHECK(amoe_block_check_pairs(&b, 1, &e) != AMOE_OK && strstr(e.msg, "not a number"), "+inf: %s", e.msg);
+  amoe_block_free(&b);
+}
+
+int main(void) {
+  test_f16();
+  test_set_full();
+  test_pair_checks();
+  return check_done();
+}
