@@ -98,49 +98,45 @@ void amoe_block_sort_pairs(amoe_block *b, int l, int t) {
   }
 }
 
-/* Rounds to f16, selects the top m by a branch-free quickselect on integer
- * keys, then sorts those m (logit desc, id asc). */
+/* Rounds to f16 and keeps the top m by (logit desc, id asc), sorted. The
+ * m-th best logit is found by a binary search over the 16-bit logit keys,
+ * each step a vectorised count; the keys above it are all kept, and the
+ * ties at it go to the lower ids. */
 void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
   amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
   const int E = b->experts, m = b->m;
-  uint32_t k[AMOE_MAX_EXPERTS], tmp[AMOE_MAX_EXPERTS];
-  for (int e = 0; e < E; e++) k[e] = pair_key(amoe_f16_from_f32(zfull[e]), e);
-  int lo = 0, hi = E; /* the m best lie in k[0..m) once lo..hi brackets m */
-  while (m < E && hi - lo > 1) {
-    /* pivot: median of three, so a pass rarely cuts off little */
-    uint32_t a = k[lo], c = k[lo + ((hi - lo) >> 1)], d = k[hi - 1];
-    uint32_t piv = a > c ? (c > d ? c : (a > d ? d : a)) : (a > d ? a : (c > d ? d : c));
-    int nb = 0, na = 0; /* greater-than-pivot first, then the rest */
-    for (int i = lo; i < hi; i++) {
-      uint32_t v = k[i];
-      int big = v > piv;
-      tmp[nb] = v;
-      nb += big;
-      k[lo + na] = v;
-      na += !big;
-    }
-    /* k[lo..lo+na) holds the not-bigger; move them after the bigger */
-    memmove(k + lo + nb, k + lo, (size_t)na * 4);
-    memcpy(k + lo, tmp, (size_t)nb * 4);
-    int cut = lo + nb; /* k[lo..cut) > piv >= k[cut..hi) */
-    if (cut == m) break;
-    if (cut > m)
-      hi = cut;
-    else if (cut == lo) { /* the pivot is the largest here: it is in place */
-      for (int i = lo + 1; i < hi; i++)
-        if (k[i] == piv) {
-          k[i] = k[lo];
-          k[lo] = piv;
-        }
-      lo++;
-    } else
-      lo = cut;
+  uint16_t k16[AMOE_MAX_EXPERTS];
+  uint32_t k[AMOE_MAX_EXPERTS], sorted[AMOE_MAX_EXPERTS];
+  uint16_t kmin = 0xffff, kmax = 0;
+  for (int e = 0; e < E; e++) {
+    const uint16_t v = (uint16_t)amoe_f16_key(amoe_f16_from_f32(zfull[e]));
+    k16[e] = v;
+    kmin = v < kmin ? v : kmin;
+    kmax = v > kmax ? v : kmax;
   }
-  sort_keys(k, m, tmp);
+  /* the largest T with #{key >= T} >= m (then fewer than m lie above T) */
+  uint16_t lo = kmin, hi = kmax;
+  while (lo < hi) {
+    const uint16_t mid = (uint16_t)(((uint32_t)lo + hi + 1) >> 1);
+    uint16_t c = 0; /* 16-bit lanes: eight keys per compare */
+    for (int e = 0; e < E; e++) c = (uint16_t)(c + (k16[e] >= mid));
+    if (c >= m)
+      lo = mid;
+    else
+      hi = (uint16_t)(mid - 1);
+  }
+  int c = 0;
+  for (int e = 0; e < E; e++) { /* every key above T, then the ties at T by id */
+    k[c] = (uint32_t)k16[e] << 16 | (uint32_t)(0xffff - e);
+    c += k16[e] > lo;
+  }
+  for (int e = 0; c < m; e++)
+    if (k16[e] == lo) k[c++] = (uint32_t)k16[e] << 16 | (uint32_t)(0xffff - e);
+  sort_keys(k, m, sorted);
   for (int i = 0; i < m; i++) {
-    id[i] = key_id(tmp[i]);
-    z[i] = key_logit(tmp[i]);
+    id[i] = key_id(sorted[i]);
+    z[i] = key_logit(sorted[i]);
   }
 }
 

@@ -20,7 +20,8 @@ static void utilities(const amoe_vctx *c, double *u) {
     int t = c->nodes[i], d = c->b->depth[t];
     if (alpha_d[d] < 0) {
       double ph = d == 0 ? 1.0 : d < c->phat_n ? c->phat[d] : 0.0;
-      alpha_d[d] = ph > 0 ? pow(ph, beta) / sqrt((double)c->level_count[d]) : 0;
+      const double w = beta == 0.5 ? sqrt(ph) : pow(ph, beta); /* β = 0.5 is the default */
+      alpha_d[d] = ph > 0 ? w / sqrt((double)c->level_count[d]) : 0;
     }
     double alpha = alpha_d[d];
     if (alpha <= 0) continue;
