@@ -23,7 +23,7 @@ typedef struct {
   int phat_n;
   const uint8_t *resident;   /* E flags, or NULL when every expert is resident */
   const amoe_policy_row *row;
-  const float *prob;         /* [i][m] router probability of node nodes[i]'s stored entries */
+  const float *prob;         /* [t][m] router probability of node t's stored entries (all nodes[]) */
   double *scratch;           /* >= 4·E doubles */
   int *iscratch;             /* >= 2·E ints */
 } amoe_vctx;

@@ -22,7 +22,7 @@ typedef struct {
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int *nodes, *level, *count, *iscratch;
   uint8_t *U, *S, *X, *F;
-  float *prob, *delta;
+  float *delta;
   double *scratch;
   void *dscratch;
   uint16_t *route;
@@ -42,7 +42,6 @@ static void work_free(work *w) {
   free(w->S);
   free(w->X);
   free(w->F);
-  free(w->prob);
   free(w->delta);
   free(w->scratch);
   free(w->dscratch);
@@ -67,7 +66,6 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->S = malloc((size_t)E);
   w->X = malloc((size_t)E);
   w->F = malloc((size_t)E);
-  w->prob = malloc((size_t)n * b->m * sizeof(float));
   w->delta = malloc((size_t)n * sizeof(float));
   w->scratch = malloc((size_t)E * 4 * sizeof(double));
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
@@ -76,28 +74,29 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->pcache = malloc((size_t)b->layers * n * b->m * sizeof(float));
   w->pdone = malloc((size_t)b->layers * n);
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
-  if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->prob ||
+  if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F ||
       !w->delta || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
 }
 
-/* Node t's router probabilities at layer l into dst: from the per-block
- * cache, so several policy rows pay for them once. */
-static void probs_of(work *w, const amoe_block *b, int l, int t, int router, float *dst) {
+/* Node t's router probabilities at layer l, [m]: from the per-block cache,
+ * so several policy rows pay for them once. */
+static const float *probs_of(work *w, const amoe_block *b, int l, int t, int router) {
   size_t at = (size_t)l * b->n + t;
-  float *src = w->pcache + at * b->m;
+  float *p = w->pcache + at * b->m;
   if (!w->pdone[at]) {
-    amoe_router_probs(b, l, t, router, src);
+    amoe_router_probs(b, l, t, router, p);
     w->pdone[at] = 1;
   }
-  memcpy(dst, src, (size_t)b->m * sizeof(float));
+  return p;
 }
 
 /* Node i's chosen experts and their weights, renormalised over them as the
  * model's router does (probabilities of the stored entries; an expert beyond
  * the stored m gets weight 0). */
-static void record_route(const amoe_block *b, int l, work *w, int i, int k, const uint16_t *ids, int got) {
+static void record_route(const amoe_block *b, int l, work *w, int i, int k, const uint16_t *ids, int got,
+                         const float *prob) {
   const uint16_t *st = amoe_block_ids(b, l, w->nodes[i]);
   float sum = 0;
   for (int j = 0; j < k; j++) {
@@ -106,7 +105,7 @@ static void record_route(const amoe_block *b, int l, work *w, int i, int k, cons
     if (j >= got) continue;
     for (int q = 0; q < b->m; q++)
       if (st[q] == ids[j]) {
-        w->rw[i * k + j] = w->prob[(size_t)i * b->m + q];
+        w->rw[i * k + j] = prob[q];
         break;
       }
     sum += w->rw[i * k + j];
@@ -172,13 +171,14 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
       memset(w->S, 1, (size_t)E);
       if (want_routes)
         for (int i = 0; i < nn; i++) {
-          probs_of(w, b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
-          record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k);
+          record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k,
+                       probs_of(w, b, l, w->nodes[i], M->router));
         }
     } else {
-      for (int i = 0; i < nn; i++) probs_of(w, b, l, w->nodes[i], M->router, w->prob + (size_t)i * b->m);
+      for (int i = 0; i < nn; i++) probs_of(w, b, l, w->nodes[i], M->router);
+      const float *P = w->pcache + (size_t)l * b->n * b->m; /* [node][m] at this layer */
       amoe_vctx vc = {b, l, k, E, M->router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
-                      w->prob, w->scratch, w->iscratch};
+                      P, w->scratch, w->iscratch};
       rs->ver->select(&vc, w->S);
       ns = 0;
       for (int x = 0; x < E; x++) ns += w->S[x];
@@ -193,13 +193,14 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
           for (int j = 0; j < got; j++) w->count[w->route[j]]++;
         else
           for (int j = 0; j < got; j++) w->X[w->route[j]] = 1;
-        if (want_routes) record_route(b, l, w, i, k, w->route, got);
+        const float *pi = P + (size_t)w->nodes[i] * b->m;
+        if (want_routes) record_route(b, l, w, i, k, w->route, got, pi);
         for (int j = 0; j < k; j++) { /* displaced natural assignments */
           int kept = 0;
           for (int q = 0; q < got && !kept; q++) kept = w->route[q] == id[j];
           if (!kept) {
             tt->displaced += !record_only;
-            w->delta[i] += w->prob[(size_t)i * b->m + j];
+            w->delta[i] += pi[j];
           }
         }
       }

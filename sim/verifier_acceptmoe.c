@@ -26,7 +26,7 @@ static void utilities(const amoe_vctx *c, double *u) {
     double alpha = alpha_d[d];
     if (alpha <= 0) continue;
     const uint16_t *id = amoe_block_ids(c->b, c->layer, t);
-    const float *p = c->prob + (size_t)i * c->b->m;
+    const float *p = c->prob + (size_t)t * c->b->m;
     for (int j = 0; j < c->k; j++) u[id[j]] += alpha * p[j];
   }
 }

@@ -179,7 +179,7 @@ static void properties(void) {
       memset(all, 1, 32);
       for (int x = 0; x < 32; x++) res[x] = amoe_rng_unif(&r) < 0.5;
       for (int l = 0; l < 3; l++) {
-        for (int i = 0; i < nn; i++) amoe_router_probs(&b, l, nodes[i], 0, prob + i * 16);
+        for (int i = 0; i < nn; i++) amoe_router_probs(&b, l, nodes[i], 0, prob + nodes[i] * 16);
         memset(U, 0, 32);
         for (int i = 0; i < nn; i++)
           for (int j = 0; j < 4; j++) U[amoe_block_ids(&b, l, nodes[i])[j]] = 1;
