@@ -1,4 +1,5 @@
 #include "block.h"
+#include "clones.h"
 #include "model.h"
 
 #include <math.h>
@@ -102,7 +103,7 @@ void amoe_block_sort_pairs(amoe_block *b, int l, int t) {
  * m-th best logit is found by a binary search over the 16-bit logit keys,
  * each step a vectorised count; the keys above it are all kept, and the
  * ties at it go to the lower ids. */
-void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
+AMOE_CLONES void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
   amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
   const int E = b->experts, m = b->m;
@@ -173,7 +174,7 @@ static inline uint16_t pair_flaw(int16_t z0, int16_t i0, int16_t z1, int16_t i1,
                     (z1 == 0x7c00) | (z1 == (int16_t)0x8000));
 }
 
-amoe_status amoe_block_check_pairs(const amoe_block *b, int unique, amoe_err *e) {
+AMOE_CLONES amoe_status amoe_block_check_pairs(const amoe_block *b, int unique, amoe_err *e) {
   /* One pass over every pair; a flaw is OR-ed into its position's slot, and
    * the first pair of every group only compares against a sentinel (the
    * pair before it belongs to another group). The slow path names the first

@@ -1,4 +1,5 @@
 #include "gen.h"
+#include "clones.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -457,6 +458,20 @@ static int draw_accepted(amoe_gen *g, int n, uint8_t *accepted) {
   }
 }
 
+/* One node-layer's logits over E experts: <s, w_e>, noise, temperature,
+ * popularity (and the request's bias when on). */
+static AMOE_CLONES void layer_logits(const float *restrict w, const float *restrict s,
+                                     const float *restrict eps, const float *restrict bias,
+                                     const float *restrict req_bias, int E, float sig, float inv_t, float sk,
+                                     float *restrict zf) {
+  for (int x = 0; x < E; x++) zf[x] = s[0] * w[x];
+  for (int i = 1; i < AMOE_GEN_DIM; i++)
+    for (int x = 0; x < E; x++) zf[x] += s[i] * w[(size_t)i * E + x];
+  for (int x = 0; x < E; x++) zf[x] = (zf[x] + sig * eps[x]) * inv_t + sk * bias[x];
+  if (req_bias)
+    for (int x = 0; x < E; x++) zf[x] += req_bias[x];
+}
+
 int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   if (g->committed >= g->p.tokens_per_request) return 0;
   int n = build_tree(g, &g->rng);
@@ -487,15 +502,8 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
         st[l * D + i] = rho * ps[l * D + i] + crho * tok[i];
       }
       fast_normals(&g->rng, g->eps, E);
-      const float *w = g->w + (size_t)l * E * D, *bi = g->bias + (size_t)l * E;
-      const float *s = st + l * D;
-      float *zf = g->zfull;
-      for (int x = 0; x < E; x++) zf[x] = s[0] * w[x];
-      for (int i = 1; i < D; i++)
-        for (int x = 0; x < E; x++) zf[x] += s[i] * w[(size_t)i * E + x];
-      for (int x = 0; x < E; x++) zf[x] = (zf[x] + sig * g->eps[x]) * inv_t + sk * bi[x];
-      if (g->req_bias)
-        for (int x = 0; x < E; x++) zf[x] += g->req_bias[(size_t)l * E + x];
+      layer_logits(g->w + (size_t)l * E * D, st + l * D, g->eps, g->bias + (size_t)l * E,
+                   g->req_bias ? g->req_bias + (size_t)l * E : NULL, E, sig, inv_t, sk, g->zfull);
       amoe_block_set_full(b, l, t, g->zfull);
     }
   }

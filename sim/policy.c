@@ -1,4 +1,5 @@
 #include "policy.h"
+#include "clones.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ static inline float router_exp(float x0) {
   return x0 < -86.0f ? 0.0f : p; /* below e^-86 (and -inf, a masked expert): 0 */
 }
 
-void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {
+AMOE_CLONES void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {
   const amoe_f16 *z = amoe_block_logits(b, l, t);
   const int m = b->m;
   float zf[AMOE_MAX_EXPERTS];

@@ -219,7 +219,74 @@ static void properties(void) {
   amoe_gen_close(g);
 }
 
+/* The router's e^x step by step, as plain scalar code: the library's
+ * (vectorised, possibly AVX2) router probabilities must equal it to the bit. */
+static float plain_exp(float x0) {
+  volatile float x = x0 < -86.0f ? -86.0f : (x0 > 88.0f ? 88.0f : x0);
+  float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+  float r = (x - n * 0.693145752f) - n * 1.42860677e-06f;
+  float p = 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t bits;
+  memcpy(&bits, &p, 4);
+  bits += (int32_t)n * (1 << 23);
+  memcpy(&p, &bits, 4);
+  return x0 < -86.0f ? 0.0f : p;
+}
+
+static void router_probabilities(void) {
+  amoe_rng r;
+  amoe_rng_seed(&r, 3, 1, 4);
+  const int m = 37; /* not a multiple of any vector width */
+  amoe_block b;
+  amoe_err e;
+  amoe_block_init(&b, 1, 64, m);
+  CHECK(amoe_block_reserve(&b, 1, &e) == AMOE_OK, "%s", e.msg);
+  int same = 1;
+  double worst = 0;
+  for (int trial = 0; trial < 2000; trial++) {
+    float z[64];
+    for (int x = 0; x < 64; x++) z[x] = (float)(amoe_rng_normal(&r) * (trial % 7 + 0.5));
+    if (trial % 5 == 0) z[trial % 64] = -1e30f; /* a masked expert */
+    amoe_block_set_full(&b, 0, 0, z);
+    for (int router = 0; router < 2; router++) {
+      float got[64], want[64], zf[64];
+      amoe_router_probs(&b, 0, 0, router, got);
+      for (int j = 0; j < m; j++) zf[j] = amoe_f16_to_f32(b.logits[j]);
+      if (router == AMOE_ROUTER_SIGMOID_NORM) {
+        for (int j = 0; j < m; j++) want[j] = 1.0f / (1.0f + plain_exp(-zf[j]));
+      } else {
+        float s4[4] = {0, 0, 0, 0};
+        for (int j = 0; j < m; j++) want[j] = plain_exp(zf[j] - zf[0]);
+        int j = 0;
+        for (; j + 4 <= m; j += 4)
+          for (int q = 0; q < 4; q++) s4[q] += want[j + q];
+        for (; j < m; j++) s4[0] += want[j];
+        float inv = 1.0f / ((s4[0] + s4[1]) + (s4[2] + s4[3]));
+        for (j = 0; j < m; j++) want[j] *= inv;
+        /* and the whole is the softmax to float accuracy */
+        double sum = 0;
+        for (j = 0; j < m; j++) sum += exp((double)zf[j] - zf[0]);
+        for (j = 0; j < m; j++) {
+          double ref = exp((double)zf[j] - zf[0]) / sum;
+          if (ref > 1e-30) worst = fmax(worst, fabs(got[j] - ref) / ref);
+        }
+      }
+      same &= !memcmp(got, want, (size_t)m * sizeof(float));
+    }
+  }
+  CHECK(same, "router probabilities differ from the plain scalar computation");
+  CHECK(worst < 2e-6, "softmax relative error %.3g", worst);
+  amoe_block_free(&b);
+}
+
 int main(void) {
+  router_probabilities();
   hand_block();
   properties();
   return check_done();
