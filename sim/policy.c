@@ -81,6 +81,62 @@ AMOE_CLONES void amoe_router_probs(const amoe_block *b, int l, int t, int router
   for (j = 0; j < m; j++) out[j] *= inv;
 }
 
+/* ln x for 0 < x < 2^1023 (normal doubles), within 2 ulp: x = 2^k·f with f
+ * in [√½, √2), ln f = 2·atanh(s), s = (f−1)/(f+1), |s| < 0.172, as the odd
+ * series to s^23; ln 2 in two parts. Plain double arithmetic that
+ * vectorises (libm's log does not). */
+static inline double plain_log(double x) {
+  uint64_t bits, eb;
+  memcpy(&bits, &x, 8);
+  /* the exponent as a double without an integer conversion (none is
+   * vectorised for 64-bit lanes): 2^52 + e, minus 2^52 */
+  eb = 0x4330000000000000ULL | (bits >> 52);
+  double kd;
+  memcpy(&kd, &eb, 8);
+  kd -= 4503599627370496.0 + 1023.0;
+  bits = (bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL;
+  double f;
+  memcpy(&f, &bits, 8);
+  const int big = f > 1.4142135623730951;
+  f = big ? f * 0.5 : f;
+  kd = big ? kd + 1.0 : kd;
+  const double s = (f - 1) / (f + 1), s2 = s * s;
+  double p = 1.0 / 23;
+  p = p * s2 + 1.0 / 21;
+  p = p * s2 + 1.0 / 19;
+  p = p * s2 + 1.0 / 17;
+  p = p * s2 + 1.0 / 15;
+  p = p * s2 + 1.0 / 13;
+  p = p * s2 + 1.0 / 11;
+  p = p * s2 + 1.0 / 9;
+  p = p * s2 + 1.0 / 7;
+  p = p * s2 + 1.0 / 5;
+  p = p * s2 + 1.0 / 3;
+  return kd * 6.93147180369123816490e-01 + ((2 * s + 2 * s * s2 * p) + kd * 1.90821492927058770002e-10);
+}
+
+static AMOE_CLONES void entropy_terms(double *q, int n, double inv) {
+  for (int i = 0; i < n; i++) {
+    const double x = q[i] * inv;
+    q[i] = x * plain_log(x);
+  }
+}
+
+double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *scratch) {
+  int c = 0;
+  double Z = 0;
+  for (int e = 0; e < n; e++) /* the positive candidates, in expert order */
+    if ((!cand || cand[e]) && w[e] > 0) {
+      scratch[c++] = w[e];
+      Z += w[e];
+    }
+  if (c == 0) return 0;
+  entropy_terms(scratch, c, 1 / Z);
+  double H = 0;
+  for (int i = 0; i < c; i++) H -= scratch[i];
+  return exp(H);
+}
+
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {
   const uint16_t *id = amoe_block_ids(b, l, t);
   int c = 0;

@@ -70,6 +70,10 @@ void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out
 /* Constrained top-k: the k highest stored logits inside S, then (entries
  * beyond m are -inf) the lowest ids of S not stored. Returns count (<= k). */
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out);
+/* exp(H) of the positive w[e] among the candidates (cand NULL = all),
+ * normalised to sum 1, H their entropy in nats, summed in expert order; 0
+ * when none is positive. scratch: n doubles. */
+double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *scratch);
 /* Keeps in S the `count` experts with the highest value (ties: lower id),
  * among those with cand[e] != 0 (cand NULL = all). */
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,

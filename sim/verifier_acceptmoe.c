@@ -40,21 +40,10 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
   const uint16_t *rid = amoe_block_ids(c->b, c->layer, 0);
   for (int j = 0; j < k; j++) anchor[rid[j]] = 1;
   /* effective rank of the non-anchor utility distribution */
-  double Z = 0;
-  for (int e = 0; e < E; e++)
-    if (!anchor[e] && u[e] > 0) Z += u[e];
-  int ner = 0;
-  if (Z > 0) {
-    double H = 0;
-    for (int e = 0; e < E; e++)
-      if (!anchor[e] && u[e] > 0) {
-        double q = u[e] / Z;
-        H -= q * log(q);
-      }
-    ner = (int)ceil(exp(H) - AMOE_NER_EPS);
-  }
-  memcpy(S, anchor, (size_t)E);
   for (int e = 0; e < E; e++) rest[e] = !anchor[e];
+  const double rank = amoe_effective_rank(u, rest, E, v);
+  const int ner = rank > 0 ? (int)ceil(rank - AMOE_NER_EPS) : 0;
+  memcpy(S, anchor, (size_t)E);
   amoe_top_by_value(u, rest, E, ner, S, c->iscratch);
   int size = 0;
   for (int e = 0; e < E; e++) size += S[e];

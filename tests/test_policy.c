@@ -285,7 +285,49 @@ static void router_probabilities(void) {
   amoe_block_free(&b);
 }
 
+/* top_by_value against a plain ranking, with many ties and negatives;
+ * effective_rank against libm. */
+static void ranking_helpers(void) {
+  amoe_rng r;
+  amoe_rng_seed(&r, 9, 9, 9);
+  int ok = 1;
+  for (int trial = 0; trial < 3000 && ok; trial++) {
+    const int n = 1 + (int)(amoe_rng_unif(&r) * 200);
+    double v[200];
+    uint8_t cand[200], S[200];
+    for (int e = 0; e < n; e++) {
+      v[e] = (double)((int)(amoe_rng_unif(&r) * 12) - 3) * (trial % 3 ? 0.25 : 1e-3); /* ties */
+      cand[e] = trial % 4 ? amoe_rng_unif(&r) < 0.8 : 1;
+    }
+    const int count = (int)(amoe_rng_unif(&r) * (n + 2));
+    memset(S, 0, (size_t)n);
+    amoe_top_by_value(v, trial % 4 ? cand : NULL, n, count, S, NULL);
+    for (int e = 0; e < n && ok; e++) {
+      int before = 0; /* candidates ranked ahead of e */
+      for (int f = 0; f < n; f++) before += cand[f] && (v[f] > v[e] || (v[f] == v[e] && f < e));
+      ok = S[e] == (cand[e] && before < count);
+      if (!ok) fprintf(stderr, "trial %d: expert %d value %g rank %d count %d got %d\n", trial, e, v[e], before, count, S[e]);
+    }
+  }
+  CHECK(ok, "top_by_value disagrees with a plain ranking");
+  double worst = 0;
+  for (int trial = 0; trial < 2000; trial++) {
+    const int n = 1 + trial % 150;
+    double w[150], sc[150], H = 0, Z = 0;
+    for (int e = 0; e < n; e++) w[e] = amoe_rng_unif(&r) < 0.3 ? 0 : exp(amoe_rng_normal(&r) * (1 + trial % 9));
+    for (int e = 0; e < n; e++) Z += w[e];
+    for (int e = 0; e < n; e++)
+      if (w[e] > 0) H -= w[e] / Z * log(w[e] / Z);
+    const double got = amoe_effective_rank(w, NULL, n, sc), want = Z > 0 ? exp(H) : 0;
+    worst = fmax(worst, want > 0 ? fabs(got - want) / want : got);
+  }
+  CHECK(worst < 1e-12, "effective rank relative error %.3g", worst);
+  double flat[10] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, sc[10];
+  CHECK(fabs(amoe_effective_rank(flat, NULL, 10, sc) - 10) < 1e-12, "uniform over 10: rank 10");
+}
+
 int main(void) {
+  ranking_helpers();
   router_probabilities();
   hand_block();
   properties();
