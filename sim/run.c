@@ -22,6 +22,7 @@ typedef struct {
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int *nodes, *level, *count, *iscratch;
   uint8_t *U, *S, *X, *F;
+  uint8_t *mark; /* E flags, all zero between uses */
   float *delta;
   double *scratch;
   void *dscratch;
@@ -42,6 +43,7 @@ static void work_free(work *w) {
   free(w->S);
   free(w->X);
   free(w->F);
+  free(w->mark);
   free(w->delta);
   free(w->scratch);
   free(w->dscratch);
@@ -66,6 +68,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->S = malloc((size_t)E);
   w->X = malloc((size_t)E);
   w->F = malloc((size_t)E);
+  w->mark = calloc((size_t)E, 1);
   w->delta = malloc((size_t)n * sizeof(float));
   w->scratch = malloc((size_t)E * 4 * sizeof(double));
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
@@ -74,7 +77,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->pcache = malloc((size_t)b->layers * n * b->m * sizeof(float));
   w->pdone = malloc((size_t)b->layers * n);
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
-  if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F ||
+  if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->mark ||
       !w->delta || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
@@ -195,14 +198,15 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
           for (int j = 0; j < got; j++) w->X[w->route[j]] = 1;
         const float *pi = P + (size_t)w->nodes[i] * b->m;
         if (want_routes) record_route(b, l, w, i, k, w->route, got, pi);
-        for (int j = 0; j < k; j++) { /* displaced natural assignments */
-          int kept = 0;
-          for (int q = 0; q < got && !kept; q++) kept = w->route[q] == id[j];
-          if (!kept) {
-            tt->displaced += !record_only;
-            w->delta[i] += pi[j];
-          }
+        /* displaced natural assignments: top-k entries not in the route */
+        uint8_t *restrict in_route = w->mark;
+        for (int q = 0; q < got; q++) in_route[w->route[q]] = 1;
+        for (int j = 0; j < k; j++) {
+          const int gone = !in_route[id[j]];
+          tt->displaced += gone & !record_only;
+          w->delta[i] += gone ? pi[j] : 0.0f;
         }
+        for (int q = 0; q < got; q++) in_route[w->route[q]] = 0;
       }
     }
     tt->assignments += record_only ? 0 : (double)nn * k;
