@@ -189,25 +189,32 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         memset(w->count, 0, (size_t)E * sizeof(int));
       else
         memset(w->X, 0, (size_t)E);
+      /* local restrict pointers: byte stores could alias anything else */
+      const uint16_t *restrict route = w->route;
+      uint8_t *restrict Xl = w->X, *restrict in_route = w->mark;
+      int *restrict cnt = w->count;
+      long displaced = 0;
       for (int i = 0; i < nn; i++) {
-        const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
+        const uint16_t *restrict id = amoe_block_ids(b, l, w->nodes[i]);
         int got = amoe_route_constrained(b, l, w->nodes[i], k, w->S, w->route);
         if (by_count)
-          for (int j = 0; j < got; j++) w->count[w->route[j]]++;
+          for (int j = 0; j < got; j++) cnt[route[j]]++;
         else
-          for (int j = 0; j < got; j++) w->X[w->route[j]] = 1;
+          for (int j = 0; j < got; j++) Xl[route[j]] = 1;
         const float *pi = P + (size_t)w->nodes[i] * b->m;
         if (want_routes) record_route(b, l, w, i, k, w->route, got, pi);
         /* displaced natural assignments: top-k entries not in the route */
-        uint8_t *restrict in_route = w->mark;
-        for (int q = 0; q < got; q++) in_route[w->route[q]] = 1;
+        for (int q = 0; q < got; q++) in_route[route[q]] = 1;
+        float d = w->delta[i];
         for (int j = 0; j < k; j++) {
           const int gone = !in_route[id[j]];
-          tt->displaced += gone & !record_only;
-          w->delta[i] += gone ? pi[j] : 0.0f;
+          displaced += gone;
+          d += gone ? pi[j] : 0.0f;
         }
-        for (int q = 0; q < got; q++) in_route[w->route[q]] = 0;
+        w->delta[i] = d;
+        for (int q = 0; q < got; q++) in_route[route[q]] = 0;
       }
+      if (!record_only) tt->displaced += (double)displaced;
     }
     tt->assignments += record_only ? 0 : (double)nn * k;
     double t_moe = HW->launch_s;
