@@ -364,6 +364,11 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     rs[i].popularity = calloc((size_t)L * E, sizeof(double));
     if (!rs[i].popularity) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
+  /* Natural routing reads only the stored ids; router probabilities (any
+   * other verifier, or routes handed to a backend) need the logits. */
+  int need_logits = h && h->on_route;
+  for (int i = 0; i < P; i++) need_logits |= rs[i].ver->select != amoe_verifier_natural;
+  amoe_source_want_logits(src, need_logits);
   int belady = s->offload.enabled && s->offload.policy == AMOE_CACHE_BELADY;
   if (st == AMOE_OK && belady) {
     /* Belady needs the future: pass 1 realises each row's request sequence
@@ -394,6 +399,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     rs[i].log = NULL;
   }
   if (st == AMOE_OK) st = run_pass(s, ph, src, rs, h, 0, e);
+  amoe_source_want_logits(src, 1);
   for (int i = 0; i < P; i++) {
     amoe_cache_free(rs[i].cache);
     amoe_reqlog_free(logs[i]);
@@ -412,6 +418,7 @@ amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amo
   amoe_block_init(&b, 1, 2, 1);
   int *order = NULL, cap = 0;
   uint8_t seen[AMOE_MAX_EXPERTS];
+  amoe_source_want_logits(src, 0); /* ids only */
   amoe_status st = usum && ucnt ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   int rc = 0;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
@@ -461,6 +468,7 @@ amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amo
         out->union_n = i;
       }
   }
+  amoe_source_want_logits(src, 1);
   free(usum);
   free(ucnt);
   free(order);

@@ -10,7 +10,7 @@
 #endif
 
 #define HDR_FIXED 52
-#define BLK_HDR 24
+#define BLK_HDR 32
 static const char MAGIC[8] = {'A', 'M', 'O', 'E', 'T', 'R', 'C', 0};
 static const uint32_t BLK_MAGIC = 0x31424d41u; /* "AMB1" */
 
@@ -203,11 +203,15 @@ amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err
   w->offsets[w->count] = w->pos;
   unsigned char hdr[BLK_HDR];
   uint32_t nn = (uint32_t)n;
-  uint64_t pb = o.total, ck = amoe_trace_checksum(p, o.total);
+  /* one checksum for the tree and the ids, one for the logits: a reader
+   * that needs no logits skips them (and their checksum) */
+  uint64_t pb = o.total, cka = amoe_trace_checksum(p, o.logits),
+           ckb = amoe_trace_checksum(p + o.logits, o.total - o.logits);
   memcpy(hdr, &BLK_MAGIC, 4);
   memcpy(hdr + 4, &nn, 4);
   memcpy(hdr + 8, &pb, 8);
-  memcpy(hdr + 16, &ck, 8);
+  memcpy(hdr + 16, &cka, 8);
+  memcpy(hdr + 24, &ckb, 8);
   AMOE_TRY(wr(w, hdr, BLK_HDR, e));
   AMOE_TRY(wr(w, p, o.total, e));
   w->count++;
@@ -263,9 +267,12 @@ struct amoe_trace_reader {
   size_t depth_cap;
   uint16_t *ids; /* widened ids when the file stores them as bytes */
   size_t ids_cap;
+  int want_logits;
 };
 
 const amoe_trace_info *amoe_trace_info_of(const amoe_trace_reader *r) { return &r->info; }
+
+void amoe_trace_want_logits(amoe_trace_reader *r, int want) { r->want_logits = want != 0; }
 
 int amoe_trace_sniff(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -292,6 +299,7 @@ amoe_status amoe_trace_open(amoe_trace_reader **out, const char *path, amoe_err 
   if (!little_endian()) return amoe_fail(e, AMOE_EINVAL, "the .amt format needs a little-endian host");
   amoe_trace_reader *r = calloc(1, sizeof *r);
   if (!r) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  r->want_logits = 1;
   r->path = strdup(path);
   r->f = fopen(path, "rb");
   amoe_status st = AMOE_OK;
@@ -365,8 +373,7 @@ amoe_status amoe_trace_open(amoe_trace_reader **out, const char *path, amoe_err 
 }
 
 amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e) {
-  if (fseek(r->f, (long)r->data_start, SEEK_SET) != 0)
-    return amoe_fail(e, AMOE_EIO, "%s: seek failed: %s", r->path, strerror(errno));
+  (void)e; /* blocks are read at explicit offsets */
   r->pos = r->data_start;
   r->next_index = 0;
   return AMOE_OK;
@@ -381,16 +388,18 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
     return 0;
   }
 #define BAD(...) (-(int)amoe_fail(e, AMOE_EFORMAT, __VA_ARGS__))
+  const int fd = fileno(r->f);
   unsigned char h[BLK_HDR];
-  if (r->table_offset - at < BLK_HDR || fread(h, 1, BLK_HDR, r->f) != BLK_HDR)
+  if (r->table_offset - at < BLK_HDR || pread(fd, h, BLK_HDR, (off_t)at) != BLK_HDR)
     return BAD("%s: block %llu at byte offset %llu: truncated block header", r->path,
                (unsigned long long)bi, (unsigned long long)at);
   uint32_t mg, n;
-  uint64_t pb, ck;
+  uint64_t pb, cka, ckb;
   memcpy(&mg, h, 4);
   memcpy(&n, h + 4, 4);
   memcpy(&pb, h + 8, 8);
-  memcpy(&ck, h + 16, 8);
+  memcpy(&cka, h + 16, 8);
+  memcpy(&ckb, h + 24, 8);
   if (mg != BLK_MAGIC)
     return BAD("%s: block %llu at byte offset %llu: bad block marker", r->path, (unsigned long long)bi,
                (unsigned long long)at);
@@ -412,12 +421,17 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
     r->buf = nb;
     r->buf_cap = pb;
   }
-  if (fread(r->buf, 1, pb, r->f) != pb)
+  /* the logits only when wanted: results cannot depend on bytes never read */
+  const size_t got = r->want_logits ? pb : o.logits;
+  if ((size_t)pread(fd, r->buf, got, (off_t)(at + BLK_HDR)) != got)
     return BAD("%s: block %llu at byte offset %llu: truncated payload", r->path, (unsigned long long)bi,
                (unsigned long long)(at + BLK_HDR));
-  if (amoe_trace_checksum(r->buf, pb) != ck)
-    return BAD("%s: block %llu at byte offset %llu: checksum mismatch (corrupted)", r->path,
+  if (amoe_trace_checksum(r->buf, o.logits) != cka)
+    return BAD("%s: block %llu at byte offset %llu: checksum mismatch in the tree and ids (corrupted)", r->path,
                (unsigned long long)bi, (unsigned long long)at);
+  if (r->want_logits && amoe_trace_checksum(r->buf + o.logits, pb - o.logits) != ckb)
+    return BAD("%s: block %llu at byte offset %llu: checksum mismatch in the logits (corrupted)", r->path,
+               (unsigned long long)bi, (unsigned long long)(at + BLK_HDR + o.logits));
   uint64_t idx;
   memcpy(&idx, r->buf, 8);
   if (idx != bi)
@@ -453,7 +467,7 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   b->logp = (float *)(void *)(r->buf + o.logp);
   b->score = (float *)(void *)(r->buf + o.score);
   b->accepted = r->buf + o.accepted;
-  b->logits = (amoe_f16 *)(void *)(r->buf + o.logits);
+  b->logits = r->want_logits ? (amoe_f16 *)(void *)(r->buf + o.logits) : NULL;
   b->depth = r->depth;
   /* Ids index arrays everywhere: check their range here (the one check a
    * crash could come from). Order, distinct ids and usable logits were

@@ -3,7 +3,8 @@
  *   header  magic "AMOETRC\0" | u32 version | u32 header_bytes
  *           u32 moe_layers | u32 experts | u32 top_k | u32 m
  *           u64 block_count | u64 table_offset | u32 provenance_bytes | provenance (JSON)
- *   blocks  each: u32 "AMB1" | u32 n | u64 payload_bytes | u64 checksum | payload
+ *   blocks  each: u32 "AMB1" | u32 n | u64 payload_bytes | u64 checksum of the payload
+ *           before the logits | u64 checksum of the logits | payload
  *           payload: u64 index | u32 request | u32 step | i32 parent[n] | f32 logp[n]
  *                    | f32 score[n] | u8 accepted[n] | ids[L·n·m] | f16 logits[L·n·m]
  *                    (ids u8 when experts <= 256, else u16; each array padded
@@ -12,7 +13,9 @@
  *
  * A reader streams blocks through one reusable buffer, so memory does not
  * grow with the trace. Every length, offset and checksum is checked; an error
- * names the block and its byte offset. */
+ * names the block and its byte offset. A reader told that no logits are
+ * wanted (natural routing needs only the ids) skips them and their checksum:
+ * two thirds of a qwen3 block. */
 #ifndef AMOE_TRACE_H
 #define AMOE_TRACE_H
 
@@ -46,6 +49,9 @@ const amoe_trace_info *amoe_trace_info_of(const amoe_trace_reader *r);
  * reader's buffer until the next call. */
 int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e);
 amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e);
+/* Whether blocks carry their logits (default 1). Without them b->logits is
+ * NULL. */
+void amoe_trace_want_logits(amoe_trace_reader *r, int want);
 void amoe_trace_close_reader(amoe_trace_reader *r);
 
 /* Checksum used by the format (eight multiply-add lanes over 64-byte stripes). */

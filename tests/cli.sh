@@ -71,6 +71,16 @@ expect 2 "--set workload.tree.nodes=0: workload.tree.nodes = 0 is out of range" 
 expect 0 "wrote 12 blocks" -- "$A" gen tests/fixtures/golden.yaml --set workload.blocks=12 -o "$T/w.amt"
 expect 0 "wrote 12 blocks" -- "$A" gen tests/fixtures/golden.yaml --set workload.blocks=12 -o "$T/w.jsonl"
 expect 0 "wrote 12 blocks" -- "$A" import --format blocks-jsonl "$T/w.jsonl" --model olmoe-1b-7b -o "$T/w2.amt"
+# a trace replays to the same results as the generator that wrote it: every
+# policy (logits read) and natural alone (logits skipped); same p̂ for both
+C='commitment.table=[1, 0.8, 0.6, 0.4, 0.2]'
+for P in 'policies=[natural]' 'policies=[natural, acceptmoe, {verifier: moe-spec, budget: 12}, oracle]'; do
+  "$A" run tests/fixtures/golden.yaml --set workload.blocks=12 --set "$C" --set "$P" --out "$T/rs" --quiet >/dev/null 2>&1
+  "$A" run tests/fixtures/golden.yaml --set workload.source=trace --set workload.path="$T/w.amt" \
+    --set workload.blocks=0 --set "$C" --set "$P" --out "$T/rt" --quiet >/dev/null 2>&1
+  cmp -s "$T/rs/summary.csv" "$T/rt/summary.csv" && cmp -s "$T/rs/layers.csv" "$T/rt/layers.csv" && ok ||
+    bad "replaying the trace differs from generating it ($P)"
+done
 "$A" inspect "$T/w.amt" --json > "$T/i1" && "$A" inspect "$T/w2.amt" --json > "$T/i2"
 diff <(sed 's/"input":"[^"]*",//' "$T/i1") <(sed 's/"input":"[^"]*",//' "$T/i2") >/dev/null && ok || bad "jsonl round trip changes the workload"
 size=$(stat -c %s "$T/w.amt")

@@ -60,13 +60,15 @@ static uint64_t reference_checksum(const unsigned char *p, size_t bytes) {
 
 static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
 
-/* Writes data to path with block `blk`'s checksum recomputed: a file that
- * is wrong inside but whole to the checksum (made by hand, not by damage). */
-static void write_forged(const char *path, unsigned char *data, long size, uint64_t off) {
+/* Writes data to path with the checksums of the block at `off` recomputed
+ * (its logits start `lg` bytes into the payload): a file that is wrong
+ * inside but whole to the checksums (made by hand, not by damage). */
+static void write_forged(const char *path, unsigned char *data, long size, uint64_t off, size_t lg) {
   uint64_t pb;
   memcpy(&pb, data + off + 8, 8);
-  uint64_t ck = amoe_trace_checksum(data + off + 24, pb);
-  memcpy(data + off + 16, &ck, 8);
+  uint64_t cka = amoe_trace_checksum(data + off + 32, lg), ckb = amoe_trace_checksum(data + off + 32 + lg, pb - lg);
+  memcpy(data + off + 16, &cka, 8);
+  memcpy(data + off + 24, &ckb, 8);
   FILE *f = fopen(path, "wb");
   fwrite(data, 1, (size_t)size, f);
   fclose(f);
@@ -144,26 +146,41 @@ int main(void) {
     CHECK(strstr(e.msg, "byte offset") != NULL, "message names the byte offset: %s", e.msg);
     if (st == AMOE_OK) amoe_trace_close_reader(r);
   }
-  /* flip one byte inside the third block's logits: a checksum error naming block 2 */
+  /* flip one byte in the third block's logits: a checksum error naming
+   * block 2 and the logits; a reader that wants no logits never reads that
+   * byte and reads every block. Then one in its tree: an error either way. */
   r = NULL;
   CHECK(amoe_trace_open(&r, path, &e) == AMOE_OK, "%s", e.msg);
   amoe_trace_close_reader(r);
   uint64_t table;
   memcpy(&table, data + 40, 8);
-  uint64_t off2;
+  uint64_t off2, pb2;
   memcpy(&off2, data + table + 16, 8);
+  memcpy(&pb2, data + off2 + 8, 8);
   unsigned char *copy = malloc((size_t)size);
-  memcpy(copy, data, (size_t)size);
-  copy[off2 + 24 + 40] ^= 0x5a;
-  f = fopen(bad, "wb");
-  fwrite(copy, 1, (size_t)size, f);
-  fclose(f);
-  CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header still fine");
   int rc = 1, got = 0;
-  while ((rc = amoe_trace_next(r, &b, &e)) == 1) got++;
-  CHECK(rc < 0 && got == 2, "stops at block 2 (got %d, rc %d)", got, rc);
-  CHECK(strstr(e.msg, "block 2 at byte offset") && strstr(e.msg, "checksum"), "message: %s", e.msg);
-  amoe_trace_close_reader(r);
+  for (int where = 0; where < 2; where++) {
+    memcpy(copy, data, (size_t)size);
+    copy[where == 0 ? off2 + 32 + pb2 - 3 : off2 + 32 + 20] ^= 0x5a;
+    f = fopen(bad, "wb");
+    fwrite(copy, 1, (size_t)size, f);
+    fclose(f);
+    for (int want = 1; want >= 0; want--) {
+      CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header still fine");
+      amoe_trace_want_logits(r, want);
+      got = 0;
+      while ((rc = amoe_trace_next(r, &b, &e)) == 1) got++;
+      if (where == 0 && !want)
+        CHECK(rc == 0 && got == nb, "without logits every block reads (got %d, rc %d: %s)", got, rc, e.msg);
+      else {
+        CHECK(rc < 0 && got == 2, "stops at block 2 (got %d, rc %d)", got, rc);
+        CHECK(strstr(e.msg, "block 2 at byte offset") &&
+                  strstr(e.msg, where == 0 ? "checksum mismatch in the logits" : "checksum mismatch in the tree"),
+              "message: %s", e.msg);
+      }
+      amoe_trace_close_reader(r);
+    }
+  }
   /* a bad magic */
   memcpy(copy, data, (size_t)size);
   copy[0] = 'X';
@@ -206,11 +223,11 @@ int main(void) {
   memcpy(&off1, data + table + 8, 8);
   uint32_t n1;
   memcpy(&n1, data + off1 + 4, 4);
-  const size_t ids1 = off1 + 24 + 16 + 3 * pad8(4 * (size_t)n1) + pad8(n1); /* ids are bytes: 16 experts */
+  const size_t ids1 = off1 + 32 + 16 + 3 * pad8(4 * (size_t)n1) + pad8(n1); /* ids are bytes: 16 experts */
   const size_t lg1 = ids1 + pad8((size_t)4 * n1 * 8);
   memcpy(copy, data, (size_t)size);
   copy[ids1 + 5] = 16;
-  write_forged(bad, copy, size, off1);
+  write_forged(bad, copy, size, off1, lg1 - off1 - 32);
   CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
   got = 0;
   while ((rc = amoe_trace_next(r, &b, &e)) == 1) got++;
@@ -223,7 +240,7 @@ int main(void) {
   memcpy(copy, data, (size_t)size);
   memcpy(copy + lg1, data + lg1 + 2, 2); /* pair 0 takes pair 1's logit, pair 1 pair 0's */
   memcpy(copy + lg1 + 2, data + lg1, 2);
-  write_forged(bad, copy, size, off1);
+  write_forged(bad, copy, size, off1, lg1 - off1 - 32);
   CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
   got = 0;
   int caught = 0;
