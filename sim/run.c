@@ -22,7 +22,6 @@ typedef struct {
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int *nodes, *level, *count, *iscratch;
   uint8_t *U, *S, *X, *F;
-  uint8_t *mark; /* E flags, all zero between uses */
   float *delta;
   double *scratch;
   void *dscratch;
@@ -43,7 +42,6 @@ static void work_free(work *w) {
   free(w->S);
   free(w->X);
   free(w->F);
-  free(w->mark);
   free(w->delta);
   free(w->scratch);
   free(w->dscratch);
@@ -68,7 +66,6 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->S = malloc((size_t)E);
   w->X = malloc((size_t)E);
   w->F = malloc((size_t)E);
-  w->mark = calloc((size_t)E, 1);
   w->delta = malloc((size_t)n * sizeof(float));
   w->scratch = malloc((size_t)E * 4 * sizeof(double));
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
@@ -77,7 +74,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->pcache = malloc((size_t)b->layers * n * b->m * sizeof(float));
   w->pdone = malloc((size_t)b->layers * n);
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
-  if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->mark ||
+  if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F ||
       !w->delta || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
@@ -191,7 +188,8 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         memset(w->X, 0, (size_t)E);
       /* local restrict pointers: byte stores could alias anything else */
       const uint16_t *restrict route = w->route;
-      uint8_t *restrict Xl = w->X, *restrict in_route = w->mark;
+      uint8_t *restrict Xl = w->X;
+      const uint8_t *restrict Sl = w->S;
       int *restrict cnt = w->count;
       long displaced = 0;
       for (int i = 0; i < nn; i++) {
@@ -203,16 +201,15 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
           for (int j = 0; j < got; j++) Xl[route[j]] = 1;
         const float *pi = P + (size_t)w->nodes[i] * b->m;
         if (want_routes) record_route(b, l, w, i, k, w->route, got, pi);
-        /* displaced natural assignments: top-k entries not in the route */
-        for (int q = 0; q < got; q++) in_route[route[q]] = 1;
+        /* displaced natural assignments: a natural top-k entry stays exactly
+         * when its expert is in S (fewer than k entries of S precede it) */
         float d = w->delta[i];
         for (int j = 0; j < k; j++) {
-          const int gone = !in_route[id[j]];
+          const int gone = !Sl[id[j]];
           displaced += gone;
           d += gone ? pi[j] : 0.0f;
         }
         w->delta[i] = d;
-        for (int q = 0; q < got; q++) in_route[route[q]] = 0;
       }
       if (!record_only) tt->displaced += (double)displaced;
     }
