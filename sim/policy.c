@@ -163,46 +163,58 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
   return c;
 }
 
-typedef struct {
-  double v;
-  int id;
-} vpair;
-
-/* x ranks before y: higher value, then lower id */
-static inline int vbefore(vpair x, vpair y) { return x.v > y.v || (x.v == y.v && x.id < y.id); }
+/* A unique order key of (value, id): higher value first, then lower id.
+ * Values are ordered through their bits (sign-magnitude made monotone). */
+typedef unsigned __int128 vkey;
+static inline vkey value_key(double v, int id) {
+  uint64_t u;
+  memcpy(&u, &v, 8);
+  u = (u >> 63) ? ~u : (u | 0x8000000000000000ULL);
+  return (vkey)u << 16 | (vkey)(uint16_t)(0xffff - id);
+}
 
 /* Marks the `count` best candidates (a strict total order, so the set is
- * exact): quickselect, no sort, since S is a set. */
+ * exact): quickselect with a median-of-three pivot and a branch-free
+ * partition (which side a key falls is a coin flip to the predictor). */
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
                        int *iscratch) {
   (void)iscratch;
   if (count <= 0) return;
-  vpair p[AMOE_MAX_EXPERTS];
+  vkey k[AMOE_MAX_EXPERTS], tmp[AMOE_MAX_EXPERTS];
   int n = 0;
-  for (int e = 0; e < experts; e++)
-    if (!cand || cand[e]) p[n++] = (vpair){value[e], e};
-  if (count < n) {
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-      vpair piv = p[(lo + hi) >> 1];
-      int i = lo, j = hi;
-      while (i <= j) {
-        while (vbefore(p[i], piv)) i++;
-        while (vbefore(piv, p[j])) j--;
-        if (i <= j) {
-          vpair t = p[i];
-          p[i++] = p[j];
-          p[j--] = t;
-        }
-      }
-      if (count - 1 <= j)
-        hi = j;
-      else if (count - 1 >= i)
-        lo = i;
-      else
-        break;
-    }
-    n = count;
+  for (int e = 0; e < experts; e++) {
+    k[n] = value_key(value[e], e);
+    n += !cand || cand[e];
   }
-  for (int i = 0; i < n; i++) S[p[i].id] = 1;
+  int lo = 0, hi = n; /* the best `count` lie in k[0..count) once done */
+  while (count < n && hi - lo > 1) {
+    const vkey a = k[lo], c = k[lo + ((hi - lo) >> 1)], d = k[hi - 1];
+    const vkey piv = a > c ? (c > d ? c : (a > d ? d : a)) : (a > d ? a : (c > d ? d : c));
+    int nb = 0, na = 0; /* keys above the pivot to tmp, the rest compacted in place */
+    for (int i = lo; i < hi; i++) {
+      const vkey v = k[i];
+      const int big = v > piv;
+      tmp[nb] = v;
+      nb += big;
+      k[lo + na] = v;
+      na += !big;
+    }
+    memmove(k + lo + nb, k + lo, (size_t)na * sizeof *k);
+    memcpy(k + lo, tmp, (size_t)nb * sizeof *k);
+    const int cut = lo + nb; /* k[lo..cut) > piv >= k[cut..hi) */
+    if (cut == count) break;
+    if (cut > count)
+      hi = cut;
+    else if (cut == lo) { /* the pivot is the largest here: put it first */
+      for (int i = lo + 1; i < hi; i++)
+        if (k[i] == piv) {
+          k[i] = k[lo];
+          k[lo] = piv;
+        }
+      lo++;
+    } else
+      lo = cut;
+  }
+  const int m = count < n ? count : n;
+  for (int i = 0; i < m; i++) S[0xffff - (int)(uint16_t)k[i]] = 1;
 }

@@ -111,26 +111,50 @@ static void one_block(amoe_block *b) {
   amoe_source_close(src);
 }
 
-// The selector alone: one (block, layer) of 64 nodes x 128 experts.
+// The selector alone, per (block, layer) of 64 nodes x 128 experts. It
+// cycles through every layer of 4 blocks: repeating one (block, layer) would
+// let the branch predictor learn that input and flatter branchy code.
 static void BM_acceptmoe_select(benchmark::State &st) {
+  const int NB = 4, L = 48, E = 128;
+  amoe_spec s = qwen_spec();
+  s.workload.blocks = NB;
+  amoe_err e;
+  amoe_source *src;
+  amoe_source_open(&src, &s.workload, &s.model, &e);
+  std::vector<amoe_block> blk(NB);
+  std::vector<std::vector<float>> prob(NB);
+  std::vector<std::vector<int>> nodes(NB), level(NB);
   amoe_block b;
-  one_block(&b);
-  int nodes[64], level[256] = {0};
-  int nn = b.n < 64 ? b.n : 64;
-  for (int i = 0; i < nn; i++) nodes[i] = i, level[b.depth[i]]++;
-  static float prob[64 * 128];
-  for (int i = 0; i < nn; i++) amoe_router_probs(&b, 0, i, 0, prob + i * b.m);
+  amoe_block_init(&b, L, E, amoe_source_m(src));
+  for (int i = 0; i < NB; i++) {
+    amoe_source_next(src, &b, &e);
+    amoe_block_init(&blk[i], L, E, b.m);
+    amoe_block_copy(&blk[i], &b, &e);
+    const int n = blk[i].n, m = blk[i].m;
+    prob[i].resize((size_t)L * n * m);
+    nodes[i].resize(n);
+    level[i].assign(256, 0);
+    for (int t = 0; t < n; t++) nodes[i][t] = t, level[i][blk[i].depth[t]]++;
+    for (int l = 0; l < L; l++)
+      for (int t = 0; t < n; t++) amoe_router_probs(&blk[i], l, t, 0, &prob[i][((size_t)l * n + t) * m]);
+  }
+  amoe_block_free(&b);
+  amoe_source_close(src);
   double phat[6] = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, scratch[4 * 128];
   int iscratch[256];
   amoe_policy_row row = {};
   row.beta = 0.5;
   uint8_t S[128];
-  amoe_vctx c = {&b, 0, 8, 128, 0, nodes, nn, level, phat, 6, nullptr, &row, prob, scratch, iscratch};
+  int at = 0;
   for (auto _ : st) {
+    const int i = at / L, l = at % L, n = blk[i].n;
+    amoe_vctx c = {&blk[i], l, 8, E, 0, nodes[i].data(), n, level[i].data(), phat, 6, nullptr, &row,
+                   &prob[i][(size_t)l * n * blk[i].m], scratch, iscratch};
     amoe_verifier_acceptmoe(&c, S);
     benchmark::DoNotOptimize(S);
+    at = (at + 1) % (NB * L);
   }
-  amoe_block_free(&b);
+  for (int i = 0; i < NB; i++) amoe_block_free(&blk[i]);
 }
 BENCHMARK(BM_acceptmoe_select)->Unit(benchmark::kNanosecond);
 
