@@ -121,20 +121,26 @@ static AMOE_CLONES void entropy_terms(double *q, int n, double inv) {
   }
 }
 
+/* Σ x[0..n) in four interleaved partial sums, then (s0 + s1) + (s2 + s3):
+ * a fixed order (so fixed bits), without one long chain of dependent adds. */
+static double sum4(const double *x, int n) {
+  double s[4] = {0, 0, 0, 0};
+  int i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int q = 0; q < 4; q++) s[q] += x[i + q];
+  for (; i < n; i++) s[0] += x[i];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
 double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *scratch) {
   int c = 0;
-  double Z = 0;
   for (int e = 0; e < n; e++) { /* the positive candidates, in expert order, without branches */
-    const int keep = (!cand || cand[e]) && w[e] > 0;
     scratch[c] = w[e];
-    c += keep;
-    Z += keep ? w[e] : 0.0;
+    c += (!cand || cand[e]) && w[e] > 0;
   }
   if (c == 0) return 0;
-  entropy_terms(scratch, c, 1 / Z);
-  double H = 0;
-  for (int i = 0; i < c; i++) H -= scratch[i];
-  return exp(H);
+  entropy_terms(scratch, c, 1 / sum4(scratch, c));
+  return exp(-sum4(scratch, c));
 }
 
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {

@@ -71,8 +71,9 @@ void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out
  * beyond m are -inf) the lowest ids of S not stored. Returns count (<= k). */
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out);
 /* exp(H) of the positive w[e] among the candidates (cand NULL = all),
- * normalised to sum 1, H their entropy in nats, summed in expert order; 0
- * when none is positive. scratch: n doubles. */
+ * normalised to sum 1, H their entropy in nats; sums run over the
+ * candidates in expert order in four interleaved partial sums. 0 when none
+ * is positive. scratch: n doubles. */
 double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *scratch);
 /* Keeps in S the `count` experts with the highest value (ties: lower id),
  * among those with cand[e] != 0 (cand NULL = all). */
