@@ -326,7 +326,66 @@ static void ranking_helpers(void) {
   CHECK(fabs(amoe_effective_rank(flat, NULL, 10, sc) - 10) < 1e-12, "uniform over 10: rank 10");
 }
 
+/* What a hand-made trace can still hold after the reader's checks (a valid
+ * tree, ids in range): logits of any bits (NaN, ±inf, -0), pairs out of
+ * order, an expert stored twice. Every policy must stay inside its arrays:
+ * results may be meaningless, a crash is not allowed. (Run under valgrind
+ * by hand: clean.) */
+static void hostile_blocks(void) {
+  amoe_rng r;
+  amoe_rng_seed(&r, 66, 6, 6);
+  const int L = 2, EX = 24, M = 8, KK = 3;
+  int bad = 0;
+  for (int trial = 0; trial < 300; trial++) {
+    amoe_block b;
+    amoe_err e;
+    amoe_block_init(&b, L, EX, M);
+    const int n = 1 + (int)(amoe_rng_unif(&r) * 20);
+    CHECK(amoe_block_reserve(&b, n, &e) == AMOE_OK, "%s", e.msg);
+    for (int t = 0; t < n; t++) {
+      b.parent[t] = t ? (int)(amoe_rng_unif(&r) * t) : -1;
+      b.logp[t] = -1;
+      b.score[t] = (float)-t;
+      b.accepted[t] = t == 0;
+    }
+    for (size_t i = 0; i < (size_t)L * n * M; i++) {
+      b.ids[i] = (uint16_t)(amoe_rng_unif(&r) * EX);
+      b.logits[i] = (amoe_f16)(amoe_rng_next(&r) & 0xffff);
+    }
+    CHECK(amoe_block_finish(&b, AMOE_CHECK_TREE, &e) == AMOE_OK, "%s", e.msg);
+    int nodes[32], level[256] = {0};
+    for (int t = 0; t < n; t++) nodes[t] = t, level[b.depth[t]]++;
+    float prob[32 * M];
+    double phat[4] = {1, 0.5, 0.3, 0.1}, sc[4 * EX];
+    int isc[2 * EX];
+    uint8_t res[EX], S[EX];
+    for (int x = 0; x < EX; x++) res[x] = amoe_rng_unif(&r) < 0.5;
+    amoe_policy_row row = {0};
+    row.beta = 0.5;
+    row.budget = 5;
+    for (int l = 0; l < L; l++) {
+      for (int t = 0; t < n; t++) amoe_router_probs(&b, l, t, trial & 1, prob + t * M);
+      for (int v = 0; v < amoe_verifier_count; v++) {
+        amoe_vctx c = {&b, l, KK, EX, trial & 1, nodes, n, level, phat, 4, trial & 2 ? res : NULL, &row, prob,
+                       sc, isc};
+        memset(S, 0, EX);
+        amoe_verifier_table[v].select(&c, S);
+        for (int x = 0; x < EX; x++) bad += S[x] > 1;
+        for (int t = 0; t < n; t++) {
+          uint16_t out[KK];
+          int got = amoe_route_constrained(&b, l, t, KK, S, out);
+          bad += got < 0 || got > KK;
+          for (int j = 0; j < got; j++) bad += out[j] >= EX;
+        }
+      }
+    }
+    amoe_block_free(&b);
+  }
+  CHECK(bad == 0, "%d out-of-bounds results on hostile blocks", bad);
+}
+
 int main(void) {
+  hostile_blocks();
   ranking_helpers();
   router_probabilities();
   hand_block();
