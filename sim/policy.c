@@ -146,18 +146,17 @@ double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {
   const uint16_t *id = amoe_block_ids(b, l, t);
   const int m = b->m;
-  uint16_t pick[AMOE_MAX_TOPK + 1]; /* the last slot takes writes past k */
   int c = 0;
   /* in runs of eight without branches (whether an expert is in S is a coin
-   * flip to the predictor), stopping once k are found */
+   * flip to the predictor), stopping once k are found; out[k] takes the
+   * writes past k */
   for (int j0 = 0; j0 < m && c < k; j0 += 8) {
     const int j1 = j0 + 8 < m ? j0 + 8 : m;
     for (int j = j0; j < j1; j++) {
-      pick[c] = id[j];
+      out[c] = id[j];
       c += S[id[j]] & (c < k);
     }
   }
-  memcpy(out, pick, (size_t)c * sizeof *out);
   if (c < k) { /* the rest of S is -inf: lowest ids first */
     for (int e = 0; e < b->experts && c < k; e++) {
       if (!S[e]) continue;

@@ -69,7 +69,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->delta = malloc((size_t)n * sizeof(float));
   w->scratch = malloc((size_t)E * 4 * sizeof(double));
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
-  w->route = malloc(AMOE_MAX_TOPK * sizeof(uint16_t));
+  w->route = malloc((AMOE_MAX_TOPK + 1) * sizeof(uint16_t));
   w->rt = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(int32_t));
   w->pcache = malloc((size_t)b->layers * n * b->m * sizeof(float));
   w->pdone = malloc((size_t)b->layers * n);
@@ -204,11 +204,13 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         /* displaced natural assignments: a natural top-k entry stays exactly
          * when its expert is in S (fewer than k entries of S precede it) */
         float d = w->delta[i];
+        int gone_n = 0;
         for (int j = 0; j < k; j++) {
           const int gone = !Sl[id[j]];
-          displaced += gone;
-          d += gone ? pi[j] : 0.0f;
+          gone_n += gone;
+          d += pi[j] * (float)gone; /* adds exactly 0 when kept: no branch */
         }
+        displaced += gone_n;
         w->delta[i] = d;
       }
       if (!record_only) tt->displaced += (double)displaced;

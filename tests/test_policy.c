@@ -95,7 +95,7 @@ static void hand_block(void) {
   CHECK(set_eq(S, want3, 5), "oracle = union over the accepted path");
   /* constrained routing of node 2 inside {0,1,2,3}: 2, then the best stored in S (0, lower id of the -1e4 ties) */
   uint8_t S4[E] = {1, 1, 1, 1};
-  uint16_t out[K];
+  uint16_t out[K + 1];
   CHECK(amoe_route_constrained(&b, 0, 2, K, S4, out) == K && out[0] == 2 && out[1] == 0, "constrained route");
   amoe_block_free(&b);
 }
@@ -191,7 +191,7 @@ static void properties(void) {
           for (int x = 0; x < 32; x++) size += S[x];
           if (size < 4) bad++;
           for (int i = 0; i < nn; i++) { /* executed ⊆ S, k experts each */
-            uint16_t out[4];
+            uint16_t out[4 + 1];
             int got = amoe_route_constrained(&b, l, nodes[i], 4, S, out);
             if (got != 4) bad++;
             for (int j = 0; j < got; j++) bad += !S[out[j]];
@@ -372,7 +372,7 @@ static void hostile_blocks(void) {
         amoe_verifier_table[v].select(&c, S);
         for (int x = 0; x < EX; x++) bad += S[x] > 1;
         for (int t = 0; t < n; t++) {
-          uint16_t out[KK];
+          uint16_t out[KK + 1];
           int got = amoe_route_constrained(&b, l, t, KK, S, out);
           bad += got < 0 || got > KK;
           for (int j = 0; j < got; j++) bad += out[j] >= EX;
