@@ -179,6 +179,8 @@ AMOE_CLONES amoe_status amoe_block_check_pairs(const amoe_block *b, int unique, 
    * the first pair of every group only compares against a sentinel (the
    * pair before it belongs to another group). The slow path names the first
    * bad pair. Trace replay spends much of its time here. */
+  if (!b->logits) return amoe_fail(e, AMOE_EINVAL, "block %llu was read without its logits",
+                                   (unsigned long long)b->index);
   const size_t groups = (size_t)b->layers * b->n;
   const int m = b->m;
   const int16_t emax = (int16_t)(b->experts - 1);
@@ -239,6 +241,8 @@ int amoe_block_accepted_count(const amoe_block *b) {
 }
 
 amoe_status amoe_block_copy(amoe_block *dst, const amoe_block *src, amoe_err *e) {
+  if (!src->logits)
+    return amoe_fail(e, AMOE_EINVAL, "block %llu was read without its logits", (unsigned long long)src->index);
   if (dst->layers != src->layers || dst->m != src->m || dst->experts != src->experts) {
     amoe_block_free(dst);
     amoe_block_init(dst, src->layers, src->experts, src->m);
