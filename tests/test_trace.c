@@ -265,6 +265,45 @@ int main(void) {
     CHECK(access(p2, F_OK) != 0, "no file left behind");
     amoe_block_free(&d);
   }
+  /* more than 256 experts: ids stored as u16, read back with and without logits */
+  {
+    amoe_gen_params q = params();
+    q.experts = 300;
+    q.layers = 2;
+    amoe_gen *g2;
+    CHECK(amoe_gen_open(&g2, &q, &e) == AMOE_OK, "%s", e.msg);
+    char p3[80];
+    snprintf(p3, sizeof p3, "%s.wide", path);
+    amoe_block wb[3];
+    CHECK(amoe_trace_create(&w, p3, 2, 300, 2, 8, "{}", &e) == AMOE_OK, "%s", e.msg);
+    amoe_gen_begin_request(g2, 0);
+    for (int i = 0; i < 3; i++) {
+      amoe_block_init(&wb[i], 2, 300, 8);
+      CHECK(amoe_gen_next(g2, &wb[i], &e) == 1, "%s", e.msg);
+      wb[i].index = (uint64_t)i;
+      CHECK(amoe_trace_write(w, &wb[i], &e) == AMOE_OK, "%s", e.msg);
+    }
+    CHECK(amoe_trace_close(w, &e) == AMOE_OK, "%s", e.msg);
+    int maxid = 0;
+    for (int i = 0; i < 3; i++)
+      for (size_t j = 0; j < (size_t)2 * wb[i].n * 8; j++) maxid = wb[i].ids[j] > maxid ? wb[i].ids[j] : maxid;
+    CHECK(maxid > 255, "the test needs ids above 255 (max %d)", maxid);
+    for (int want = 1; want >= 0; want--) {
+      CHECK(amoe_trace_open(&r, p3, &e) == AMOE_OK, "%s", e.msg);
+      amoe_trace_want_logits(r, want);
+      int same = 1;
+      for (int i = 0; i < 3; i++) {
+        same &= amoe_trace_next(r, &b, &e) == 1 && b.n == wb[i].n &&
+                !memcmp(b.ids, wb[i].ids, (size_t)2 * b.n * 8 * 2) &&
+                (want ? !memcmp(b.logits, wb[i].logits, (size_t)2 * b.n * 8 * 2) : b.logits == NULL);
+      }
+      CHECK(same && amoe_trace_next(r, &b, &e) == 0, "u16 ids round trip (logits %d)", want);
+      amoe_trace_close_reader(r);
+    }
+    for (int i = 0; i < 3; i++) amoe_block_free(&wb[i]);
+    amoe_gen_close(g2);
+    remove(p3);
+  }
   free(copy);
   free(data);
   remove(bad);
