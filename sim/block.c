@@ -90,12 +90,14 @@ static void sort_keys(uint32_t *k, int n, uint32_t *out) {
 void amoe_block_sort_pairs(amoe_block *b, int l, int t) {
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
   amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
-  uint32_t k[AMOE_MAX_EXPERTS], out[AMOE_MAX_EXPERTS];
+  uint32_t k[AMOE_MAX_EXPERTS];
   for (int i = 0; i < b->m; i++) k[i] = pair_key(z[i], id[i]);
-  sort_keys(k, b->m, out);
+  /* imported pairs may repeat one (the check names it): qsort, which needs
+   * no distinct keys */
+  qsort(k, (size_t)b->m, 4, key_desc);
   for (int i = 0; i < b->m; i++) {
-    id[i] = key_id(out[i]);
-    z[i] = key_logit(out[i]);
+    id[i] = key_id(k[i]);
+    z[i] = key_logit(k[i]);
   }
 }
 

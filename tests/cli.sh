@@ -97,6 +97,15 @@ leftover=$(find "$T/tr" -name '*.tmp.*' 2>/dev/null | head -1)
 [ -z "$leftover" ] && ok || bad "temporary files left behind: $leftover"
 printf '{"parent":[-1,0],"logp":[0,-1],"accepted":[1,1],"topk":[[[[1,0.5]]]]}\n{"parent": [-1\n' > "$T/bad.jsonl"
 expect 1 "bad.jsonl:[12]:" -- "$A" inspect "$T/bad.jsonl" --format blocks-jsonl --model olmoe-1b-7b
+# an expert listed twice in a node's top-m pairs (mixtral: 32 layers, m = 8)
+{ printf '{"parent":[-1],"logp":[0],"accepted":[1],"topk":['
+  for l in $(seq 0 31); do
+    [ "$l" -gt 0 ] && printf ','
+    if [ "$l" -eq 5 ]; then printf '[[[3,0.5],[3,0.5],[0,0],[1,0],[2,0],[4,0],[5,0],[6,0]]]'
+    else printf '[[[3,0.5],[7,0.4],[0,0],[1,0],[2,0],[4,0],[5,0],[6,0]]]'; fi
+  done
+  printf ']}\n'; } > "$T/dup.jsonl"
+expect 1 "dup.jsonl:1: layer 5 node 0: expert 3 stored twice" -- "$A" inspect "$T/dup.jsonl" --format blocks-jsonl --model mixtral-8x7b
 printf '{"problem_id":0,"layer":0,"token_idx":0,"experts":[1],"gating_probs":[1]}\n' > "$T/r.jsonl"
 expect 1 "r.jsonl:1: experts and gating_probs must have top_k = 2" -- "$A" inspect "$T/r.jsonl" --format routing-jsonl --model mixtral-8x7b
 # results directory that cannot be written
