@@ -71,22 +71,6 @@ static int key_desc(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
-/* Sorts n distinct keys descending into out: by counting ranks (branch-free,
- * vectorised) when n is small, else qsort. */
-static void sort_keys(uint32_t *k, int n, uint32_t *out) {
-  if (n > 64) {
-    memcpy(out, k, (size_t)n * 4);
-    qsort(out, (size_t)n, 4, key_desc);
-    return;
-  }
-  for (int i = 0; i < n; i++) {
-    const uint32_t v = k[i];
-    int r = 0;
-    for (int j = 0; j < n; j++) r += k[j] > v;
-    out[r] = v;
-  }
-}
-
 void amoe_block_sort_pairs(amoe_block *b, int l, int t) {
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
   amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
@@ -110,11 +94,14 @@ AMOE_CLONES void amoe_block_set_full(amoe_block *b, int l, int t, const float *z
   amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
   const int E = b->experts, m = b->m;
   uint16_t k16[AMOE_MAX_EXPERTS];
-  uint32_t k[AMOE_MAX_EXPERTS], sorted[AMOE_MAX_EXPERTS];
+  /* pair keys with the top bit flipped: signed compares order them, so the
+   * loops below need no per-element bias */
+  int32_t kk[AMOE_MAX_EXPERTS], sel[AMOE_MAX_EXPERTS], sorted[AMOE_MAX_EXPERTS];
   uint16_t kmin = 0xffff, kmax = 0;
   for (int e = 0; e < E; e++) {
     const uint16_t v = (uint16_t)amoe_f16_key(amoe_f16_from_f32(zfull[e]));
     k16[e] = v;
+    kk[e] = (int32_t)(((uint32_t)v << 16 | (uint32_t)(0xffff - e)) ^ 0x80000000u);
     kmin = v < kmin ? v : kmin;
     kmax = v > kmax ? v : kmax;
   }
@@ -131,15 +118,27 @@ AMOE_CLONES void amoe_block_set_full(amoe_block *b, int l, int t, const float *z
   }
   int c = 0;
   for (int e = 0; e < E; e++) { /* every key above T, then the ties at T by id */
-    k[c] = (uint32_t)k16[e] << 16 | (uint32_t)(0xffff - e);
+    sel[c] = kk[e];
     c += k16[e] > lo;
   }
   for (int e = 0; c < m; e++)
-    if (k16[e] == lo) k[c++] = (uint32_t)k16[e] << 16 | (uint32_t)(0xffff - e);
-  sort_keys(k, m, sorted);
+    if (k16[e] == lo) sel[c++] = kk[e];
+  if (m > 64) { /* rank counting is quadratic: sort a long list by qsort */
+    uint32_t *u = (uint32_t *)sorted;
+    for (int i = 0; i < m; i++) u[i] = (uint32_t)sel[i] ^ 0x80000000u;
+    qsort(u, (size_t)m, 4, key_desc);
+    for (int i = 0; i < m; i++) sorted[i] = (int32_t)(u[i] ^ 0x80000000u);
+  } else /* keys are distinct: a key's rank is how many exceed it */
+    for (int i = 0; i < m; i++) {
+      const int32_t v = sel[i];
+      int r = 0;
+      for (int j = 0; j < m; j++) r += sel[j] > v;
+      sorted[r] = v;
+    }
   for (int i = 0; i < m; i++) {
-    id[i] = key_id(sorted[i]);
-    z[i] = key_logit(sorted[i]);
+    const uint32_t key = (uint32_t)sorted[i] ^ 0x80000000u;
+    id[i] = key_id(key);
+    z[i] = key_logit(key);
   }
 }
 
