@@ -85,14 +85,11 @@ void amoe_block_sort_pairs(amoe_block *b, int l, int t) {
   }
 }
 
-/* Rounds to f16 and keeps the top m by (logit desc, id asc), sorted. The
- * m-th best logit is found by a binary search over the 16-bit logit keys,
- * each step a vectorised count; the keys above it are all kept, and the
- * ties at it go to the lower ids. */
-AMOE_CLONES void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
-  uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
-  amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
-  const int E = b->experts, m = b->m;
+/* The portable top-m: rounds to f16 and keeps the top m by (logit desc, id
+ * asc), sorted. The m-th best logit is found by a binary search over the
+ * 16-bit logit keys, each step a vectorised count; the keys above it are all
+ * kept, and the ties at it go to the lower ids. */
+static AMOE_CLONES void set_full_plain(uint16_t *id, amoe_f16 *z, int E, int m, const float *zfull) {
   uint16_t k16[AMOE_MAX_EXPERTS];
   /* pair keys with the top bit flipped: signed compares order them, so the
    * loops below need no per-element bias */
@@ -140,6 +137,133 @@ AMOE_CLONES void amoe_block_set_full(amoe_block *b, int l, int t, const float *z
     id[i] = key_id(key);
     z[i] = key_logit(key);
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(AMOE_NO_CLONES)
+#include <immintrin.h>
+#define AMOE_SET_FULL_X86 1
+
+/* Left-pack table: for an 8-bit lane mask, the set lanes in order as eight
+ * 3-bit indices, and their count in bits 24..27. */
+static uint32_t g_pack[256];
+static int g_avx2_f16c;
+
+__attribute__((constructor)) static void set_full_init(void) {
+  for (int mask = 0; mask < 256; mask++) {
+    uint32_t v = 0;
+    int c = 0;
+    for (int i = 0; i < 8; i++)
+      if (mask >> i & 1) v |= (uint32_t)i << (3 * c++);
+    g_pack[mask] = v | (uint32_t)c << 24;
+  }
+  __builtin_cpu_init();
+  g_avx2_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+__attribute__((target("avx2"))) static inline int hsum_epi16(__m256i v) {
+  __m256i s = _mm256_madd_epi16(v, _mm256_set1_epi16(1));
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+  return _mm_cvtsi128_si32(t);
+}
+__attribute__((target("avx2"))) static inline int hsum_epi32(__m256i v) {
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+  return _mm_cvtsi128_si32(t);
+}
+
+/* The same top m with AVX2 and F16C, for E a multiple of 16 and m <= 64:
+ * 16 logits rounded per instruction (canonicalised as amoe_f16_from_f32
+ * does: -0 to +0, NaN to sign|0x7e00), keys biased so signed compares order
+ * them, the threshold search on 16 keys per compare, the keys above it
+ * left-packed 8 at a time, and ranks counted 8 at a time. The output is the
+ * plain version's to the bit (test_block compares both with a ranking). */
+__attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amoe_f16 *z, int E, int m,
+                                                              const float *zfull) {
+  int16_t kb[AMOE_MAX_EXPERTS]; /* key ^ 0x8000: signed order = logit order */
+  int32_t sel[AMOE_MAX_EXPERTS + 8], sorted[AMOE_MAX_EXPERTS];
+  const __m256i c8000 = _mm256_set1_epi16((short)0x8000), c7fff = _mm256_set1_epi16(0x7fff),
+                c7c00 = _mm256_set1_epi16(0x7c00), c7e00 = _mm256_set1_epi16(0x7e00);
+  __m256i vmin = _mm256_set1_epi16(0x7fff), vmax = _mm256_set1_epi16((short)0x8000);
+  for (int e = 0; e < E; e += 16) {
+    const __m128i ha = _mm256_cvtps_ph(_mm256_loadu_ps(zfull + e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i hb =
+        _mm256_cvtps_ph(_mm256_loadu_ps(zfull + e + 8), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(ha), hb, 1);
+    h = _mm256_andnot_si256(_mm256_cmpeq_epi16(h, c8000), h);                      /* -0 -> +0 */
+    const __m256i nan = _mm256_cmpgt_epi16(_mm256_and_si256(h, c7fff), c7c00);     /* NaN lanes */
+    h = _mm256_blendv_epi8(h, _mm256_or_si256(_mm256_and_si256(h, c8000), c7e00), nan);
+    const __m256i k = _mm256_xor_si256(h, _mm256_and_si256(_mm256_srai_epi16(h, 15), c7fff));
+    _mm256_storeu_si256((__m256i *)(void *)(kb + e), k);
+    vmin = _mm256_min_epi16(vmin, k);
+    vmax = _mm256_max_epi16(vmax, k);
+  }
+  int16_t mn[16], mx[16];
+  _mm256_storeu_si256((__m256i *)(void *)mn, vmin);
+  _mm256_storeu_si256((__m256i *)(void *)mx, vmax);
+  int lo = 32767, hi = -32768;
+  for (int i = 0; i < 16; i++) {
+    lo = mn[i] < lo ? mn[i] : lo;
+    hi = mx[i] > hi ? mx[i] : hi;
+  }
+  /* the largest T with #{key >= T} >= m */
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    const __m256i below = _mm256_set1_epi16((short)(mid - 1));
+    __m256i acc = _mm256_setzero_si256();
+    for (int e = 0; e < E; e += 16)
+      acc = _mm256_sub_epi16(acc, _mm256_cmpgt_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(kb + e)), below));
+    if (hsum_epi16(acc) >= m)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  /* pair keys (key16 << 16 | 0xffff - e, biased) above T, packed in id order */
+  const __m256i lov = _mm256_set1_epi32(lo), shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+  __m256i ids = _mm256_setr_epi32(0xffff, 0xfffe, 0xfffd, 0xfffc, 0xfffb, 0xfffa, 0xfff9, 0xfff8);
+  const __m256i step = _mm256_set1_epi32(8), seven = _mm256_set1_epi32(7);
+  int c = 0;
+  for (int e = 0; e < E; e += 8) {
+    const __m256i k32 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(kb + e)));
+    const __m256i pk = _mm256_or_si256(_mm256_slli_epi32(k32, 16), ids);
+    const int mask = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k32, lov)));
+    const uint32_t pw = g_pack[mask];
+    const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pw), shifts), seven);
+    _mm256_storeu_si256((__m256i *)(void *)(sel + c), _mm256_permutevar8x32_epi32(pk, idx));
+    c += (int)(pw >> 24);
+    ids = _mm256_sub_epi32(ids, step);
+  }
+  for (int e = 0; c < m; e++) /* the ties at T, lowest ids first */
+    if (kb[e] == lo) sel[c++] = (int32_t)((uint32_t)(uint16_t)kb[e] << 16 | (uint32_t)(0xffff - e));
+  const int mp = (m + 7) & ~7;
+  for (int i = m; i < mp; i++) sel[i] = INT32_MIN; /* below every real key */
+  for (int i = 0; i < m; i++) {
+    const __m256i v = _mm256_set1_epi32(sel[i]);
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < mp; j += 8)
+      acc = _mm256_sub_epi32(acc, _mm256_cmpgt_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(sel + j)), v));
+    sorted[hsum_epi32(acc)] = sel[i];
+  }
+  for (int i = 0; i < m; i++) {
+    const uint32_t key = (uint32_t)sorted[i] ^ 0x80000000u;
+    id[i] = key_id(key);
+    z[i] = key_logit(key);
+  }
+}
+#endif
+
+void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
+  uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
+  amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
+#ifdef AMOE_SET_FULL_X86
+  if (g_avx2_f16c && b->experts % 16 == 0 && b->m <= 64) {
+    set_full_avx2(id, z, b->experts, b->m, zfull);
+    return;
+  }
+#endif
+  set_full_plain(id, z, b->experts, b->m, zfull);
 }
 
 /* Names the first bad pair of node t at layer l, or AMOE_OK if it has none
