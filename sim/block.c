@@ -208,7 +208,22 @@ __attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amo
     lo = mn[i] < lo ? mn[i] : lo;
     hi = mx[i] > hi ? mx[i] : hi;
   }
-  /* the largest T with #{key >= T} >= m */
+  /* the largest T with #{key >= T} >= m; 128 experts (8 registers) kept in
+   * registers across the passes */
+  if (E == 128) {
+    __m256i r[8];
+    for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_si256((const __m256i *)(const void *)(kb + 16 * q));
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      const __m256i below = _mm256_set1_epi16((short)(mid - 1));
+      __m256i acc = _mm256_setzero_si256();
+      for (int q = 0; q < 8; q++) acc = _mm256_sub_epi16(acc, _mm256_cmpgt_epi16(r[q], below));
+      if (hsum_epi16(acc) >= m)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+  }
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
     const __m256i below = _mm256_set1_epi16((short)(mid - 1));
@@ -220,32 +235,48 @@ __attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amo
     else
       hi = mid - 1;
   }
-  /* pair keys (key16 << 16 | 0xffff - e, biased) above T, packed in id order */
+  /* pair keys (key16 << 16 | 0xffff - e, biased) above T, and apart those
+   * equal to it, each packed in id order */
+  int32_t tie[AMOE_MAX_EXPERTS + 8];
   const __m256i lov = _mm256_set1_epi32(lo), shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
   __m256i ids = _mm256_setr_epi32(0xffff, 0xfffe, 0xfffd, 0xfffc, 0xfffb, 0xfffa, 0xfff9, 0xfff8);
   const __m256i step = _mm256_set1_epi32(8), seven = _mm256_set1_epi32(7);
-  int c = 0;
+  int c = 0, nt = 0;
   for (int e = 0; e < E; e += 8) {
     const __m256i k32 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(kb + e)));
     const __m256i pk = _mm256_or_si256(_mm256_slli_epi32(k32, 16), ids);
-    const int mask = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k32, lov)));
-    const uint32_t pw = g_pack[mask];
-    const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pw), shifts), seven);
-    _mm256_storeu_si256((__m256i *)(void *)(sel + c), _mm256_permutevar8x32_epi32(pk, idx));
-    c += (int)(pw >> 24);
+    const uint32_t pa = g_pack[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k32, lov)))];
+    const uint32_t pe = g_pack[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(k32, lov)))];
+    const __m256i ia = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pa), shifts), seven);
+    const __m256i ie = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pe), shifts), seven);
+    _mm256_storeu_si256((__m256i *)(void *)(sel + c), _mm256_permutevar8x32_epi32(pk, ia));
+    _mm256_storeu_si256((__m256i *)(void *)(tie + nt), _mm256_permutevar8x32_epi32(pk, ie));
+    c += (int)(pa >> 24);
+    nt += (int)(pe >> 24);
     ids = _mm256_sub_epi32(ids, step);
   }
-  for (int e = 0; c < m; e++) /* the ties at T, lowest ids first */
-    if (kb[e] == lo) sel[c++] = (int32_t)((uint32_t)(uint16_t)kb[e] << 16 | (uint32_t)(0xffff - e));
+  for (int i = 0; c < m; i++) sel[c++] = tie[i]; /* the ties at T, lowest ids first */
   const int mp = (m + 7) & ~7;
   for (int i = m; i < mp; i++) sel[i] = INT32_MIN; /* below every real key */
-  for (int i = 0; i < m; i++) {
-    const __m256i v = _mm256_set1_epi32(sel[i]);
-    __m256i acc = _mm256_setzero_si256();
-    for (int j = 0; j < mp; j += 8)
-      acc = _mm256_sub_epi32(acc, _mm256_cmpgt_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(sel + j)), v));
-    sorted[hsum_epi32(acc)] = sel[i];
-  }
+  if (mp == 32) { /* the usual m: all 32 keys in four registers */
+    const __m256i s0 = _mm256_loadu_si256((const __m256i *)(const void *)sel),
+                  s1 = _mm256_loadu_si256((const __m256i *)(const void *)(sel + 8)),
+                  s2 = _mm256_loadu_si256((const __m256i *)(const void *)(sel + 16)),
+                  s3 = _mm256_loadu_si256((const __m256i *)(const void *)(sel + 24));
+    for (int i = 0; i < m; i++) {
+      const __m256i v = _mm256_set1_epi32(sel[i]);
+      const __m256i a = _mm256_add_epi32(_mm256_cmpgt_epi32(s0, v), _mm256_cmpgt_epi32(s1, v));
+      const __m256i b2 = _mm256_add_epi32(_mm256_cmpgt_epi32(s2, v), _mm256_cmpgt_epi32(s3, v));
+      sorted[-hsum_epi32(_mm256_add_epi32(a, b2))] = sel[i];
+    }
+  } else
+    for (int i = 0; i < m; i++) {
+      const __m256i v = _mm256_set1_epi32(sel[i]);
+      __m256i acc = _mm256_setzero_si256();
+      for (int j = 0; j < mp; j += 8)
+        acc = _mm256_sub_epi32(acc, _mm256_cmpgt_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(sel + j)), v));
+      sorted[hsum_epi32(acc)] = sel[i];
+    }
   for (int i = 0; i < m; i++) {
     const uint32_t key = (uint32_t)sorted[i] ^ 0x80000000u;
     id[i] = key_id(key);
