@@ -285,6 +285,11 @@ __attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amo
 }
 #endif
 
+void amoe_block_set_full_portable(amoe_block *b, int l, int t, const float *zfull) {
+  set_full_plain(b->ids + ((size_t)l * b->n + t) * b->m, b->logits + ((size_t)l * b->n + t) * b->m, b->experts,
+                 b->m, zfull);
+}
+
 void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
   amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;

@@ -47,8 +47,11 @@ static inline const amoe_f16 *amoe_block_logits(const amoe_block *b, int l, int 
 }
 
 /* Stores node t's layer-l logits from a full E-vector: rounds them to f16
- * and keeps the top m. */
+ * and keeps the top m. Picks a vector version where the CPU has one. */
 void amoe_block_set_full(amoe_block *b, int l, int t, const float *z);
+/* The same in portable C: the reference the vector version is tested
+ * against, bit for bit. */
+void amoe_block_set_full_portable(amoe_block *b, int l, int t, const float *z);
 /* Sorts node t's m stored pairs (logit desc, then id asc). */
 void amoe_block_sort_pairs(amoe_block *b, int l, int t);
 
