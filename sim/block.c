@@ -143,9 +143,6 @@ static AMOE_CLONES void set_full_plain(uint16_t *id, amoe_f16 *z, int E, int m, 
 #include <immintrin.h>
 #define AMOE_SET_FULL_X86 1
 
-/* Left-pack table: for an 8-bit lane mask, the set lanes in order as eight
- * 3-bit indices, and their count in bits 24..27. */
-static uint32_t g_pack[256];
 static int g_avx2_f16c;
 
 __attribute__((constructor)) static void set_full_init(void) {
@@ -154,7 +151,7 @@ __attribute__((constructor)) static void set_full_init(void) {
     int c = 0;
     for (int i = 0; i < 8; i++)
       if (mask >> i & 1) v |= (uint32_t)i << (3 * c++);
-    g_pack[mask] = v | (uint32_t)c << 24;
+    amoe_pack_table[mask] = v | (uint32_t)c << 24;
   }
   __builtin_cpu_init();
   g_avx2_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
@@ -245,8 +242,8 @@ __attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amo
   for (int e = 0; e < E; e += 8) {
     const __m256i k32 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(kb + e)));
     const __m256i pk = _mm256_or_si256(_mm256_slli_epi32(k32, 16), ids);
-    const uint32_t pa = g_pack[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k32, lov)))];
-    const uint32_t pe = g_pack[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(k32, lov)))];
+    const uint32_t pa = amoe_pack_table[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k32, lov)))];
+    const uint32_t pe = amoe_pack_table[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(k32, lov)))];
     const __m256i ia = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pa), shifts), seven);
     const __m256i ie = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pe), shifts), seven);
     _mm256_storeu_si256((__m256i *)(void *)(sel + c), _mm256_permutevar8x32_epi32(pk, ia));
@@ -284,6 +281,16 @@ __attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amo
   }
 }
 #endif
+
+uint32_t amoe_pack_table[256];
+
+int amoe_cpu_avx2_f16c(void) {
+#ifdef AMOE_SET_FULL_X86
+  return g_avx2_f16c;
+#else
+  return 0;
+#endif
+}
 
 void amoe_block_set_full_portable(amoe_block *b, int l, int t, const float *zfull) {
   set_full_plain(b->ids + ((size_t)l * b->n + t) * b->m, b->logits + ((size_t)l * b->n + t) * b->m, b->experts,

@@ -181,9 +181,112 @@ static inline vkey value_key(double v, int id) {
 /* Marks the `count` best candidates (a strict total order, so the set is
  * exact): quickselect with a median-of-three pivot and a branch-free
  * partition (which side a key falls is a coin flip to the predictor). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(AMOE_NO_CLONES)
+#include <immintrin.h>
+#define AMOE_TOP_X86 1
+
+/* A double's order key as a signed 64-bit integer (no NaN). */
+static inline int64_t skey64(double v) {
+  uint64_t u;
+  memcpy(&u, &v, 8);
+  u = (u >> 63) ? ~u : (u | 0x8000000000000000ULL);
+  return (int64_t)(u ^ 0x8000000000000000ULL);
+}
+
+/* The same selection with AVX2: the count-th largest value key T by
+ * quickselect on 64-bit keys, each pass splitting four keys per compare
+ * into those above and below the pivot (left-packed; the ones equal to it
+ * are only counted); then every candidate above T, and the ties at T by
+ * lowest id. Exactly the portable result (test_policy compares them). */
+__attribute__((target("avx2"))) static void top_by_value_avx2(const double *value, const uint8_t *cand,
+                                                              int experts, int count, uint8_t *S) {
+  int64_t buf[3][AMOE_MAX_EXPERTS + 4], key[AMOE_MAX_EXPERTS];
+  int n = 0;
+  for (int e = 0; e < experts; e++) key[e] = skey64(value[e]);
+  for (int e = 0; e < experts; e++) {
+    buf[0][n] = key[e];
+    n += !cand || cand[e];
+  }
+  if (count >= n) {
+    for (int e = 0; e < experts; e++) S[e] |= (uint8_t)(!cand || cand[e]);
+    return;
+  }
+  int64_t *k = buf[0], *hi = buf[1], *lo = buf[2], T;
+  int len = n, want = count;
+  const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21), seven = _mm256_set1_epi32(7);
+  for (;;) {
+    if (len <= 8) { /* a few left: sort them, descending */
+      for (int i = 1; i < len; i++)
+        for (int j = i; j > 0 && k[j] > k[j - 1]; j--) {
+          const int64_t t = k[j];
+          k[j] = k[j - 1];
+          k[j - 1] = t;
+        }
+      T = k[want - 1];
+      break;
+    }
+    const int64_t a = k[0], c = k[len >> 1], d = k[len - 1];
+    const int64_t piv = a > c ? (c > d ? c : (a > d ? d : a)) : (a > d ? a : (c > d ? d : c));
+    const __m256i pv = _mm256_set1_epi64x(piv);
+    int f = 0, b = 0, i = 0;
+    for (; i + 4 <= len; i += 4) {
+      const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(k + i));
+      const uint32_t pg = amoe_pack_table[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi64(v, pv)))];
+      const uint32_t pl = amoe_pack_table[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi64(pv, v)))];
+      const __m256i ig = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pg), shifts), seven);
+      const __m256i il = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pl), shifts), seven);
+      _mm256_storeu_si256((__m256i *)(void *)(hi + f), _mm256_permutevar8x32_epi32(v, ig));
+      _mm256_storeu_si256((__m256i *)(void *)(lo + b), _mm256_permutevar8x32_epi32(v, il));
+      f += (int)(pg >> 25); /* two 32-bit lanes per key */
+      b += (int)(pl >> 25);
+    }
+    for (; i < len; i++) {
+      hi[f] = k[i];
+      f += k[i] > piv;
+      lo[b] = k[i];
+      b += k[i] < piv;
+    }
+    const int eq = len - f - b;
+    int64_t *spare = k;
+    if (want <= f) {
+      k = hi;
+      hi = spare;
+      len = f;
+    } else if (want <= f + eq) {
+      T = piv;
+      break;
+    } else {
+      want -= f + eq;
+      k = lo;
+      lo = spare;
+      len = b;
+    }
+  }
+  int c = 0;
+  for (int e = 0; e < experts; e++) {
+    const int take = (!cand || cand[e]) && key[e] > T;
+    S[e] |= (uint8_t)take;
+    c += take;
+  }
+  for (int e = 0; e < experts && c < count; e++)
+    if ((!cand || cand[e]) && key[e] == T) S[e] = 1, c++;
+}
+#endif
+
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
                        int *iscratch) {
   (void)iscratch;
+  if (count <= 0) return;
+#ifdef AMOE_TOP_X86
+  if (amoe_cpu_avx2_f16c()) {
+    top_by_value_avx2(value, cand, experts, count, S);
+    return;
+  }
+#endif
+  amoe_top_by_value_portable(value, cand, experts, count, S);
+}
+
+void amoe_top_by_value_portable(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S) {
   if (count <= 0) return;
   vkey k[AMOE_MAX_EXPERTS], tmp[AMOE_MAX_EXPERTS];
   int n = 0;

@@ -80,6 +80,9 @@ double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *
  * among those with cand[e] != 0 (cand NULL = all). */
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
                        int *iscratch);
+/* The same in portable C: the reference the vector version is tested
+ * against. */
+void amoe_top_by_value_portable(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
 
 /* The verifier policies. */
 void amoe_verifier_natural(const amoe_vctx *c, uint8_t *S);
