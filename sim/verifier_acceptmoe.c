@@ -7,12 +7,32 @@
 #include <math.h>
 #include <string.h>
 
+#include "clones.h"
 #include "policy.h"
 
 /* exp(H) is an integer for a uniform q; don't let rounding push it over. */
 #define AMOE_NER_EPS 1e-9
 
-static void utilities(const amoe_vctx *c, double *u) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(AMOE_NO_CLONES)
+#include <immintrin.h>
+#define AMOE_UTIL_X86 1
+/* u[id[j]] += alpha·p[j] for j < 8: the products as the scalar loop forms
+ * them (float widened, times alpha), the adds in the same order. */
+__attribute__((target("avx2"))) static inline void add8(double *u, const uint16_t *id, const float *p,
+                                                        double alpha) {
+  const __m256 pv = _mm256_loadu_ps(p);
+  const __m256d a = _mm256_set1_pd(alpha);
+  double w[8];
+  _mm256_storeu_pd(w, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(pv)), a));
+  _mm256_storeu_pd(w + 4, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(pv, 1)), a));
+  for (int j = 0; j < 8; j++) u[id[j]] += w[j];
+}
+#endif
+
+static AMOE_CLONES void utilities(const amoe_vctx *c, double *u) {
+#ifdef AMOE_UTIL_X86
+  const int k8 = c->k == 8 && amoe_cpu_avx2_f16c();
+#endif
   memset(u, 0, (size_t)c->experts * sizeof *u);
   double beta = c->row->beta, alpha_d[256];
   for (int d = 0; d < 256; d++) alpha_d[d] = -1; /* computed once per depth */
@@ -27,6 +47,12 @@ static void utilities(const amoe_vctx *c, double *u) {
     if (alpha <= 0) continue;
     const uint16_t *id = amoe_block_ids(c->b, c->layer, t);
     const float *p = c->prob + (size_t)t * c->b->m;
+#ifdef AMOE_UTIL_X86
+    if (k8) { /* top-8 (most presets): the eight products in two registers */
+      add8(u, id, p, alpha);
+      continue;
+    }
+#endif
     for (int j = 0; j < c->k; j++) u[id[j]] += alpha * p[j];
   }
 }
