@@ -140,6 +140,7 @@ static AMOE_CLONES void set_full_plain(uint16_t *id, amoe_f16 *z, int E, int m, 
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(AMOE_NO_CLONES)
+#include <cpuid.h>
 #include <immintrin.h>
 #define AMOE_SET_FULL_X86 1
 
@@ -154,7 +155,8 @@ __attribute__((constructor)) static void set_full_init(void) {
     amoe_pack_table[mask] = v | (uint32_t)c << 24;
   }
   __builtin_cpu_init();
-  g_avx2_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  unsigned a, b, c, d; /* F16C: CPUID leaf 1, ecx bit 29 (not every compiler's builtin knows it) */
+  g_avx2_f16c = __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
 }
 
 __attribute__((target("avx2"))) static inline int hsum_epi16(__m256i v) {

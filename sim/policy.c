@@ -198,13 +198,18 @@ static inline int64_t skey64(double v) {
  * into those above and below the pivot (left-packed; the ones equal to it
  * are only counted); then every candidate above T, and the ties at T by
  * lowest id. Exactly the portable result (test_policy compares them). */
+#if !defined(__clang__) /* GCC cannot see that every key read below was written first */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx2"))) static void top_by_value_avx2(const double *value, const uint8_t *cand,
                                                               int experts, int count, uint8_t *S) {
-  int64_t buf[3][AMOE_MAX_EXPERTS + 4], key[AMOE_MAX_EXPERTS];
+  int64_t buf[3][AMOE_MAX_EXPERTS + 4], key[AMOE_MAX_EXPERTS + 4];
   int n = 0;
-  for (int e = 0; e < experts; e++) key[e] = skey64(value[e]);
   for (int e = 0; e < experts; e++) {
-    buf[0][n] = key[e];
+    const int64_t kv = skey64(value[e]);
+    key[e] = kv;
+    buf[0][n] = kv;
     n += !cand || cand[e];
   }
   if (count >= n) {
@@ -268,9 +273,22 @@ __attribute__((target("avx2"))) static void top_by_value_avx2(const double *valu
     S[e] |= (uint8_t)take;
     c += take;
   }
-  for (int e = 0; e < experts && c < count; e++)
-    if ((!cand || cand[e]) && key[e] == T) S[e] = 1, c++;
+  /* the ties at T, lowest ids first: four keys per compare to find them */
+  const __m256i tv = _mm256_set1_epi64x(T);
+  for (int e = experts; e < experts + 4; e++) key[e] = ~T; /* lanes past the end never match */
+  for (int e = 0; e < experts && c < count; e += 4) {
+    int msk = _mm256_movemask_pd(
+        _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_loadu_si256((const __m256i *)(const void *)(key + e)), tv)));
+    while (msk && c < count) {
+      const int x = e + __builtin_ctz((unsigned)msk);
+      msk &= msk - 1;
+      if (x < experts && (!cand || cand[x])) S[x] = 1, c++;
+    }
+  }
 }
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
