@@ -189,8 +189,7 @@ static inline vkey value_key(double v, int id) {
 static inline int64_t skey64(double v) {
   uint64_t u;
   memcpy(&u, &v, 8);
-  u = (u >> 63) ? ~u : (u | 0x8000000000000000ULL);
-  return (int64_t)(u ^ 0x8000000000000000ULL);
+  return (int64_t)(u ^ ((0 - (u >> 63)) & 0x7fffffffffffffffULL)); /* negative: flip all but the sign */
 }
 
 /* The same selection with AVX2: the count-th largest value key T by
@@ -206,10 +205,9 @@ __attribute__((target("avx2"))) static void top_by_value_avx2(const double *valu
                                                               int experts, int count, uint8_t *S) {
   int64_t buf[3][AMOE_MAX_EXPERTS + 4], key[AMOE_MAX_EXPERTS + 4];
   int n = 0;
+  for (int e = 0; e < experts; e++) key[e] = skey64(value[e]); /* vectorised */
   for (int e = 0; e < experts; e++) {
-    const int64_t kv = skey64(value[e]);
-    key[e] = kv;
-    buf[0][n] = kv;
+    buf[0][n] = key[e];
     n += !cand || cand[e];
   }
   if (count >= n) {
