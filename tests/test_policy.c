@@ -402,7 +402,73 @@ static void hostile_blocks(void) {
   CHECK(bad == 0, "%d out-of-bounds results on hostile blocks", bad);
 }
 
+/* acceptmoe steps 1-5 with top-8 routing (the vector utility path on AVX2
+ * machines) against the same steps written plainly here, on generated
+ * 64-expert blocks: the same S, expert for expert. */
+static void acceptmoe_top8(void) {
+  amoe_gen_params p = {0};
+  p.seed = 21;
+  p.layers = 4;
+  p.experts = 64;
+  p.top_k = 8;
+  p.m = 32;
+  p.depth = 5;
+  p.branch = 8;
+  p.nodes = 48;
+  p.candidates = 64;
+  p.tau = 3.5;
+  p.temperature = 0.8;
+  p.locality = 0.3;
+  p.layer_correlation = 0.5;
+  p.skew = 0.45;
+  p.noise = 1.0;
+  p.tokens_per_request = 60;
+  amoe_gen *g;
+  amoe_err e;
+  CHECK(amoe_gen_open(&g, &p, &e) == AMOE_OK, "%s", e.msg);
+  amoe_block b;
+  amoe_block_init(&b, 4, 64, 32);
+  double phat[6] = {1, 0.8, 0.6, 0.45, 0.3, 0.2};
+  int same = 1, layers = 0;
+  for (uint32_t req = 0; req < 4; req++) {
+    amoe_gen_begin_request(g, req);
+    while (amoe_gen_next(g, &b, &e) == 1) {
+      int nodes[AMOE_MAX_NODES], level[256] = {0}, isc[128];
+      for (int t = 0; t < b.n; t++) nodes[t] = t, level[b.depth[t]]++;
+      static float prob[AMOE_MAX_NODES * 32];
+      double sc[4 * 64], u[64], tmp[64];
+      uint8_t S[64], R[64], rest[64];
+      amoe_policy_row row = {0};
+      row.beta = 0.5;
+      for (int l = 0; l < 4; l++, layers++) {
+        for (int t = 0; t < b.n; t++) amoe_router_probs(&b, l, t, 0, prob + t * 32);
+        amoe_vctx c = {&b, l, 8, 64, 0, nodes, b.n, level, phat, 6, NULL, &row, prob, sc, isc};
+        memset(S, 0, 64);
+        amoe_verifier_acceptmoe(&c, S);
+        memset(u, 0, sizeof u);
+        for (int t = 0; t < b.n; t++) {
+          const int d = b.depth[t];
+          const double ph = d == 0 ? 1.0 : d < 6 ? phat[d] : 0.0;
+          const double alpha = ph > 0 ? sqrt(ph) / sqrt((double)level[d]) : 0;
+          if (alpha <= 0) continue;
+          for (int j = 0; j < 8; j++) u[amoe_block_ids(&b, l, t)[j]] += alpha * prob[t * 32 + j];
+        }
+        memset(R, 0, 64);
+        for (int j = 0; j < 8; j++) R[amoe_block_ids(&b, l, 0)[j]] = 1;
+        for (int x = 0; x < 64; x++) rest[x] = !R[x];
+        const double rank = amoe_effective_rank(u, rest, 64, tmp);
+        amoe_top_by_value_portable(u, rest, 64, rank > 0 ? (int)ceil(rank - 1e-9) : 0, R);
+        same &= !memcmp(S, R, 64);
+      }
+    }
+  }
+  CHECK(same && layers > 100, "acceptmoe with top-8 differs from the plain steps (%d layers)", layers);
+  amoe_block_free(&b);
+  amoe_gen_close(g);
+}
+
 int main(void) {
+  acceptmoe_top8();
   hostile_blocks();
   ranking_helpers();
   router_probabilities();
