@@ -139,10 +139,8 @@ static AMOE_CLONES void set_full_plain(uint16_t *id, amoe_f16 *z, int E, int m, 
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(AMOE_NO_CLONES)
+#ifdef AMOE_X86_PATHS
 #include <cpuid.h>
-#include <immintrin.h>
-#define AMOE_SET_FULL_X86 1
 
 static int g_avx2_f16c;
 
@@ -237,21 +235,14 @@ __attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amo
   /* pair keys (key16 << 16 | 0xffff - e, biased) above T, and apart those
    * equal to it, each packed in id order */
   int32_t tie[AMOE_MAX_EXPERTS + 8];
-  const __m256i lov = _mm256_set1_epi32(lo), shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+  const __m256i lov = _mm256_set1_epi32(lo), step = _mm256_set1_epi32(8);
   __m256i ids = _mm256_setr_epi32(0xffff, 0xfffe, 0xfffd, 0xfffc, 0xfffb, 0xfffa, 0xfff9, 0xfff8);
-  const __m256i step = _mm256_set1_epi32(8), seven = _mm256_set1_epi32(7);
   int c = 0, nt = 0;
   for (int e = 0; e < E; e += 8) {
     const __m256i k32 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(kb + e)));
     const __m256i pk = _mm256_or_si256(_mm256_slli_epi32(k32, 16), ids);
-    const uint32_t pa = amoe_pack_table[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k32, lov)))];
-    const uint32_t pe = amoe_pack_table[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(k32, lov)))];
-    const __m256i ia = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pa), shifts), seven);
-    const __m256i ie = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pe), shifts), seven);
-    _mm256_storeu_si256((__m256i *)(void *)(sel + c), _mm256_permutevar8x32_epi32(pk, ia));
-    _mm256_storeu_si256((__m256i *)(void *)(tie + nt), _mm256_permutevar8x32_epi32(pk, ie));
-    c += (int)(pa >> 24);
-    nt += (int)(pe >> 24);
+    c += amoe_left_pack(sel + c, pk, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k32, lov))));
+    nt += amoe_left_pack(tie + nt, pk, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(k32, lov))));
     ids = _mm256_sub_epi32(ids, step);
   }
   for (int i = 0; c < m; i++) sel[c++] = tie[i]; /* the ties at T, lowest ids first */
@@ -287,7 +278,7 @@ __attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amo
 uint32_t amoe_pack_table[256];
 
 int amoe_cpu_avx2_f16c(void) {
-#ifdef AMOE_SET_FULL_X86
+#ifdef AMOE_X86_PATHS
   return g_avx2_f16c;
 #else
   return 0;
@@ -302,7 +293,7 @@ void amoe_block_set_full_portable(amoe_block *b, int l, int t, const float *zful
 void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
   amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
-#ifdef AMOE_SET_FULL_X86
+#ifdef AMOE_X86_PATHS
   if (g_avx2_f16c && b->experts % 16 == 0 && b->m <= 64) {
     set_full_avx2(id, z, b->experts, b->m, zfull);
     return;

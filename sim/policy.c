@@ -181,9 +181,7 @@ static inline vkey value_key(double v, int id) {
 /* Marks the `count` best candidates (a strict total order, so the set is
  * exact): quickselect with a median-of-three pivot and a branch-free
  * partition (which side a key falls is a coin flip to the predictor). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(AMOE_NO_CLONES)
-#include <immintrin.h>
-#define AMOE_TOP_X86 1
+#ifdef AMOE_X86_PATHS
 
 /* A double's order key as a signed 64-bit integer (no NaN). */
 static inline int64_t skey64(double v) {
@@ -216,7 +214,6 @@ __attribute__((target("avx2"))) static void top_by_value_avx2(const double *valu
   }
   int64_t *k = buf[0], *hi = buf[1], *lo = buf[2], T;
   int len = n, want = count;
-  const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21), seven = _mm256_set1_epi32(7);
   for (;;) {
     if (len <= 8) { /* a few left: sort them, descending */
       for (int i = 1; i < len; i++)
@@ -234,14 +231,9 @@ __attribute__((target("avx2"))) static void top_by_value_avx2(const double *valu
     int f = 0, b = 0, i = 0;
     for (; i + 4 <= len; i += 4) {
       const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(k + i));
-      const uint32_t pg = amoe_pack_table[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi64(v, pv)))];
-      const uint32_t pl = amoe_pack_table[_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi64(pv, v)))];
-      const __m256i ig = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pg), shifts), seven);
-      const __m256i il = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)pl), shifts), seven);
-      _mm256_storeu_si256((__m256i *)(void *)(hi + f), _mm256_permutevar8x32_epi32(v, ig));
-      _mm256_storeu_si256((__m256i *)(void *)(lo + b), _mm256_permutevar8x32_epi32(v, il));
-      f += (int)(pg >> 25); /* two 32-bit lanes per key */
-      b += (int)(pl >> 25);
+      /* two 32-bit lanes per key */
+      f += amoe_left_pack(hi + f, v, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi64(v, pv)))) / 2;
+      b += amoe_left_pack(lo + b, v, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi64(pv, v)))) / 2;
     }
     for (; i < len; i++) {
       hi[f] = k[i];
@@ -293,7 +285,7 @@ void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, in
                        int *iscratch) {
   (void)iscratch;
   if (count <= 0) return;
-#ifdef AMOE_TOP_X86
+#ifdef AMOE_X86_PATHS
   if (amoe_cpu_avx2_f16c()) {
     top_by_value_avx2(value, cand, experts, count, S);
     return;

@@ -13,9 +13,7 @@
 /* exp(H) is an integer for a uniform q; don't let rounding push it over. */
 #define AMOE_NER_EPS 1e-9
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(AMOE_NO_CLONES)
-#include <immintrin.h>
-#define AMOE_UTIL_X86 1
+#ifdef AMOE_X86_PATHS
 /* u[id[j]] += alpha·p[j] for j < 8: the products as the scalar loop forms
  * them (float widened, times alpha), the adds in the same order. */
 __attribute__((target("avx2"))) static inline void add8(double *u, const uint16_t *id, const float *p,
@@ -30,7 +28,7 @@ __attribute__((target("avx2"))) static inline void add8(double *u, const uint16_
 #endif
 
 static AMOE_CLONES void utilities(const amoe_vctx *c, double *u) {
-#ifdef AMOE_UTIL_X86
+#ifdef AMOE_X86_PATHS
   const int k8 = c->k == 8 && amoe_cpu_avx2_f16c();
 #endif
   memset(u, 0, (size_t)c->experts * sizeof *u);
@@ -47,7 +45,7 @@ static AMOE_CLONES void utilities(const amoe_vctx *c, double *u) {
     if (alpha <= 0) continue;
     const uint16_t *id = amoe_block_ids(c->b, c->layer, t);
     const float *p = c->prob + (size_t)t * c->b->m;
-#ifdef AMOE_UTIL_X86
+#ifdef AMOE_X86_PATHS
     if (k8) { /* top-8 (most presets): the eight products in two registers */
       add8(u, id, p, alpha);
       continue;
