@@ -406,23 +406,10 @@ static void hostile_blocks(void) {
  * machines) against the same steps written plainly here, on generated
  * 64-expert blocks: the same S, expert for expert. */
 static void acceptmoe_top8(void) {
-  amoe_gen_params p = {0};
-  p.seed = 21;
-  p.layers = 4;
-  p.experts = 64;
-  p.top_k = 8;
-  p.m = 32;
-  p.depth = 5;
-  p.branch = 8;
-  p.nodes = 48;
-  p.candidates = 64;
-  p.tau = 3.5;
-  p.temperature = 0.8;
-  p.locality = 0.3;
-  p.layer_correlation = 0.5;
-  p.skew = 0.45;
-  p.noise = 1.0;
-  p.tokens_per_request = 60;
+  const amoe_gen_params p = {.seed = 21, .layers = 4, .experts = 64, .top_k = 8, .m = 32, .depth = 5,
+                             .branch = 8, .nodes = 48, .candidates = 64, .tau = 3.5, .temperature = 0.8,
+                             .locality = 0.3, .layer_correlation = 0.5, .skew = 0.45, .noise = 1.0,
+                             .tokens_per_request = 60};
   amoe_gen *g;
   amoe_err e;
   CHECK(amoe_gen_open(&g, &p, &e) == AMOE_OK, "%s", e.msg);
