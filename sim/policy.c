@@ -168,28 +168,22 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
   return c;
 }
 
-/* A unique order key of (value, id): higher value first, then lower id.
- * Values are ordered through their bits (sign-magnitude made monotone). */
-typedef unsigned __int128 vkey;
-static inline vkey value_key(double v, int id) {
-  uint64_t u;
-  memcpy(&u, &v, 8);
-  u = (u >> 63) ? ~u : (u | 0x8000000000000000ULL);
-  return (vkey)u << 16 | (vkey)(uint16_t)(0xffff - id);
-}
-
-/* Marks the `count` best candidates (a strict total order, so the set is
- * exact): quickselect with a median-of-three pivot and a branch-free
- * partition (which side a key falls is a coin flip to the predictor). */
-#ifdef AMOE_X86_PATHS
-
-/* A double's order key as a signed 64-bit integer (no NaN). */
+/* A double's order key as a signed 64-bit integer: compares as the values
+ * do (no NaN). Branch-free, so loops over it vectorise. */
 static inline int64_t skey64(double v) {
   uint64_t u;
   memcpy(&u, &v, 8);
   return (int64_t)(u ^ ((0 - (u >> 63)) & 0x7fffffffffffffffULL)); /* negative: flip all but the sign */
 }
 
+/* A unique order key of (value, id): higher value first, then lower id. */
+typedef unsigned __int128 vkey;
+static inline vkey value_key(double v, int id) {
+  const uint64_t u = (uint64_t)skey64(v) ^ 0x8000000000000000ULL; /* unsigned order */
+  return (vkey)u << 16 | (vkey)(uint16_t)(0xffff - id);
+}
+
+#ifdef AMOE_X86_PATHS
 /* The same selection with AVX2: the count-th largest value key T by
  * quickselect on 64-bit keys, each pass splitting four keys per compare
  * into those above and below the pivot (left-packed; the ones equal to it
@@ -294,6 +288,9 @@ void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, in
   amoe_top_by_value_portable(value, cand, experts, count, S);
 }
 
+/* Quickselect with a median-of-three pivot and a branch-free partition
+ * (which side a key falls is a coin flip to the predictor) on the unique
+ * (value, id) keys, so the set is exact. */
 void amoe_top_by_value_portable(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S) {
   if (count <= 0) return;
   vkey k[AMOE_MAX_EXPERTS], tmp[AMOE_MAX_EXPERTS];
