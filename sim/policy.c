@@ -61,9 +61,64 @@ static inline float router_exp(float x0) {
   return x0 < -86.0f ? 0.0f : p; /* below e^-86 (and -inf, a masked expert): 0 */
 }
 
+#ifdef AMOE_X86_PATHS
+/* router_exp on eight lanes: the same float operations in the same order
+ * (min/max operands placed so a NaN passes through as in the scalar). */
+__attribute__((target("avx2,f16c"))) static inline __m256 router_exp8(__m256 x0) {
+  const __m256 x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-86.0f), x0));
+  const __m256 shift = _mm256_set1_ps(12582912.0f);
+  const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), shift), shift);
+  const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693145752f))),
+                                 _mm256_mul_ps(n, _mm256_set1_ps(1.42860677e-06f)));
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 120));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 24));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 6));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_cvttps_epi32(n), 23);
+  p = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+  return _mm256_andnot_ps(_mm256_cmp_ps(x0, _mm256_set1_ps(-86.0f), _CMP_LT_OQ), p);
+}
+
+/* amoe_router_probs for m a multiple of 8, with F16C conversions: the
+ * same values bit for bit (test_policy checks it against plain code). */
+__attribute__((target("avx2,f16c"))) static void router_probs_avx2(const amoe_f16 *z, int m, int router,
+                                                                   float *out) {
+  if (router == AMOE_ROUTER_SIGMOID_NORM) {
+    for (int j = 0; j < m; j += 8) {
+      const __m256 zf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(z + j)));
+      const __m256 ex = router_exp8(_mm256_sub_ps(_mm256_setzero_ps(), zf));
+      _mm256_storeu_ps(out + j, _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), ex)));
+    }
+    return;
+  }
+  const __m256 z0 = _mm256_set1_ps(amoe_f16_to_f32(z[0]));
+  __m128 s = _mm_setzero_ps(); /* the four partial sums of the scalar code, as four lanes */
+  for (int j = 0; j < m; j += 8) {
+    const __m256 zf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(z + j)));
+    const __m256 ex = router_exp8(_mm256_sub_ps(zf, z0));
+    _mm256_storeu_ps(out + j, ex);
+    s = _mm_add_ps(s, _mm256_castps256_ps128(ex));
+    s = _mm_add_ps(s, _mm256_extractf128_ps(ex, 1));
+  }
+  float q[4];
+  _mm_storeu_ps(q, s);
+  const __m256 inv = _mm256_set1_ps(1.0f / ((q[0] + q[1]) + (q[2] + q[3])));
+  for (int j = 0; j < m; j += 8) _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_loadu_ps(out + j), inv));
+}
+#endif
+
 AMOE_CLONES void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {
   const amoe_f16 *z = amoe_block_logits(b, l, t);
   const int m = b->m;
+#ifdef AMOE_X86_PATHS
+  if (m % 8 == 0 && amoe_cpu_avx2_f16c()) {
+    router_probs_avx2(z, m, router, out);
+    return;
+  }
+#endif
   float zf[AMOE_MAX_EXPERTS];
   for (int j = 0; j < m; j++) zf[j] = amoe_f16_to_f32(z[j]);
   if (router == AMOE_ROUTER_SIGMOID_NORM) {
@@ -79,6 +134,12 @@ AMOE_CLONES void amoe_router_probs(const amoe_block *b, int l, int t, int router
   for (; j < m; j++) s[0] += out[j];
   const float inv = 1.0f / ((s[0] + s[1]) + (s[2] + s[3]));
   for (j = 0; j < m; j++) out[j] *= inv;
+}
+
+void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out) {
+  float all[AMOE_MAX_EXPERTS];
+  amoe_router_probs(b, l, t, router, all);
+  memcpy(out, all, (size_t)k * sizeof *out);
 }
 
 /* ln x for 0 < x < 2^1023 (normal doubles), within 2 ulp: x = 2^k·f with f
@@ -132,15 +193,19 @@ static double sum4(const double *x, int n) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+double amoe_effective_rank_packed(double *q, int c) {
+  if (c == 0) return 0;
+  entropy_terms(q, c, 1 / sum4(q, c));
+  return exp(-sum4(q, c));
+}
+
 double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *scratch) {
   int c = 0;
   for (int e = 0; e < n; e++) { /* the positive candidates, in expert order, without branches */
     scratch[c] = w[e];
     c += (!cand || cand[e]) && w[e] > 0;
   }
-  if (c == 0) return 0;
-  entropy_terms(scratch, c, 1 / sum4(scratch, c));
-  return exp(-sum4(scratch, c));
+  return amoe_effective_rank_packed(scratch, c);
 }
 
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {

@@ -23,7 +23,7 @@ typedef struct {
   int phat_n;
   const uint8_t *resident;   /* E flags, or NULL when every expert is resident */
   const amoe_policy_row *row;
-  const float *prob;         /* [t][m] router probability of node t's stored entries (all nodes[]) */
+  const float *prob;         /* [t][k] router probability of node t's natural top-k (all nodes[]) */
   double *scratch;           /* >= 4·E doubles */
   int *iscratch;             /* >= 2·E ints */
 } amoe_vctx;
@@ -67,6 +67,8 @@ size_t amoe_draft_scratch_bytes(int n, int layers, int experts);
 /* Router probabilities of node t's stored entries at layer l (softmax over
  * the stored logits, or sigmoid scores for sigmoid-normalized routers). */
 void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out);
+/* The first k of those (the natural top-k), out[k]: the same values. */
+void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out);
 /* Constrained top-k: the k highest stored logits inside S, then (entries
  * beyond m are -inf) the lowest ids of S not stored. Returns count (<= k).
  * out has room for k + 1 (the last slot is scratch). */
@@ -76,6 +78,9 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
  * candidates in expert order in four interleaved partial sums. 0 when none
  * is positive. scratch: n doubles. */
 double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *scratch);
+/* The same over q[0..c), those positive values already packed in expert
+ * order (q is overwritten). */
+double amoe_effective_rank_packed(double *q, int c);
 /* Keeps in S the `count` experts with the highest value (ties: lower id),
  * among those with cand[e] != 0 (cand NULL = all). */
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,

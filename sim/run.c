@@ -28,7 +28,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   uint16_t *route;
   int32_t *rt;   /* [node][k] executed routes for on_route */
   float *rw;     /* [node][k] their renormalised weights */
-  float *pcache; /* [layer][node][m] router probabilities, computed once per block for every row */
+  float *pcache; /* [layer][node][k] natural top-k router probabilities, once per block for every row */
   uint8_t *pdone;
   int cap_n;
 } work;
@@ -71,7 +71,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
   w->route = malloc((AMOE_MAX_TOPK + 1) * sizeof(uint16_t));
   w->rt = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(int32_t));
-  w->pcache = malloc((size_t)b->layers * n * b->m * sizeof(float));
+  w->pcache = malloc((size_t)b->layers * n * AMOE_MAX_TOPK * sizeof(float));
   w->pdone = malloc((size_t)b->layers * n);
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
   if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F ||
@@ -80,13 +80,13 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   return AMOE_OK;
 }
 
-/* Node t's router probabilities at layer l, [m]: from the per-block cache,
- * so several policy rows pay for them once. */
-static const float *probs_of(work *w, const amoe_block *b, int l, int t, int router) {
+/* Node t's natural top-k router probabilities at layer l, [k]: from the
+ * per-block cache, so several policy rows pay for them once. */
+static const float *probs_of(work *w, const amoe_block *b, int l, int t, int router, int k) {
   size_t at = (size_t)l * b->n + t;
-  float *p = w->pcache + at * b->m;
+  float *p = w->pcache + at * k;
   if (!w->pdone[at]) {
-    amoe_router_probs(b, l, t, router, p);
+    amoe_router_probs_top(b, l, t, router, k, p);
     w->pdone[at] = 1;
   }
   return p;
@@ -96,8 +96,10 @@ static const float *probs_of(work *w, const amoe_block *b, int l, int t, int rou
  * model's router does (probabilities of the stored entries; an expert beyond
  * the stored m gets weight 0). */
 static void record_route(const amoe_block *b, int l, work *w, int i, int k, const uint16_t *ids, int got,
-                         const float *prob) {
+                         int router) {
   const uint16_t *st = amoe_block_ids(b, l, w->nodes[i]);
+  float prob[AMOE_MAX_EXPERTS];
+  amoe_router_probs(b, l, w->nodes[i], router, prob);
   float sum = 0;
   for (int j = 0; j < k; j++) {
     w->rt[i * k + j] = j < got ? ids[j] : -1;
@@ -171,12 +173,11 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
       memset(w->S, 1, (size_t)E);
       if (want_routes)
         for (int i = 0; i < nn; i++) {
-          record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k,
-                       probs_of(w, b, l, w->nodes[i], M->router));
+          record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k, M->router);
         }
     } else {
-      for (int i = 0; i < nn; i++) probs_of(w, b, l, w->nodes[i], M->router);
-      const float *P = w->pcache + (size_t)l * b->n * b->m; /* [node][m] at this layer */
+      for (int i = 0; i < nn; i++) probs_of(w, b, l, w->nodes[i], M->router, k);
+      const float *P = w->pcache + (size_t)l * b->n * k; /* [node][k] at this layer */
       amoe_vctx vc = {b, l, k, E, M->router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
                       P, w->scratch, w->iscratch};
       rs->ver->select(&vc, w->S);
@@ -194,13 +195,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
       long displaced = 0;
       for (int i = 0; i < nn; i++) {
         const uint16_t *restrict id = amoe_block_ids(b, l, w->nodes[i]);
-        int got = amoe_route_constrained(b, l, w->nodes[i], k, w->S, w->route);
-        if (by_count)
-          for (int j = 0; j < got; j++) cnt[route[j]]++;
-        else
-          for (int j = 0; j < got; j++) Xl[route[j]] = 1;
-        const float *pi = P + (size_t)w->nodes[i] * b->m;
-        if (want_routes) record_route(b, l, w, i, k, w->route, got, pi);
+        const float *pi = P + (size_t)w->nodes[i] * k;
         /* displaced natural assignments: a natural top-k entry stays exactly
          * when its expert is in S (fewer than k entries of S precede it) */
         float d = w->delta[i];
@@ -212,6 +207,14 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         }
         displaced += gone_n;
         w->delta[i] = d;
+        /* none displaced: the constrained route is the natural top-k */
+        const int got = gone_n ? amoe_route_constrained(b, l, w->nodes[i], k, w->S, w->route) : k;
+        const uint16_t *restrict r = gone_n ? route : id;
+        if (by_count)
+          for (int j = 0; j < got; j++) cnt[r[j]]++;
+        else
+          for (int j = 0; j < got; j++) Xl[r[j]] = 1;
+        if (want_routes) record_route(b, l, w, i, k, r, got, M->router);
       }
       if (!record_only) tt->displaced += (double)displaced;
     }

@@ -33,10 +33,11 @@ static AMOE_CLONES void utilities(const amoe_vctx *c, double *u) {
 #endif
   memset(u, 0, (size_t)c->experts * sizeof *u);
   double beta = c->row->beta, alpha_d[256];
-  for (int d = 0; d < 256; d++) alpha_d[d] = -1; /* computed once per depth */
+  uint64_t have[4] = {0, 0, 0, 0}; /* alpha_d[d] is computed once per depth */
   for (int i = 0; i < c->nn; i++) {
     int t = c->nodes[i], d = c->b->depth[t];
-    if (alpha_d[d] < 0) {
+    if (!(have[d >> 6] >> (d & 63) & 1)) {
+      have[d >> 6] |= 1ULL << (d & 63);
       double ph = d == 0 ? 1.0 : d < c->phat_n ? c->phat[d] : 0.0;
       const double w = beta == 0.5 ? sqrt(ph) : pow(ph, beta); /* β = 0.5 is the default */
       alpha_d[d] = ph > 0 ? w / sqrt((double)c->level_count[d]) : 0;
@@ -44,7 +45,7 @@ static AMOE_CLONES void utilities(const amoe_vctx *c, double *u) {
     double alpha = alpha_d[d];
     if (alpha <= 0) continue;
     const uint16_t *id = amoe_block_ids(c->b, c->layer, t);
-    const float *p = c->prob + (size_t)t * c->b->m;
+    const float *p = c->prob + (size_t)t * c->k;
 #ifdef AMOE_X86_PATHS
     if (k8) { /* top-8 (most presets): the eight products in two registers */
       add8(u, id, p, alpha);
@@ -57,18 +58,35 @@ static AMOE_CLONES void utilities(const amoe_vctx *c, double *u) {
 
 void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
   const int E = c->experts, k = c->k;
-  double *u = c->scratch, *v = c->scratch + E;
+  double *u = c->scratch, *v = c->scratch + E, *pu = c->scratch + 3 * E;
   uint8_t *anchor = (uint8_t *)(c->scratch + 2 * E), *rest = anchor + E;
+  int *pid = c->iscratch;
   utilities(c, u);
   memset(anchor, 0, (size_t)E);
   const uint16_t *rid = amoe_block_ids(c->b, c->layer, 0);
   for (int j = 0; j < k; j++) anchor[rid[j]] = 1;
-  /* effective rank of the non-anchor utility distribution */
-  for (int e = 0; e < E; e++) rest[e] = !anchor[e];
-  const double rank = amoe_effective_rank(u, rest, E, v);
+  /* the positive non-anchor utilities, packed in expert order with their
+   * ids: the effective rank is over them, and the top n_er (n_er <= their
+   * count) lies among them, so the selection runs on them alone */
+  int np = 0;
+  for (int e = 0; e < E; e++) {
+    pu[np] = u[e];
+    pid[np] = e;
+    np += !anchor[e] && u[e] > 0;
+  }
+  memcpy(v, pu, (size_t)np * sizeof *v);
+  const double rank = amoe_effective_rank_packed(v, np);
   const int ner = rank > 0 ? (int)ceil(rank - AMOE_NER_EPS) : 0;
   memcpy(S, anchor, (size_t)E);
-  amoe_top_by_value(u, rest, E, ner, S, c->iscratch);
+  if (ner > np) { /* rounding could only just allow it: then as stated, over all of them */
+    for (int e = 0; e < E; e++) rest[e] = !anchor[e];
+    amoe_top_by_value(u, rest, E, ner, S, c->iscratch);
+  } else if (ner > 0) {
+    uint8_t *mark = (uint8_t *)v; /* v is free again */
+    memset(mark, 0, (size_t)np);
+    amoe_top_by_value(pu, NULL, np, ner, mark, NULL);
+    for (int i = 0; i < np; i++) S[pid[i]] |= mark[i];
+  }
   int size = 0;
   for (int e = 0; e < E; e++) size += S[e];
   if (size < k) {

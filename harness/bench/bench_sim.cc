@@ -130,13 +130,13 @@ static void BM_acceptmoe_select(benchmark::State &st) {
     amoe_source_next(src, &b, &e);
     amoe_block_init(&blk[i], L, E, b.m);
     amoe_block_copy(&blk[i], &b, &e);
-    const int n = blk[i].n, m = blk[i].m;
-    prob[i].resize((size_t)L * n * m);
+    const int n = blk[i].n;
+    prob[i].resize((size_t)L * n * 8);
     nodes[i].resize(n);
     level[i].assign(256, 0);
     for (int t = 0; t < n; t++) nodes[i][t] = t, level[i][blk[i].depth[t]]++;
     for (int l = 0; l < L; l++)
-      for (int t = 0; t < n; t++) amoe_router_probs(&blk[i], l, t, 0, &prob[i][((size_t)l * n + t) * m]);
+      for (int t = 0; t < n; t++) amoe_router_probs_top(&blk[i], l, t, 0, 8, &prob[i][((size_t)l * n + t) * 8]);
   }
   amoe_block_free(&b);
   amoe_source_close(src);
@@ -149,7 +149,7 @@ static void BM_acceptmoe_select(benchmark::State &st) {
   for (auto _ : st) {
     const int i = at / L, l = at % L, n = blk[i].n;
     amoe_vctx c = {&blk[i], l, 8, E, 0, nodes[i].data(), n, level[i].data(), phat, 6, nullptr, &row,
-                   &prob[i][(size_t)l * n * blk[i].m], scratch, iscratch};
+                   &prob[i][(size_t)l * n * 8], scratch, iscratch};
     amoe_verifier_acceptmoe(&c, S);
     benchmark::DoNotOptimize(S);
     at = (at + 1) % (NB * L);
