@@ -14,45 +14,59 @@
 #define AMOE_NER_EPS 1e-9
 
 #ifdef AMOE_X86_PATHS
-/* u[id[j]] += alpha·p[j] for j < 8: the products as the scalar loop forms
- * them (float widened, times alpha), the adds in the same order. */
-__attribute__((target("avx2"))) static inline void add8(double *u, const uint16_t *id, const float *p,
-                                                        double alpha) {
-  const __m256 pv = _mm256_loadu_ps(p);
-  const __m256d a = _mm256_set1_pd(alpha);
-  double w[8];
-  _mm256_storeu_pd(w, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(pv)), a));
-  _mm256_storeu_pd(w + 4, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(pv, 1)), a));
-  for (int j = 0; j < 8; j++) u[id[j]] += w[j];
+/* The node loop for top-8 (most presets): per node the eight products as
+ * the scalar loop forms them (float widened, times alpha) in two
+ * registers, the adds in the same order. */
+__attribute__((target("avx2"))) static void scatter8_avx2(double *u, const uint16_t *ids, int m,
+                                                          const float *prob, const int *nodes, int nn,
+                                                          const uint8_t *depth, const double *alpha_d,
+                                                          int nd) {
+  for (int i = 0; i < nn; i++) {
+    const int t = nodes[i], d = depth[t];
+    const double alpha = d < nd ? alpha_d[d] : 0;
+    if (alpha <= 0) continue;
+    const uint16_t *id = ids + (size_t)t * m;
+    const __m256 pv = _mm256_loadu_ps(prob + (size_t)t * 8);
+    const __m256d a = _mm256_set1_pd(alpha);
+    double w[8];
+    _mm256_storeu_pd(w, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(pv)), a));
+    _mm256_storeu_pd(w + 4, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(pv, 1)), a));
+    for (int j = 0; j < 8; j++) u[id[j]] += w[j];
+  }
 }
 #endif
 
+/* u_e over the natural top-k of every verified node. α_d is 0 from the
+ * end of the commitment table on, so only depths below it are computed. */
 static AMOE_CLONES void utilities(const amoe_vctx *c, double *u) {
-#ifdef AMOE_X86_PATHS
-  const int k8 = c->k == 8 && amoe_cpu_avx2_f16c();
-#endif
   memset(u, 0, (size_t)c->experts * sizeof *u);
-  double beta = c->row->beta, alpha_d[256];
-  uint64_t have[4] = {0, 0, 0, 0}; /* alpha_d[d] is computed once per depth */
-  for (int i = 0; i < c->nn; i++) {
-    int t = c->nodes[i], d = c->b->depth[t];
-    if (!(have[d >> 6] >> (d & 63) & 1)) {
-      have[d >> 6] |= 1ULL << (d & 63);
-      double ph = d == 0 ? 1.0 : d < c->phat_n ? c->phat[d] : 0.0;
-      const double w = beta == 0.5 ? sqrt(ph) : pow(ph, beta); /* β = 0.5 is the default */
-      alpha_d[d] = ph > 0 ? w / sqrt((double)c->level_count[d]) : 0;
-    }
-    double alpha = alpha_d[d];
-    if (alpha <= 0) continue;
-    const uint16_t *id = amoe_block_ids(c->b, c->layer, t);
-    const float *p = c->prob + (size_t)t * c->k;
+  const double beta = c->row->beta;
+  double alpha_d[AMOE_MAX_DEPTH];
+  const int nd = c->phat_n < AMOE_MAX_DEPTH ? c->phat_n : AMOE_MAX_DEPTH;
+  for (int d = 0; d < nd; d++) {
+    const double ph = d == 0 ? 1.0 : c->phat[d];
+    const double w = beta == 0.5 ? sqrt(ph) : pow(ph, beta); /* β = 0.5 is the default */
+    const int level = c->level_count[d];
+    alpha_d[d] = ph > 0 && level > 0 ? w / sqrt((double)level) : 0;
+  }
+  /* locals: the stores to u could otherwise alias every field read */
+  const int k = c->k, m = c->b->m, nn = c->nn, *nodes = c->nodes;
+  const uint8_t *depth = c->b->depth;
+  const uint16_t *ids = amoe_block_ids(c->b, c->layer, 0);
+  const float *prob = c->prob;
 #ifdef AMOE_X86_PATHS
-    if (k8) { /* top-8 (most presets): the eight products in two registers */
-      add8(u, id, p, alpha);
-      continue;
-    }
+  if (k == 8 && amoe_cpu_avx2_f16c()) {
+    scatter8_avx2(u, ids, m, prob, nodes, nn, depth, alpha_d, nd);
+    return;
+  }
 #endif
-    for (int j = 0; j < c->k; j++) u[id[j]] += alpha * p[j];
+  for (int i = 0; i < nn; i++) {
+    const int t = nodes[i], d = depth[t];
+    const double alpha = d < nd ? alpha_d[d] : 0;
+    if (alpha <= 0) continue;
+    const uint16_t *id = ids + (size_t)t * m;
+    const float *p = prob + (size_t)t * k;
+    for (int j = 0; j < k; j++) u[id[j]] += alpha * p[j];
   }
 }
 
