@@ -23,6 +23,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int *nodes, *level, *count, *iscratch;
   uint8_t *U, *S, *X, *F;
   float *delta;
+  float *gone;
   double *scratch;
   void *dscratch;
   uint16_t *route;
@@ -43,6 +44,7 @@ static void work_free(work *w) {
   free(w->X);
   free(w->F);
   free(w->delta);
+  free(w->gone);
   free(w->scratch);
   free(w->dscratch);
   free(w->route);
@@ -67,6 +69,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->X = malloc((size_t)E);
   w->F = malloc((size_t)E);
   w->delta = malloc((size_t)n * sizeof(float));
+  w->gone = malloc((size_t)E * sizeof(float));
   w->scratch = malloc((size_t)E * 4 * sizeof(double));
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
   w->route = malloc((AMOE_MAX_TOPK + 1) * sizeof(uint16_t));
@@ -75,7 +78,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->pdone = malloc((size_t)b->layers * n);
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
   if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F ||
-      !w->delta || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone)
+      !w->delta || !w->gone || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
 }
@@ -122,6 +125,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
   const amoe_model *M = &s->model;
   const amoe_hw *HW = &s->hw;
   const int E = b->experts, k = M->top_k, L = b->layers;
+  if (E < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
   const int natural = rs->ver->select == amoe_verifier_natural;
   const uint8_t *res_layers[AMOE_MAX_LAYERS];
   if (rs->cache)
@@ -156,7 +160,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         for (int j = 0; j < k; j++) w->count[id[j]]++;
       }
       for (int x = 0; x < E; x++) nu += w->U[x] = w->count[x] > 0;
-    } else {
+    } else if (natural) { /* (other verifiers mark the union in their node loop below) */
       uint8_t *restrict U = w->U; /* a byte store may alias anything: keep the pointer local */
       const int *restrict nodes = w->nodes;
       memset(U, 0, (size_t)E);
@@ -165,7 +169,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         for (int j = 0; j < k; j++) U[id[j]] = 1;
       }
       for (int x = 0; x < E; x++) nu += U[x];
-      if (natural) memcpy(w->X, U, (size_t)E);
+      memcpy(w->X, U, (size_t)E);
     }
     const uint8_t *resident = rs->cache ? res_layers[l] : NULL;
     const int want_routes = h && h->on_route && !record_only;
@@ -189,21 +193,24 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         memset(w->X, 0, (size_t)E);
       /* local restrict pointers: byte stores could alias anything else */
       const uint16_t *restrict route = w->route;
-      uint8_t *restrict Xl = w->X;
-      const uint8_t *restrict Sl = w->S;
+      uint8_t *restrict Xl = w->X, *restrict U = w->U;
       int *restrict cnt = w->count;
-      long displaced = 0;
+      float *restrict gone = w->gone; /* 1 for an expert outside S: a multiplier, no branch */
+      for (int x = 0; x < E; x++) gone[x] = w->S[x] ? 0.0f : 1.0f;
+      memset(U, 0, (size_t)E);
+      float displaced = 0; /* exact: a count far below 2^24 */
       for (int i = 0; i < nn; i++) {
         const uint16_t *restrict id = amoe_block_ids(b, l, w->nodes[i]);
         const float *pi = P + (size_t)w->nodes[i] * k;
-        /* displaced natural assignments: a natural top-k entry stays exactly
-         * when its expert is in S (fewer than k entries of S precede it) */
-        float d = w->delta[i];
-        int gone_n = 0;
+        /* the union, and the displaced natural assignments: a natural top-k
+         * entry stays exactly when its expert is in S (fewer than k entries
+         * of S precede it) */
+        float d = w->delta[i], gone_n = 0;
         for (int j = 0; j < k; j++) {
-          const int gone = !Sl[id[j]];
-          gone_n += gone;
-          d += pi[j] * (float)gone; /* adds exactly 0 when kept: no branch */
+          const float g = gone[id[j]];
+          U[id[j]] = 1;
+          gone_n += g;
+          d += pi[j] * g; /* adds exactly 0 when kept */
         }
         displaced += gone_n;
         w->delta[i] = d;
@@ -216,6 +223,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
           for (int j = 0; j < got; j++) Xl[r[j]] = 1;
         if (want_routes) record_route(b, l, w, i, k, r, got, M->router);
       }
+      for (int x = 0; x < E; x++) nu += U[x];
       if (!record_only) tt->displaced += (double)displaced;
     }
     tt->assignments += record_only ? 0 : (double)nn * k;

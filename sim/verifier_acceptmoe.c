@@ -36,6 +36,49 @@ __attribute__((target("avx2"))) static void scatter8_avx2(double *u, const uint1
 }
 #endif
 
+#ifdef AMOE_X86_PATHS
+/* pack for E a multiple of 8: eight experts per step, left-packed. */
+__attribute__((target("avx2"))) static int pack_avx2(const double *u, const uint8_t *anchor, int E, double *pu,
+                                                     int *pid) {
+  const __m256d zero = _mm256_setzero_pd();
+  __m256i ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  int np = 0;
+  for (int e = 0; e < E; e += 8) {
+    const __m256d u0 = _mm256_loadu_pd(u + e), u1 = _mm256_loadu_pd(u + e + 4);
+    const int pos = _mm256_movemask_pd(_mm256_cmp_pd(u0, zero, _CMP_GT_OQ)) |
+                    _mm256_movemask_pd(_mm256_cmp_pd(u1, zero, _CMP_GT_OQ)) << 4;
+    int64_t a8;
+    memcpy(&a8, anchor + e, 8);
+    const int free8 = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_cvtsi64_si128(a8), _mm_setzero_si128())) & 0xff;
+    const int msk = pos & free8;
+    amoe_left_pack(pid + np, ids, msk);
+    /* a double is two 32-bit lanes: spread each mask bit over two */
+    int lo = msk & 15, hi = msk >> 4;
+    lo = (lo | lo << 2) & 0x33, lo = (lo | lo << 1) & 0x55;
+    hi = (hi | hi << 2) & 0x33, hi = (hi | hi << 1) & 0x55;
+    const int n0 = amoe_left_pack(pu + np, _mm256_castpd_si256(u0), lo * 3) / 2;
+    np += n0 + amoe_left_pack(pu + np + n0, _mm256_castpd_si256(u1), hi * 3) / 2;
+    ids = _mm256_add_epi32(ids, _mm256_set1_epi32(8));
+  }
+  return np;
+}
+#endif
+
+/* The positive u[e] with anchor[e] == 0, in expert order, into pu[] with
+ * their ids in pid[] (room for 8 past the count); returns the count. */
+static int pack(const double *u, const uint8_t *anchor, int E, double *pu, int *pid) {
+#ifdef AMOE_X86_PATHS
+  if (E % 8 == 0 && amoe_cpu_avx2_f16c()) return pack_avx2(u, anchor, E, pu, pid);
+#endif
+  int np = 0;
+  for (int e = 0; e < E; e++) {
+    pu[np] = u[e];
+    pid[np] = e;
+    np += !anchor[e] && u[e] > 0;
+  }
+  return np;
+}
+
 /* u_e over the natural top-k of every verified node. α_d is 0 from the
  * end of the commitment table on, so only depths below it are computed. */
 static AMOE_CLONES void utilities(const amoe_vctx *c, double *u) {
@@ -72,37 +115,40 @@ static AMOE_CLONES void utilities(const amoe_vctx *c, double *u) {
 
 void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
   const int E = c->experts, k = c->k;
-  double *u = c->scratch, *v = c->scratch + E, *pu = c->scratch + 3 * E;
+  /* scratch: u, v (E each), anchor and rest (E bytes each), then pu (E,
+   * and the vector packing's overrun of up to 3) */
+  double *u = c->scratch, *v = c->scratch + E;
   uint8_t *anchor = (uint8_t *)(c->scratch + 2 * E), *rest = anchor + E;
+  double *pu = c->scratch + 2 * E + (2 * E + 7) / 8;
   int *pid = c->iscratch;
   utilities(c, u);
   memset(anchor, 0, (size_t)E);
   const uint16_t *rid = amoe_block_ids(c->b, c->layer, 0);
-  for (int j = 0; j < k; j++) anchor[rid[j]] = 1;
+  int na = 0; /* distinct anchors */
+  for (int j = 0; j < k; j++) {
+    na += !anchor[rid[j]];
+    anchor[rid[j]] = 1;
+  }
   /* the positive non-anchor utilities, packed in expert order with their
    * ids: the effective rank is over them, and the top n_er (n_er <= their
    * count) lies among them, so the selection runs on them alone */
-  int np = 0;
-  for (int e = 0; e < E; e++) {
-    pu[np] = u[e];
-    pid[np] = e;
-    np += !anchor[e] && u[e] > 0;
-  }
+  const int np = pack(u, anchor, E, pu, pid);
   memcpy(v, pu, (size_t)np * sizeof *v);
   const double rank = amoe_effective_rank_packed(v, np);
   const int ner = rank > 0 ? (int)ceil(rank - AMOE_NER_EPS) : 0;
   memcpy(S, anchor, (size_t)E);
+  int size = na + ner; /* the top n_er are not anchors */
   if (ner > np) { /* rounding could only just allow it: then as stated, over all of them */
     for (int e = 0; e < E; e++) rest[e] = !anchor[e];
     amoe_top_by_value(u, rest, E, ner, S, c->iscratch);
+    size = 0;
+    for (int e = 0; e < E; e++) size += S[e];
   } else if (ner > 0) {
     uint8_t *mark = (uint8_t *)v; /* v is free again */
     memset(mark, 0, (size_t)np);
     amoe_top_by_value(pu, NULL, np, ner, mark, NULL);
     for (int i = 0; i < np; i++) S[pid[i]] |= mark[i];
   }
-  int size = 0;
-  for (int e = 0; e < E; e++) size += S[e];
   if (size < k) {
     for (int e = 0; e < E; e++) rest[e] = !S[e];
     amoe_top_by_value(u, rest, E, k - size, S, c->iscratch);
