@@ -138,6 +138,13 @@ AMOE_CLONES void amoe_router_probs(const amoe_block *b, int l, int t, int router
 
 void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out) {
   float all[AMOE_MAX_EXPERTS];
+#ifdef AMOE_X86_PATHS
+  if (b->m % 8 == 0 && k == 8 && amoe_cpu_avx2_f16c()) { /* top-8: straight to the vector path */
+    router_probs_avx2(amoe_block_logits(b, l, t), b->m, router, all);
+    memcpy(out, all, 8 * sizeof *out);
+    return;
+  }
+#endif
   amoe_router_probs(b, l, t, router, all);
   memcpy(out, all, (size_t)k * sizeof *out);
 }
@@ -211,22 +218,20 @@ double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {
   const uint16_t *id = amoe_block_ids(b, l, t);
   const int m = b->m;
-  int c = 0;
-  /* in runs of eight without branches (whether an expert is in S is a coin
-   * flip to the predictor), stopping once k are found; out[k] takes the
-   * writes past k */
-  for (int j0 = 0; j0 < m && c < k; j0 += 8) {
-    const int j1 = j0 + 8 < m ? j0 + 8 : m;
-    for (int j = j0; j < j1; j++) {
-      out[c] = id[j];
-      c += S[id[j]] & (c < k);
-    }
+  int c = 0, j = 0;
+  /* the natural top-k without branches (whether an expert is in S is a
+   * coin flip to the predictor; c <= j < k, so every write is below k) */
+  for (; j < k && j < m; j++) {
+    out[c] = id[j];
+    c += S[id[j]] != 0;
   }
+  for (; j < m && c < k; j++) /* then one more per displaced entry: a short scan */
+    if (S[id[j]]) out[c++] = id[j];
   if (c < k) { /* the rest of S is -inf: lowest ids first */
     for (int e = 0; e < b->experts && c < k; e++) {
       if (!S[e]) continue;
       int stored = 0;
-      for (int j = 0; j < m && !stored; j++) stored = id[j] == e;
+      for (int q = 0; q < m && !stored; q++) stored = id[q] == e;
       if (!stored) out[c++] = (uint16_t)e;
     }
   }

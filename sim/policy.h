@@ -71,7 +71,7 @@ void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out
 void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out);
 /* Constrained top-k: the k highest stored logits inside S, then (entries
  * beyond m are -inf) the lowest ids of S not stored. Returns count (<= k).
- * out has room for k + 1 (the last slot is scratch). */
+ * out has room for k. */
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out);
 /* exp(H) of the positive w[e] among the candidates (cand NULL = all),
  * normalised to sum 1, H their entropy in nats; sums run over the

@@ -211,16 +211,22 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
           U[id[j]] = 1;
           gone_n += g;
           d += pi[j] * g; /* adds exactly 0 when kept */
+          if (by_count)
+            cnt[id[j]] += g == 0;
+          else
+            Xl[id[j]] |= g == 0; /* the kept entries run */
         }
         displaced += gone_n;
         w->delta[i] = d;
-        /* none displaced: the constrained route is the natural top-k */
-        const int got = gone_n ? amoe_route_constrained(b, l, w->nodes[i], k, w->S, w->route) : k;
-        const uint16_t *restrict r = gone_n ? route : id;
+        /* none displaced: the constrained route is the natural top-k; else
+         * it is the kept entries, in order, then replacements */
+        const int ng = (int)gone_n;
+        const int got = ng ? amoe_route_constrained(b, l, w->nodes[i], k, w->S, w->route) : k;
+        const uint16_t *restrict r = ng ? route : id;
         if (by_count)
-          for (int j = 0; j < got; j++) cnt[r[j]]++;
+          for (int j = k - ng; j < got; j++) cnt[r[j]]++;
         else
-          for (int j = 0; j < got; j++) Xl[r[j]] = 1;
+          for (int j = k - ng; j < got; j++) Xl[r[j]] = 1;
         if (want_routes) record_route(b, l, w, i, k, r, got, M->router);
       }
       for (int x = 0; x < E; x++) nu += U[x];

@@ -278,6 +278,11 @@ static void router_probabilities_m(int m) {
         }
       }
       same &= !memcmp(got, want, (size_t)m * sizeof(float));
+      for (int k = 3; k <= 8; k += 5) { /* the top-k shortcut: the same first k */
+        float top[8];
+        amoe_router_probs_top(&b, 0, 0, router, k, top);
+        same &= !memcmp(top, want, (size_t)k * sizeof(float));
+      }
     }
   }
   CHECK(same, "m=%d: router probabilities differ from the plain scalar computation", m);
