@@ -1,4 +1,5 @@
 #include "inspect.h"
+#include "router.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -51,8 +52,9 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, amoe_inspect_sta
   uint8_t useen[AMOE_MAX_EXPERTS];
   int *path = NULL, pcap = 0;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
-    /* every stored pair, including what trace replay leaves to the checksum */
-    if ((st = amoe_block_check_pairs(&b, 1, e)) != AMOE_OK) {
+    /* every stored pair and normaliser, including what trace replay leaves
+     * to the checksum */
+    if ((st = amoe_block_check_pairs(&b, 1, e)) != AMOE_OK || (st = amoe_router_check_inv(&b, e)) != AMOE_OK) {
       amoe_err_prefix(e, "block %llu", (unsigned long long)b.index);
       break;
     }

@@ -25,6 +25,7 @@ void amoe_block_free(amoe_block *b) {
 amoe_status amoe_block_reserve(amoe_block *b, int n, amoe_err *e) {
   if (n < 1 || n > AMOE_MAX_NODES)
     return amoe_fail(e, AMOE_EINVAL, "block has %d nodes (allowed 1..%d)", n, AMOE_MAX_NODES);
+  b->softmax_inv = NULL; /* the logits are about to be rewritten */
   if (!b->owns) { /* detach from a reader's buffer */
     b->mem = NULL;
     b->cap_n = 0;

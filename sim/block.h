@@ -28,6 +28,10 @@ typedef struct {
   uint8_t *depth;    /* derived by amoe_block_finish */
   uint16_t *ids;     /* [layer][node][m] */
   amoe_f16 *logits;  /* [layer][node][m] */
+  /* [layer][node] softmax normalisers of the logits (amoe_router_softmax_inv)
+   * when the source carries them (a trace does), else NULL; anything that
+   * changes the logits must drop them (amoe_block_reserve does) */
+  const float *softmax_inv;
   /* storage */
   int cap_n;
   int owns;          /* 0 when the arrays point into a reader's buffer */

@@ -9,6 +9,7 @@
 
 #include "block.h"
 #include "model.h"
+#include "router.h"
 #include "spec.h"
 
 /* What a verifier sees for one (block, layer). */
@@ -64,11 +65,6 @@ int amoe_draft_find(const char *name);
 size_t amoe_draft_scratch_bytes(int n, int layers, int experts);
 
 /* Shared helpers. */
-/* Router probabilities of node t's stored entries at layer l (softmax over
- * the stored logits, or sigmoid scores for sigmoid-normalized routers). */
-void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out);
-/* The first k of those (the natural top-k), out[k]: the same values. */
-void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out);
 /* Constrained top-k: the k highest stored logits inside S, then (entries
  * beyond m are -inf) the lowest ids of S not stored. Returns count (<= k).
  * out has room for k. */

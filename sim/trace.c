@@ -1,4 +1,5 @@
 #include "trace.h"
+#include "router.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,13 +18,13 @@ static const uint32_t BLK_MAGIC = 0x31424d41u; /* "AMB1" */
 static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
 
 typedef struct {
-  size_t parent, logp, score, accepted, ids, logits, total;
+  size_t parent, logp, score, accepted, ids, logits, inv, total;
 } layout;
 
 /* Bytes per stored expert id: one while every id fits. */
 static size_t id_bytes(int experts) { return experts <= 256 ? 1 : 2; }
 
-static layout layout_of(size_t n, size_t lnm, size_t idb) {
+static layout layout_of(size_t n, size_t ln, size_t lnm, size_t idb) {
   layout o;
   o.parent = 16;
   o.logp = o.parent + pad8(4 * n);
@@ -31,7 +32,8 @@ static layout layout_of(size_t n, size_t lnm, size_t idb) {
   o.accepted = o.score + pad8(4 * n);
   o.ids = o.accepted + pad8(n);
   o.logits = o.ids + pad8(idb * lnm);
-  o.total = o.logits + pad8(2 * lnm);
+  o.inv = o.logits + pad8(2 * lnm);
+  o.total = o.inv + pad8(4 * ln);
   return o;
 }
 
@@ -170,8 +172,8 @@ amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err
     amoe_err_prefix(e, "%s: block %llu", w->path, (unsigned long long)w->count);
     return AMOE_EFORMAT;
   }
-  size_t n = (size_t)b->n, lnm = (size_t)b->layers * n * b->m;
-  layout o = layout_of(n, lnm, id_bytes(w->experts));
+  size_t n = (size_t)b->n, ln = (size_t)b->layers * n, lnm = ln * b->m;
+  layout o = layout_of(n, ln, lnm, id_bytes(w->experts));
   if (o.total > w->buf_cap) {
     unsigned char *nb = realloc(w->buf, o.total);
     if (!nb) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
@@ -193,6 +195,11 @@ amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err
   else
     memcpy(p + o.ids, b->ids, 2 * lnm);
   memcpy(p + o.logits, b->logits, 2 * lnm);
+  /* computed here from the logits, never taken from the block */
+  for (size_t i = 0; i < ln; i++) {
+    const float inv = amoe_router_softmax_inv(b->logits + i * b->m, b->m);
+    memcpy(p + o.inv + 4 * i, &inv, 4);
+  }
   if (w->count == w->cap) {
     uint64_t nc = w->cap ? 2 * w->cap : 1024;
     uint64_t *no = realloc(w->offsets, nc * 8);
@@ -406,9 +413,9 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   if (n < 1 || n > AMOE_MAX_NODES)
     return BAD("%s: block %llu at byte offset %llu: node count %u out of range 1..%d", r->path,
                (unsigned long long)bi, (unsigned long long)(at + 4), n, AMOE_MAX_NODES);
-  size_t lnm = (size_t)r->info.layers * n * r->info.m;
+  size_t ln = (size_t)r->info.layers * n, lnm = ln * r->info.m;
   const size_t idb = id_bytes(r->info.experts);
-  layout o = layout_of(n, lnm, idb);
+  layout o = layout_of(n, ln, lnm, idb);
   if (pb != o.total)
     return BAD("%s: block %llu at byte offset %llu: payload length %llu, expected %zu for %u nodes", r->path,
                (unsigned long long)bi, (unsigned long long)(at + 8), (unsigned long long)pb, o.total, n);
@@ -430,7 +437,7 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
     return BAD("%s: block %llu at byte offset %llu: checksum mismatch in the tree and ids (corrupted)", r->path,
                (unsigned long long)bi, (unsigned long long)at);
   if (r->want_logits && amoe_trace_checksum(r->buf + o.logits, pb - o.logits) != ckb)
-    return BAD("%s: block %llu at byte offset %llu: checksum mismatch in the logits (corrupted)", r->path,
+    return BAD("%s: block %llu at byte offset %llu: checksum mismatch in the logits or their normalisers (corrupted)", r->path,
                (unsigned long long)bi, (unsigned long long)(at + BLK_HDR + o.logits));
   uint64_t idx;
   memcpy(&idx, r->buf, 8);
@@ -468,6 +475,7 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   b->score = (float *)(void *)(r->buf + o.score);
   b->accepted = r->buf + o.accepted;
   b->logits = r->want_logits ? (amoe_f16 *)(void *)(r->buf + o.logits) : NULL;
+  b->softmax_inv = r->want_logits ? (const float *)(const void *)(r->buf + o.inv) : NULL;
   b->depth = r->depth;
   /* Ids index arrays everywhere: check their range here (the one check a
    * crash could come from). Order, distinct ids and usable logits were

@@ -1,4 +1,4 @@
-/* The native binary trace `.amt` (DESIGN §5), little-endian, version 2.
+/* The native binary trace `.amt` (DESIGN §5), little-endian, version 3.
  *
  *   header  magic "AMOETRC\0" | u32 version | u32 header_bytes
  *           u32 moe_layers | u32 experts | u32 top_k | u32 m
@@ -7,15 +7,20 @@
  *           before the logits | u64 checksum of the logits | payload
  *           payload: u64 index | u32 request | u32 step | i32 parent[n] | f32 logp[n]
  *                    | f32 score[n] | u8 accepted[n] | ids[L·n·m] | f16 logits[L·n·m]
+ *                    | f32 softmax_inv[L·n]
  *                    (ids u8 when experts <= 256, else u16; each array padded
- *                    to 8 bytes)
+ *                    to 8 bytes; softmax_inv is 1/Σ_j e^(z_j − z_0) of each
+ *                    node-layer's logits, amoe_router_softmax_inv, which the
+ *                    writer computes: a replay then needs only k exponentials
+ *                    per node-layer, not m. The logits checksum covers it;
+ *                    `acceptmoe inspect` recomputes it.)
  *   table   u64 offset[block_count] | u64 checksum of the table
  *
  * A reader streams blocks through one reusable buffer, so memory does not
  * grow with the trace. Every length, offset and checksum is checked; an error
  * names the block and its byte offset. A reader told that no logits are
- * wanted (natural routing needs only the ids) skips them and their checksum:
- * two thirds of a qwen3 block. */
+ * wanted (natural routing needs only the ids) skips them, the normalisers
+ * and their checksum: two thirds of a qwen3 block. */
 #ifndef AMOE_TRACE_H
 #define AMOE_TRACE_H
 
@@ -25,7 +30,7 @@
 #include "block.h"
 #include "err.h"
 
-#define AMOE_TRACE_VERSION 2u
+#define AMOE_TRACE_VERSION 3u
 
 typedef struct {
   int layers, experts, top_k, m;

@@ -4,6 +4,7 @@
 
 #include "check.h"
 #include "gen.h"
+#include "router.h"
 #include "trace.h"
 
 static amoe_gen_params params(void) {
@@ -123,6 +124,26 @@ int main(void) {
     }
     CHECK(amoe_trace_next(r, &b, &e) == 0, "end of trace");
     CHECK(amoe_trace_rewind(r, &e) == AMOE_OK, "rewind");
+  }
+  /* the stored softmax normalisers: each is its logits' own, and the top-k
+   * probabilities from them are bit for bit those from the logits alone
+   * (a generated block carries none) */
+  {
+    int same = 1, pairs = 0;
+    for (int i = 0; i < nb; i++) {
+      same &= amoe_trace_next(r, &b, &e) == 1 && b.softmax_inv && !blocks[i].softmax_inv &&
+              amoe_router_check_inv(&b, &e) == AMOE_OK;
+      for (int l = 0; l < 4; l++)
+        for (int t = 0; t < b.n; t++)
+          for (int k = 2; k <= 8; k += 6) { /* 8: the one-register path */
+            float x[8], y[8];
+            amoe_router_probs_top(&b, l, t, AMOE_ROUTER_SOFTMAX, k, x);
+            amoe_router_probs_top(&blocks[i], l, t, AMOE_ROUTER_SOFTMAX, k, y);
+            same &= !memcmp(x, y, (size_t)k * sizeof *x);
+            pairs++;
+          }
+    }
+    CHECK(same && pairs > 100, "probabilities from the stored normalisers differ (%d compared)", pairs);
   }
   amoe_trace_close_reader(r);
 
@@ -249,6 +270,26 @@ int main(void) {
     if (amoe_block_check_pairs(&b, 1, &e) != AMOE_OK) caught += strstr(e.msg, "not in order") != NULL;
   }
   CHECK(rc == 0 && got == nb && caught == 1, "order forged: read %d, caught %d (%s)", got, caught, e.msg);
+  amoe_trace_close_reader(r);
+  /* a forged normaliser (layer 0, node 1 of block 1) passes the reader and
+   * is caught by the recomputation `inspect` runs */
+  memcpy(copy, data, (size_t)size);
+  {
+    const size_t inv1 = lg1 + pad8((size_t)2 * 4 * n1 * 8) + 4;
+    float v;
+    memcpy(&v, copy + inv1, 4);
+    v = nextafterf(v, 2 * v);
+    memcpy(copy + inv1, &v, 4);
+  }
+  write_forged(bad, copy, size, off1, lg1 - off1 - 32);
+  CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
+  got = caught = 0;
+  while ((rc = amoe_trace_next(r, &b, &e)) == 1) {
+    got++;
+    if (amoe_router_check_inv(&b, &e) != AMOE_OK)
+      caught += strstr(e.msg, "layer 0 node 1: stored softmax normaliser") != NULL;
+  }
+  CHECK(rc == 0 && got == nb && caught == 1, "normaliser forged: read %d, caught %d (%s)", got, caught, e.msg);
   amoe_trace_close_reader(r);
   /* the writer refuses a block with an expert stored twice */
   {

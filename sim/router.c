@@ -1,0 +1,153 @@
+#include "router.h"
+#include "clones.h"
+
+#include <string.h>
+
+/* e^x for the router: Cody-Waite reduction to r in [-ln2/2, ln2/2], a
+ * degree-6 Taylor polynomial (relative error < 2e-7), then 2^n by exponent
+ * arithmetic. Plain float operations: the same bits on every IEEE host, and
+ * the loops that call it vectorise (libm's expf does neither). */
+static inline float router_exp(float x0) {
+  float x = x0 < -86.0f ? -86.0f : (x0 > 88.0f ? 88.0f : x0); /* keeps 2^n a normal float */
+  const float shift = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  float n = (x * 1.44269504f + shift) - shift;
+  float r = (x - n * 0.693145752f) - n * 1.42860677e-06f; /* ln 2 split in two */
+  float p = 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t bits;
+  memcpy(&bits, &p, 4);
+  bits += (int32_t)n * (1 << 23);
+  memcpy(&p, &bits, 4);
+  return x0 < -86.0f ? 0.0f : p; /* below e^-86 (and -inf, a masked expert): 0 */
+}
+
+#ifdef AMOE_X86_PATHS
+/* router_exp on eight lanes: the same float operations in the same order
+ * (min/max operands placed so a NaN passes through as in the scalar). */
+__attribute__((target("avx2,f16c"))) static inline __m256 router_exp8(__m256 x0) {
+  const __m256 x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-86.0f), x0));
+  const __m256 shift = _mm256_set1_ps(12582912.0f);
+  const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), shift), shift);
+  const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693145752f))),
+                                 _mm256_mul_ps(n, _mm256_set1_ps(1.42860677e-06f)));
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 120));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 24));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 6));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_cvttps_epi32(n), 23);
+  p = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+  return _mm256_andnot_ps(_mm256_cmp_ps(x0, _mm256_set1_ps(-86.0f), _CMP_LT_OQ), p);
+}
+
+
+/* e^(z_j − z_0) for j < m (m a multiple of 8) into out; returns the
+ * softmax's 1/Σ over them: the four partial sums of the scalar code, as
+ * four lanes. */
+__attribute__((target("avx2,f16c"))) static float softmax_exps_avx2(const amoe_f16 *z, int m, float *out) {
+  const __m256 z0 = _mm256_set1_ps(amoe_f16_to_f32(z[0]));
+  __m128 s = _mm_setzero_ps();
+  for (int j = 0; j < m; j += 8) {
+    const __m256 zf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(z + j)));
+    const __m256 ex = router_exp8(_mm256_sub_ps(zf, z0));
+    _mm256_storeu_ps(out + j, ex);
+    s = _mm_add_ps(s, _mm256_castps256_ps128(ex));
+    s = _mm_add_ps(s, _mm256_extractf128_ps(ex, 1));
+  }
+  float q[4];
+  _mm_storeu_ps(q, s);
+  return 1.0f / ((q[0] + q[1]) + (q[2] + q[3]));
+}
+
+/* Sigmoid scores of m entries (m a multiple of 8). */
+__attribute__((target("avx2,f16c"))) static void sigmoid_avx2(const amoe_f16 *z, int m, float *out) {
+  for (int j = 0; j < m; j += 8) {
+    const __m256 zf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(z + j)));
+    const __m256 ex = router_exp8(_mm256_sub_ps(_mm256_setzero_ps(), zf));
+    _mm256_storeu_ps(out + j, _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), ex)));
+  }
+}
+
+/* The top-8 probabilities from a known normaliser: one register. */
+__attribute__((target("avx2,f16c"))) static void softmax_top8_avx2(const amoe_f16 *z, float inv, float *out) {
+  const __m256 z0 = _mm256_set1_ps(amoe_f16_to_f32(z[0]));
+  const __m256 zf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)z));
+  _mm256_storeu_ps(out, _mm256_mul_ps(router_exp8(_mm256_sub_ps(zf, z0)), _mm256_set1_ps(inv)));
+}
+#endif
+
+/* The same in portable C, for any m. */
+static AMOE_CLONES float softmax_exps(const amoe_f16 *z, int m, float *out) {
+#ifdef AMOE_X86_PATHS
+  if (m % 8 == 0 && amoe_cpu_avx2_f16c()) return softmax_exps_avx2(z, m, out);
+#endif
+  const float z0 = amoe_f16_to_f32(z[0]);
+  for (int j = 0; j < m; j++) out[j] = router_exp(amoe_f16_to_f32(z[j]) - z0);
+  float s[4] = {0, 0, 0, 0}; /* four fixed partial sums: a defined order, no serial chain */
+  int j = 0;
+  for (; j + 4 <= m; j += 4)
+    for (int q = 0; q < 4; q++) s[q] += out[j + q];
+  for (; j < m; j++) s[0] += out[j];
+  return 1.0f / ((s[0] + s[1]) + (s[2] + s[3]));
+}
+
+float amoe_router_softmax_inv(const amoe_f16 *z, int m) {
+  float ex[AMOE_MAX_EXPERTS];
+  return softmax_exps(z, m, ex);
+}
+
+AMOE_CLONES void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {
+  const amoe_f16 *z = amoe_block_logits(b, l, t);
+  const int m = b->m;
+  if (router == AMOE_ROUTER_SIGMOID_NORM) {
+#ifdef AMOE_X86_PATHS
+    if (m % 8 == 0 && amoe_cpu_avx2_f16c()) {
+      sigmoid_avx2(z, m, out);
+      return;
+    }
+#endif
+    for (int j = 0; j < m; j++) out[j] = 1.0f / (1.0f + router_exp(-amoe_f16_to_f32(z[j])));
+    return;
+  }
+  const float inv = softmax_exps(z, m, out);
+  for (int j = 0; j < m; j++) out[j] *= inv;
+}
+
+void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out) {
+  const amoe_f16 *z = amoe_block_logits(b, l, t);
+  if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv) { /* k exponentials, times the stored 1/Σ */
+    const float inv = b->softmax_inv[(size_t)l * b->n + t];
+#ifdef AMOE_X86_PATHS
+    if (k == 8 && amoe_cpu_avx2_f16c()) {
+      softmax_top8_avx2(z, inv, out);
+      return;
+    }
+#endif
+    const float z0 = amoe_f16_to_f32(z[0]);
+    for (int j = 0; j < k; j++) out[j] = router_exp(amoe_f16_to_f32(z[j]) - z0) * inv;
+    return;
+  }
+  float all[AMOE_MAX_EXPERTS];
+  amoe_router_probs(b, l, t, router, all);
+  memcpy(out, all, (size_t)k * sizeof *out);
+}
+
+amoe_status amoe_router_check_inv(const amoe_block *b, amoe_err *e) {
+  if (!b->softmax_inv || !b->logits) return AMOE_OK;
+  for (int l = 0; l < b->layers; l++)
+    for (int t = 0; t < b->n; t++) {
+      const float want = amoe_router_softmax_inv(amoe_block_logits(b, l, t), b->m),
+                  got = b->softmax_inv[(size_t)l * b->n + t];
+      if (memcmp(&want, &got, sizeof want))
+        return amoe_fail(e, AMOE_EFORMAT, "layer %d node %d: stored softmax normaliser %.9g, the logits give %.9g",
+                         l, t, (double)got, (double)want);
+    }
+  return AMOE_OK;
+}

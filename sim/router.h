@@ -1,0 +1,25 @@
+/* Router probabilities from a block's stored logits (DESIGN §4: the
+ * preset's router function). Softmax runs over the stored top-m logits of
+ * a node-layer; sigmoid-normalized routers score each entry alone. The
+ * arithmetic is plain float in a fixed order (own e^x, four fixed partial
+ * sums), so every host and every code path gives the same bits; the AVX2
+ * paths are tested against plain scalar code. */
+#ifndef AMOE_ROUTER_H
+#define AMOE_ROUTER_H
+
+#include "block.h"
+
+/* Router probabilities of node t's stored entries at layer l, out[m]. */
+void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out);
+/* The first k of those (the natural top-k), out[k]: the same values. With
+ * the block's stored softmax normalisers (traces carry them) only k
+ * exponentials are computed. */
+void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out);
+/* The softmax normaliser of m stored logits z (z[0] the largest):
+ * 1 / Σ_j e^(z_j − z_0), exactly as amoe_router_probs computes it. */
+float amoe_router_softmax_inv(const amoe_f16 *z, int m);
+/* AMOE_OK when the block carries no normalisers or each equals its
+ * recomputation (bit for bit); else names the first that does not. */
+amoe_status amoe_router_check_inv(const amoe_block *b, amoe_err *e);
+
+#endif
