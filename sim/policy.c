@@ -104,20 +104,14 @@ double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *
   return amoe_effective_rank_packed(scratch, c);
 }
 
-int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {
+int amoe_route_replacements(const amoe_block *b, int l, int t, int k, const uint8_t *S, int need, uint16_t *out) {
   const uint16_t *id = amoe_block_ids(b, l, t);
   const int m = b->m;
-  int c = 0, j = 0;
-  /* the natural top-k without branches (whether an expert is in S is a
-   * coin flip to the predictor; c <= j < k, so every write is below k) */
-  for (; j < k && j < m; j++) {
-    out[c] = id[j];
-    c += S[id[j]] != 0;
-  }
-  for (; j < m && c < k; j++) /* then one more per displaced entry: a short scan */
+  int c = 0;
+  for (int j = k; j < m && c < need; j++) /* one stored entry per displaced one: a short scan */
     if (S[id[j]]) out[c++] = id[j];
-  if (c < k) { /* the rest of S is -inf: lowest ids first */
-    for (int e = 0; e < b->experts && c < k; e++) {
+  if (c < need) { /* the rest of S is -inf: lowest ids first */
+    for (int e = 0; e < b->experts && c < need; e++) {
       if (!S[e]) continue;
       int stored = 0;
       for (int q = 0; q < m && !stored; q++) stored = id[q] == e;
@@ -125,6 +119,19 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
     }
   }
   return c;
+}
+
+int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {
+  const uint16_t *id = amoe_block_ids(b, l, t);
+  int c = 0;
+  /* the natural top-k inside S, without branches (whether an expert is in
+   * S is a coin flip to the predictor; c <= j < k, so every write is below
+   * k), then their replacements */
+  for (int j = 0; j < k && j < b->m; j++) {
+    out[c] = id[j];
+    c += S[id[j]] != 0;
+  }
+  return c + amoe_route_replacements(b, l, t, k, S, k - c, out + c);
 }
 
 /* A double's order key as a signed 64-bit integer: compares as the values

@@ -45,7 +45,7 @@ typedef struct {
   const struct amoe_commitment *offline; /* p̂ and the union-vs-n table, or NULL */
   int nodes;                 /* node budget (tree.nodes) */
   const uint8_t *const *resident; /* per layer E flags, or NULL when resident */
-  const double *popularity;  /* [layer][E] requests so far by this row, or NULL */
+  const uint32_t *popularity; /* [layer][E] requests so far by this row, or NULL */
   void *scratch;             /* workspace of amoe_draft_scratch_bytes */
 } amoe_dctx;
 
@@ -69,6 +69,10 @@ size_t amoe_draft_scratch_bytes(int n, int layers, int experts);
  * beyond m are -inf) the lowest ids of S not stored. Returns count (<= k).
  * out has room for k. */
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out);
+/* What it adds to the natural top-k entries kept in S: the first `need`
+ * stored entries past the top-k inside S, then the lowest ids of S not
+ * stored. Returns count (<= need). */
+int amoe_route_replacements(const amoe_block *b, int l, int t, int k, const uint8_t *S, int need, uint16_t *out);
 /* exp(H) of the positive w[e] among the candidates (cand NULL = all),
  * normalised to sum 1, H their entropy in nats; sums run over the
  * candidates in expert order in four interleaved partial sums. 0 when none

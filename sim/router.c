@@ -77,8 +77,8 @@ __attribute__((target("avx2,f16c"))) static void sigmoid_avx2(const amoe_f16 *z,
 
 /* The top-8 probabilities from a known normaliser: one register. */
 __attribute__((target("avx2,f16c"))) static void softmax_top8_avx2(const amoe_f16 *z, float inv, float *out) {
-  const __m256 z0 = _mm256_set1_ps(amoe_f16_to_f32(z[0]));
   const __m256 zf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)z));
+  const __m256 z0 = _mm256_broadcastss_ps(_mm256_castps256_ps128(zf)); /* lane 0 is z[0], exactly */
   _mm256_storeu_ps(out, _mm256_mul_ps(router_exp8(_mm256_sub_ps(zf, z0)), _mm256_set1_ps(inv)));
 }
 #endif

@@ -16,7 +16,7 @@ typedef struct {
   amoe_cache *cache;
   amoe_reqlog *log; /* pass 1 of a Belady run records here */
   amoe_row_result *res;
-  double *popularity; /* [layer][E] requests so far (ecospec's predictor) */
+  uint32_t *popularity; /* [layer][E] requests so far (ecospec's predictor) */
 } row_state;
 
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
@@ -200,34 +200,43 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
       memset(U, 0, (size_t)E);
       float displaced = 0; /* exact: a count far below 2^24 */
       for (int i = 0; i < nn; i++) {
-        const uint16_t *restrict id = amoe_block_ids(b, l, w->nodes[i]);
-        const float *pi = P + (size_t)w->nodes[i] * k;
+        const int t = w->nodes[i];
+        const uint16_t *restrict id = amoe_block_ids(b, l, t);
+        const float *pi = P + (size_t)t * k;
         /* the union, and the displaced natural assignments: a natural top-k
          * entry stays exactly when its expert is in S (fewer than k entries
-         * of S precede it) */
+         * of S precede it); the kept entries run */
         float d = w->delta[i], gone_n = 0;
-        for (int j = 0; j < k; j++) {
-          const float g = gone[id[j]];
-          U[id[j]] = 1;
-          gone_n += g;
-          d += pi[j] * g; /* adds exactly 0 when kept */
-          if (by_count)
+        if (by_count)
+          for (int j = 0; j < k; j++) {
+            const float g = gone[id[j]];
+            U[id[j]] = 1;
+            gone_n += g;
+            d += pi[j] * g; /* adds exactly 0 when kept */
             cnt[id[j]] += g == 0;
-          else
-            Xl[id[j]] |= g == 0; /* the kept entries run */
-        }
+          }
+        else
+          for (int j = 0; j < k; j++) {
+            const float g = gone[id[j]];
+            U[id[j]] = 1;
+            gone_n += g;
+            d += pi[j] * g;
+            Xl[id[j]] |= g == 0;
+          }
         displaced += gone_n;
         w->delta[i] = d;
-        /* none displaced: the constrained route is the natural top-k; else
-         * it is the kept entries, in order, then replacements */
         const int ng = (int)gone_n;
-        const int got = ng ? amoe_route_constrained(b, l, w->nodes[i], k, w->S, w->route) : k;
-        const uint16_t *restrict r = ng ? route : id;
-        if (by_count)
-          for (int j = k - ng; j < got; j++) cnt[r[j]]++;
-        else
-          for (int j = k - ng; j < got; j++) Xl[r[j]] = 1;
-        if (want_routes) record_route(b, l, w, i, k, r, got, M->router);
+        if (ng) { /* and one replacement runs per displaced entry */
+          const int got = amoe_route_replacements(b, l, t, k, w->S, ng, w->route);
+          if (by_count)
+            for (int j = 0; j < got; j++) cnt[route[j]]++;
+          else
+            for (int j = 0; j < got; j++) Xl[route[j]] = 1;
+        }
+        if (want_routes) {
+          const int got = ng ? amoe_route_constrained(b, l, t, k, w->S, w->route) : k;
+          record_route(b, l, w, i, k, ng ? w->route : id, got, M->router);
+        }
       }
       for (int x = 0; x < E; x++) nu += U[x];
       if (!record_only) tt->displaced += (double)displaced;
@@ -377,7 +386,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     rs[i].ver = &amoe_verifier_table[s->policies[i].verifier];
     rs[i].draft = &amoe_draft_table[s->policies[i].draft];
     rs[i].res = &rows[i];
-    rs[i].popularity = calloc((size_t)L * E, sizeof(double));
+    rs[i].popularity = calloc((size_t)L * E, sizeof *rs[i].popularity);
     if (!rs[i].popularity) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
   /* Natural routing reads only the stored ids; router probabilities (any
@@ -396,7 +405,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     }
     if (st == AMOE_OK) st = run_pass(s, ph, src, rs, NULL, 1, e);
     for (int i = 0; i < P; i++) /* pass 2 starts from no history */
-      if (rs[i].popularity) memset(rs[i].popularity, 0, (size_t)L * E * sizeof(double));
+      if (rs[i].popularity) memset(rs[i].popularity, 0, (size_t)L * E * sizeof *rs[i].popularity);
     for (int i = 0; i < P && st == AMOE_OK; i++) {
       amoe_cache_free(rs[i].cache);
       rs[i].cache = NULL;

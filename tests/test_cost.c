@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cost.h"
 #include "policy.h"
 #include "run.h"
 #include "source.h"
+#include "spec_load.h"
 
 /* Root routes {0,1}; node 1 {2,3}; node 2 {2,4}; node 3 (child of 1) {2,5}.
  * Accepted path 0 -> 1 -> 3. One MoE layer, 10 experts, top-2. */
@@ -48,7 +50,91 @@ static amoe_spec spec(void) {
   return s;
 }
 
+/* The run loop's executed set and its cost come from the kept natural
+ * entries plus replacements (no route search per node); they must be what
+ * the constrained routes themselves give. The routes reach on_route, the
+ * executed set on_select, for the same (row, block, layer). */
+typedef struct {
+  const amoe_spec *s;
+  int count[AMOE_MAX_EXPERTS], layers, bad, displaced;
+  double t_moe;
+} route_check;
+
+static amoe_status on_route(void *ctx, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
+                            const float *weight, double predicted_s, int fetched, double predicted_fetch_s,
+                            amoe_err *e) {
+  (void)row, (void)block, (void)layer, (void)weight, (void)fetched, (void)predicted_fetch_s, (void)e;
+  route_check *c = ctx;
+  memset(c->count, 0, sizeof c->count);
+  for (int i = 0; i < nodes * k; i++)
+    if (route[i] >= 0) c->count[route[i]]++;
+  c->t_moe = predicted_s;
+  return AMOE_OK;
+}
+
+static amoe_status on_select(void *ctx, int row, uint64_t block, int layer, const uint8_t *uni, const uint8_t *S,
+                             const uint8_t *X, const uint8_t *F, int E, amoe_err *e) {
+  (void)row, (void)block, (void)layer, (void)F, (void)e;
+  route_check *c = ctx;
+  const amoe_expert_coef ec = amoe_cost_expert_coef(&c->s->model, &c->s->hw);
+  double t = c->s->hw.launch_s;
+  int wrong = 0;
+  for (int x = 0; x < E; x++) {
+    wrong += X[x] != (c->count[x] > 0) || (X[x] && !S[x]);
+    c->displaced += uni[x] && !S[x];
+    t += c->count[x] > 0 ? amoe_cost_expert_at(ec, c->count[x]) : 0.0;
+  }
+  c->bad += wrong > 0 || fabs(t - c->t_moe) > 1e-9 * t;
+  c->layers++;
+  return AMOE_OK;
+}
+
+static void executed_is_routed(void) {
+  amoe_spec s;
+  amoe_diag d = {0};
+  amoe_spec_defaults(&s);
+  CHECK(amoe_spec_load_preset(&s, 0, "qwen3-30b-a3b", "test", &d) &&
+            amoe_spec_load_preset(&s, 1, "h200", "test", &d) && d.n == 0,
+        "presets");
+  amoe_diag_free(&d);
+  s.workload.blocks = 3;
+  s.npolicies = 3;
+  memset(s.policies, 0, sizeof s.policies);
+  const char *ver[3] = {"acceptmoe", "moe-spec", "oracle"};
+  for (int i = 0; i < 3; i++) {
+    s.policies[i].verifier = amoe_verifier_find(ver[i]);
+    s.policies[i].draft = amoe_draft_find("eagle");
+    s.policies[i].beta = 0.5;
+    s.policies[i].budget = 12; /* moe-spec: most assignments displaced */
+  }
+  static amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, 0};
+  const double flops = s.hw.peak_flops;
+  for (int slow = 0; slow < 2; slow++) {
+    /* h200: an expert's bytes outweigh 64 tokens of compute, so only the
+     * executed set matters; at 1/50 of its FLOP/s, token counts do */
+    s.hw.peak_flops = slow ? flops / 50 : flops;
+    const amoe_expert_coef ec = amoe_cost_expert_coef(&s.model, &s.hw);
+    CHECK((ec.per_token_s * 64 > ec.mem_s) == slow, "the two cost regimes");
+    amoe_err e;
+    amoe_source *src;
+    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+    route_check c = {&s, {0}, 0, 0, 0, 0};
+    amoe_run_hooks h = {0};
+    h.ctx = &c;
+    h.on_route = on_route;
+    h.on_select = on_select;
+    amoe_row_result rows[3];
+    CHECK(amoe_run(&s, &ph, src, &h, rows, &e) == AMOE_OK, "%s", e.msg);
+    for (int i = 0; i < 3; i++) amoe_row_result_free(&rows[i]);
+    amoe_source_close(src);
+    CHECK(c.layers == 3 * 3 * 48 && c.bad == 0 && c.displaced > 100,
+          "token counts %s: %d of %d layers differ from their routes (%d displaced)",
+          slow ? "matter" : "do not matter", c.bad, c.layers, c.displaced);
+  }
+}
+
 int main(void) {
+  executed_is_routed();
   char path[] = "/tmp/amoe_cost_XXXXXX";
   int fd = mkstemp(path);
   CHECK(write(fd, BLOCK, strlen(BLOCK)) == (ssize_t)strlen(BLOCK), "write fixture");
