@@ -20,8 +20,8 @@ typedef struct {
 } row_state;
 
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
-  int *nodes, *level, *count, *iscratch;
-  uint8_t *U, *S, *X, *F;
+  int *nodes, *level, *count, *rcount, *iscratch;
+  uint8_t *U, *S, *X, *F, *R;
   float *delta;
   float *gone;
   double *scratch;
@@ -38,11 +38,13 @@ static void work_free(work *w) {
   free(w->nodes);
   free(w->level);
   free(w->count);
+  free(w->rcount);
   free(w->iscratch);
   free(w->U);
   free(w->S);
   free(w->X);
   free(w->F);
+  free(w->R);
   free(w->delta);
   free(w->gone);
   free(w->scratch);
@@ -63,11 +65,13 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->nodes = malloc((size_t)n * sizeof(int));
   w->level = calloc(AMOE_MAX_DEPTH * 4 + 256, sizeof(int));
   w->count = malloc((size_t)E * sizeof(int));
+  w->rcount = malloc((size_t)E * sizeof(int));
   w->iscratch = malloc((size_t)E * 2 * sizeof(int));
   w->U = malloc((size_t)E);
   w->S = malloc((size_t)E);
   w->X = malloc((size_t)E);
   w->F = malloc((size_t)E);
+  w->R = malloc((size_t)E);
   w->delta = malloc((size_t)n * sizeof(float));
   w->gone = malloc((size_t)E * sizeof(float));
   w->scratch = malloc((size_t)E * 4 * sizeof(double));
@@ -77,7 +81,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->pcache = malloc((size_t)b->layers * n * AMOE_MAX_TOPK * sizeof(float));
   w->pdone = malloc((size_t)b->layers * n);
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
-  if (!w->nodes || !w->level || !w->count || !w->iscratch || !w->U || !w->S || !w->X || !w->F ||
+  if (!w->nodes || !w->level || !w->count || !w->rcount || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->R ||
       !w->delta || !w->gone || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
@@ -187,17 +191,21 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
       rs->ver->select(&vc, w->S);
       ns = 0;
       for (int x = 0; x < E; x++) ns += w->S[x];
-      if (by_count)
-        memset(w->count, 0, (size_t)E * sizeof(int));
-      else
-        memset(w->X, 0, (size_t)E);
-      /* local restrict pointers: byte stores could alias anything else */
+      /* The executed set is the natural entries inside S plus one
+       * replacement per displaced entry: X = (U ∩ S) ∪ R, and the token
+       * counts likewise (natural counts kept where S holds, plus R's). */
       const uint16_t *restrict route = w->route;
-      uint8_t *restrict Xl = w->X, *restrict U = w->U;
-      int *restrict cnt = w->count;
+      uint8_t *restrict Xl = w->X, *restrict U = w->U, *restrict R = w->R;
+      const uint8_t *restrict Sl = w->S;
+      int *restrict cnt = w->count, *restrict rcnt = w->rcount;
       float *restrict gone = w->gone; /* 1 for an expert outside S: a multiplier, no branch */
-      for (int x = 0; x < E; x++) gone[x] = w->S[x] ? 0.0f : 1.0f;
+      for (int x = 0; x < E; x++) gone[x] = Sl[x] ? 0.0f : 1.0f;
       memset(U, 0, (size_t)E);
+      if (by_count) {
+        memset(cnt, 0, (size_t)E * sizeof(int));
+        memset(rcnt, 0, (size_t)E * sizeof(int));
+      } else
+        memset(R, 0, (size_t)E);
       float displaced = 0; /* exact: a count far below 2^24 */
       for (int i = 0; i < nn; i++) {
         const int t = w->nodes[i];
@@ -205,15 +213,15 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         const float *pi = P + (size_t)t * k;
         /* the union, and the displaced natural assignments: a natural top-k
          * entry stays exactly when its expert is in S (fewer than k entries
-         * of S precede it); the kept entries run */
+         * of S precede it) */
         float d = w->delta[i], gone_n = 0;
         if (by_count)
           for (int j = 0; j < k; j++) {
             const float g = gone[id[j]];
             U[id[j]] = 1;
+            cnt[id[j]]++;
             gone_n += g;
             d += pi[j] * g; /* adds exactly 0 when kept */
-            cnt[id[j]] += g == 0;
           }
         else
           for (int j = 0; j < k; j++) {
@@ -221,23 +229,26 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
             U[id[j]] = 1;
             gone_n += g;
             d += pi[j] * g;
-            Xl[id[j]] |= g == 0;
           }
         displaced += gone_n;
         w->delta[i] = d;
         const int ng = (int)gone_n;
-        if (ng) { /* and one replacement runs per displaced entry */
-          const int got = amoe_route_replacements(b, l, t, k, w->S, ng, w->route);
+        if (ng) { /* one replacement per displaced entry (always in S) */
+          const int got = amoe_route_replacements(b, l, t, k, Sl, ng, w->route);
           if (by_count)
-            for (int j = 0; j < got; j++) cnt[route[j]]++;
+            for (int j = 0; j < got; j++) rcnt[route[j]]++;
           else
-            for (int j = 0; j < got; j++) Xl[route[j]] = 1;
+            for (int j = 0; j < got; j++) R[route[j]] = 1;
         }
         if (want_routes) {
-          const int got = ng ? amoe_route_constrained(b, l, t, k, w->S, w->route) : k;
+          const int got = ng ? amoe_route_constrained(b, l, t, k, Sl, w->route) : k;
           record_route(b, l, w, i, k, ng ? w->route : id, got, M->router);
         }
       }
+      if (by_count)
+        for (int x = 0; x < E; x++) cnt[x] = (Sl[x] ? cnt[x] : 0) + rcnt[x];
+      else
+        for (int x = 0; x < E; x++) Xl[x] = (uint8_t)((U[x] & Sl[x]) | R[x]);
       for (int x = 0; x < E; x++) nu += U[x];
       if (!record_only) tt->displaced += (double)displaced;
     }

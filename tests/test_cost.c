@@ -109,10 +109,15 @@ static void executed_is_routed(void) {
   }
   static amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, 0};
   const double flops = s.hw.peak_flops;
-  for (int slow = 0; slow < 2; slow++) {
+  for (int run = 0; run < 3; run++) {
     /* h200: an expert's bytes outweigh 64 tokens of compute, so only the
-     * executed set matters; at 1/50 of its FLOP/s, token counts do */
+     * executed set matters; at 1/50 of its FLOP/s, token counts do. With 3
+     * nodes, moe-spec's S (by mass over all stored entries) reaches experts
+     * outside the natural union, and so do replacements. */
+    const int slow = run == 1;
     s.hw.peak_flops = slow ? flops / 50 : flops;
+    s.workload.nodes = s.workload.candidates = run == 2 ? 3 : 64;
+    s.workload.tau = run == 2 ? 1.5 : 4.4;
     const amoe_expert_coef ec = amoe_cost_expert_coef(&s.model, &s.hw);
     CHECK((ec.per_token_s * 64 > ec.mem_s) == slow, "the two cost regimes");
     amoe_err e;
