@@ -139,6 +139,17 @@ void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k,
   memcpy(out, all, (size_t)k * sizeof *out);
 }
 
+void amoe_router_probs_layer(const amoe_block *b, int l, int router, int k, float *out) {
+#ifdef AMOE_X86_PATHS
+  if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv && k == 8 && amoe_cpu_avx2_f16c()) {
+    const float *inv = b->softmax_inv + (size_t)l * b->n;
+    for (int t = 0; t < b->n; t++) softmax_top8_avx2(amoe_block_logits(b, l, t), inv[t], out + (size_t)t * 8);
+    return;
+  }
+#endif
+  for (int t = 0; t < b->n; t++) amoe_router_probs_top(b, l, t, router, k, out + (size_t)t * k);
+}
+
 amoe_status amoe_router_check_inv(const amoe_block *b, amoe_err *e) {
   if (!b->softmax_inv || !b->logits) return AMOE_OK;
   for (int l = 0; l < b->layers; l++)

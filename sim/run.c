@@ -30,7 +30,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int32_t *rt;   /* [node][k] executed routes for on_route */
   float *rw;     /* [node][k] their renormalised weights */
   float *pcache; /* [layer][node][k] natural top-k router probabilities, once per block for every row */
-  uint8_t *pdone;
+  uint8_t *pdone; /* [layer] */
   int cap_n;
 } work;
 
@@ -79,7 +79,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->route = malloc((AMOE_MAX_TOPK + 1) * sizeof(uint16_t));
   w->rt = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(int32_t));
   w->pcache = malloc((size_t)b->layers * n * AMOE_MAX_TOPK * sizeof(float));
-  w->pdone = malloc((size_t)b->layers * n);
+  w->pdone = malloc((size_t)b->layers);
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
   if (!w->nodes || !w->level || !w->count || !w->rcount || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->R ||
       !w->delta || !w->gone || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone)
@@ -87,14 +87,13 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   return AMOE_OK;
 }
 
-/* Node t's natural top-k router probabilities at layer l, [k]: from the
+/* Layer l's natural top-k router probabilities, [node][k]: from the
  * per-block cache, so several policy rows pay for them once. */
-static const float *probs_of(work *w, const amoe_block *b, int l, int t, int router, int k) {
-  size_t at = (size_t)l * b->n + t;
-  float *p = w->pcache + at * k;
-  if (!w->pdone[at]) {
-    amoe_router_probs_top(b, l, t, router, k, p);
-    w->pdone[at] = 1;
+static const float *probs_of(work *w, const amoe_block *b, int l, int router, int k) {
+  float *p = w->pcache + (size_t)l * b->n * k;
+  if (!w->pdone[l]) {
+    amoe_router_probs_layer(b, l, router, k, p);
+    w->pdone[l] = 1;
   }
   return p;
 }
@@ -184,8 +183,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
           record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k, M->router);
         }
     } else {
-      for (int i = 0; i < nn; i++) probs_of(w, b, l, w->nodes[i], M->router, k);
-      const float *P = w->pcache + (size_t)l * b->n * k; /* [node][k] at this layer */
+      const float *P = probs_of(w, b, l, M->router, k); /* [node][k] at this layer */
       amoe_vctx vc = {b, l, k, E, M->router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
                       P, w->scratch, w->iscratch};
       rs->ver->select(&vc, w->S);
@@ -372,7 +370,7 @@ static amoe_status run_pass(const amoe_spec *s, const amoe_commitment *ph, amoe_
   int rc = 0;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
     st = work_fit(&w, &b, e);
-    if (st == AMOE_OK) memset(w.pdone, 0, (size_t)b.layers * b.n); /* a new block */
+    if (st == AMOE_OK) memset(w.pdone, 0, (size_t)b.layers); /* a new block */
     for (int i = 0; i < s->npolicies && st == AMOE_OK; i++)
       st = row_block(s, ph, &rs[i], i, &b, &w, h, record_only, e);
     if (st == AMOE_OK && h && h->on_progress && !record_only) h->on_progress(h->ctx, b.index + 1);
