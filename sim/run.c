@@ -121,6 +121,23 @@ static void record_route(const amoe_block *b, int l, work *w, int i, int k, cons
   for (int j = 0; j < got; j++) w->rw[i * k + j] = sum > 0 ? w->rw[i * k + j] / sum : 1.0f / got;
 }
 
+/* One node's natural entries: marks the union (and, with cnt, counts
+ * them), adds the probability of its displaced entries to *d in entry
+ * order and returns how many are displaced (gone[e] = 1 outside S). */
+static inline float mark_node(const uint16_t *restrict id, const float *restrict pi, int k,
+                              const float *restrict gone, uint8_t *restrict U, int *restrict cnt, float *d) {
+  float n = 0, dd = *d;
+  for (int j = 0; j < k; j++) {
+    const float g = gone[id[j]];
+    U[id[j]] = 1;
+    if (cnt) cnt[id[j]]++;
+    n += g;
+    dd += pi[j] * g; /* adds exactly 0 when kept */
+  }
+  *d = dd;
+  return n;
+}
+
 /* One row on one block. */
 static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
                              const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
@@ -212,22 +229,11 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
         /* the union, and the displaced natural assignments: a natural top-k
          * entry stays exactly when its expert is in S (fewer than k entries
          * of S precede it) */
-        float d = w->delta[i], gone_n = 0;
-        if (by_count)
-          for (int j = 0; j < k; j++) {
-            const float g = gone[id[j]];
-            U[id[j]] = 1;
-            cnt[id[j]]++;
-            gone_n += g;
-            d += pi[j] * g; /* adds exactly 0 when kept */
-          }
+        float d = w->delta[i], gone_n;
+        if (k == 8) /* (a constant: unrolled) */
+          gone_n = by_count ? mark_node(id, pi, 8, gone, U, cnt, &d) : mark_node(id, pi, 8, gone, U, NULL, &d);
         else
-          for (int j = 0; j < k; j++) {
-            const float g = gone[id[j]];
-            U[id[j]] = 1;
-            gone_n += g;
-            d += pi[j] * g;
-          }
+          gone_n = by_count ? mark_node(id, pi, k, gone, U, cnt, &d) : mark_node(id, pi, k, gone, U, NULL, &d);
         displaced += gone_n;
         w->delta[i] = d;
         const int ng = (int)gone_n;
