@@ -424,6 +424,16 @@ amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e) {
   return AMOE_OK;
 }
 
+/* Byte ids to u16; nonzero when one exceeds emax. */
+static AMOE_CLONES unsigned widen_ids(const uint8_t *restrict src, uint16_t *restrict dst, size_t n, uint8_t emax) {
+  uint8_t over = 0;
+  for (size_t i = 0; i < n; i++) {
+    over |= (uint8_t)(src[i] > emax);
+    dst[i] = src[i];
+  }
+  return over;
+}
+
 int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   uint64_t at = r->pos, bi = r->next_index;
   if (bi == r->info.blocks) {
@@ -522,14 +532,7 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   const unsigned emax = (unsigned)r->info.experts - 1;
   unsigned over = 0;
   if (idb == 1) { /* widen to u16 and check in one vectorised pass */
-    const uint8_t *restrict src = r->buf + o.ids, em8 = (uint8_t)emax;
-    uint16_t *restrict dst = r->ids;
-    uint8_t over8 = 0;
-    for (size_t i = 0; i < lnm; i++) {
-      over8 |= (uint8_t)(src[i] > em8);
-      dst[i] = src[i];
-    }
-    over = over8;
+    over = widen_ids(r->buf + o.ids, r->ids, lnm, (uint8_t)emax);
     b->ids = r->ids;
   } else {
     b->ids = (uint16_t *)(void *)(r->buf + o.ids);
