@@ -107,9 +107,7 @@ double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *
 int amoe_route_replacements(const amoe_block *b, int l, int t, int k, const uint8_t *S, int need, uint16_t *out) {
   const uint16_t *id = amoe_block_ids(b, l, t);
   const int m = b->m;
-  int c = 0;
-  for (int j = k; j < m && c < need; j++) /* one stored entry per displaced one: a short scan */
-    if (S[id[j]]) out[c++] = id[j];
+  int c = amoe_route_scan(id, k, m, S, need, out);
   if (c < need) { /* the rest of S is -inf: lowest ids first */
     for (int e = 0; e < b->experts && c < need; e++) {
       if (!S[e]) continue;

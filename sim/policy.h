@@ -73,6 +73,15 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
  * stored entries past the top-k inside S, then the lowest ids of S not
  * stored. Returns count (<= need). */
 int amoe_route_replacements(const amoe_block *b, int l, int t, int k, const uint8_t *S, int need, uint16_t *out);
+/* Its first part, inline for the run loop: the first `need` of a node's
+ * stored entries id[k..m) inside S. Returns how many (< need only when the
+ * stored entries run out). */
+static inline int amoe_route_scan(const uint16_t *id, int k, int m, const uint8_t *S, int need, uint16_t *out) {
+  int c = 0;
+  for (int j = k; j < m && c < need; j++) /* one stored entry per displaced one: a short scan */
+    if (S[id[j]]) out[c++] = id[j];
+  return c;
+}
 /* exp(H) of the positive w[e] among the candidates (cand NULL = all),
  * normalised to sum 1, H their entropy in nats; sums run over the
  * candidates in expert order in four interleaved partial sums. 0 when none
