@@ -3,7 +3,7 @@
  * Blocks keep router logits at half precision: the modelled routers compute
  * in bf16, whose values inside ±65504 are exactly representable in f16, so
  * nothing the model had is lost, and a 64-node qwen3 block shrinks from
- * 590 KB to 295 KB on disk (that size is what bounds trace replay).
+ * 590 KB to about 300 KB on disk (that size is what bounds trace replay).
  * Conversions are integer/float bit operations with round-to-nearest-even,
  * identical on every IEEE host, and simple enough for the compiler to
  * vectorise. Stored logits are never -0 (it would tie +0 out of id order). */
