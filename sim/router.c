@@ -76,10 +76,17 @@ __attribute__((target("avx2,f16c"))) static void sigmoid_avx2(const amoe_f16 *z,
 }
 
 /* The top-8 probabilities from a known normaliser: one register. */
-__attribute__((target("avx2,f16c"))) static void softmax_top8_avx2(const amoe_f16 *z, float inv, float *out) {
+__attribute__((target("avx2,f16c"))) static inline void softmax_top8_avx2(const amoe_f16 *z, float inv,
+                                                                          float *out) {
   const __m256 zf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)z));
   const __m256 z0 = _mm256_broadcastss_ps(_mm256_castps256_ps128(zf)); /* lane 0 is z[0], exactly */
   _mm256_storeu_ps(out, _mm256_mul_ps(router_exp8(_mm256_sub_ps(zf, z0)), _mm256_set1_ps(inv)));
+}
+
+/* Every node of a layer (n nodes, m stored entries apart), out[t·8]. */
+__attribute__((target("avx2,f16c"))) static void softmax_top8_layer_avx2(const amoe_f16 *z, int n, int m,
+                                                                         const float *inv, float *out) {
+  for (int t = 0; t < n; t++) softmax_top8_avx2(z + (size_t)t * m, inv[t], out + (size_t)t * 8);
 }
 #endif
 
@@ -142,8 +149,7 @@ void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k,
 void amoe_router_probs_layer(const amoe_block *b, int l, int router, int k, float *out) {
 #ifdef AMOE_X86_PATHS
   if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv && k == 8 && amoe_cpu_avx2_f16c()) {
-    const float *inv = b->softmax_inv + (size_t)l * b->n;
-    for (int t = 0; t < b->n; t++) softmax_top8_avx2(amoe_block_logits(b, l, t), inv[t], out + (size_t)t * 8);
+    softmax_top8_layer_avx2(amoe_block_logits(b, l, 0), b->n, b->m, b->softmax_inv + (size_t)l * b->n, out);
     return;
   }
 #endif

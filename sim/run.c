@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "clones.h"
 #include "cost.h"
 #include "policy.h"
 #include "rng.h"
@@ -139,7 +140,7 @@ static inline float mark_node(const uint16_t *restrict id, const float *restrict
 }
 
 /* One row on one block. */
-static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
                              const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
                              amoe_err *e) {
   const amoe_model *M = &s->model;
