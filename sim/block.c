@@ -178,6 +178,86 @@ __attribute__((target("avx2"))) static inline int hsum_epi32(__m256i v) {
  * them, the threshold search on 16 keys per compare, the keys above it
  * left-packed 8 at a time, and ranks counted 8 at a time. The output is the
  * plain version's to the bit (test_block compares both with a ranking). */
+/* Sorts 32 int32 keys in four registers (key 8r + lane) descending: a
+ * bitonic network, written out (generated: pair (i, i ^ j) within blocks of
+ * k, the lower index takes the larger key where i & k is 0, the smaller
+ * elsewhere). I: partners in the same register, lanes taking the max set
+ * in the mask; X: partners in two registers, same lane. */
+#define I(v, j, ...)                                                                                        \
+  _mm256_blendv_epi8(_mm256_min_epi32(v, PERM(v, j)), _mm256_max_epi32(v, PERM(v, j)),                    \
+                     _mm256_setr_epi32(__VA_ARGS__))
+#define PERM(v, j)                                                                                          \
+  ((j) == 4   ? _mm256_permute2x128_si256(v, v, 1)                                                          \
+   : (j) == 2 ? _mm256_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2))                                           \
+              : _mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)))
+#define X(a, b, desc)                                                                                       \
+  do {                                                                                                      \
+    const __m256i hi_ = _mm256_max_epi32(v##a, v##b), lo_ = _mm256_min_epi32(v##a, v##b);                  \
+    v##a = (desc) ? hi_ : lo_;                                                                              \
+    v##b = (desc) ? lo_ : hi_;                                                                              \
+  } while (0)
+__attribute__((target("avx2"))) static inline void sort32_desc(__m256i v[4]) {
+  __m256i v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
+  v0 = I(v0, 1, -1, 0, 0, -1, -1, 0, 0, -1); /* k=2 j=1 */
+  v1 = I(v1, 1, -1, 0, 0, -1, -1, 0, 0, -1); /* k=2 j=1 */
+  v2 = I(v2, 1, -1, 0, 0, -1, -1, 0, 0, -1); /* k=2 j=1 */
+  v3 = I(v3, 1, -1, 0, 0, -1, -1, 0, 0, -1); /* k=2 j=1 */
+  v0 = I(v0, 2, -1, -1, 0, 0, 0, 0, -1, -1); /* k=4 j=2 */
+  v1 = I(v1, 2, -1, -1, 0, 0, 0, 0, -1, -1); /* k=4 j=2 */
+  v2 = I(v2, 2, -1, -1, 0, 0, 0, 0, -1, -1); /* k=4 j=2 */
+  v3 = I(v3, 2, -1, -1, 0, 0, 0, 0, -1, -1); /* k=4 j=2 */
+  v0 = I(v0, 1, -1, 0, -1, 0, 0, -1, 0, -1); /* k=4 j=1 */
+  v1 = I(v1, 1, -1, 0, -1, 0, 0, -1, 0, -1); /* k=4 j=1 */
+  v2 = I(v2, 1, -1, 0, -1, 0, 0, -1, 0, -1); /* k=4 j=1 */
+  v3 = I(v3, 1, -1, 0, -1, 0, 0, -1, 0, -1); /* k=4 j=1 */
+  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=8 j=4 */
+  v1 = I(v1, 4, 0, 0, 0, 0, -1, -1, -1, -1); /* k=8 j=4 */
+  v2 = I(v2, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=8 j=4 */
+  v3 = I(v3, 4, 0, 0, 0, 0, -1, -1, -1, -1); /* k=8 j=4 */
+  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=8 j=2 */
+  v1 = I(v1, 2, 0, 0, -1, -1, 0, 0, -1, -1); /* k=8 j=2 */
+  v2 = I(v2, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=8 j=2 */
+  v3 = I(v3, 2, 0, 0, -1, -1, 0, 0, -1, -1); /* k=8 j=2 */
+  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=8 j=1 */
+  v1 = I(v1, 1, 0, -1, 0, -1, 0, -1, 0, -1); /* k=8 j=1 */
+  v2 = I(v2, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=8 j=1 */
+  v3 = I(v3, 1, 0, -1, 0, -1, 0, -1, 0, -1); /* k=8 j=1 */
+  X(0, 1, 1); /* k=16 j=8 */
+  X(2, 3, 0); /* k=16 j=8 */
+  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=16 j=4 */
+  v1 = I(v1, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=16 j=4 */
+  v2 = I(v2, 4, 0, 0, 0, 0, -1, -1, -1, -1); /* k=16 j=4 */
+  v3 = I(v3, 4, 0, 0, 0, 0, -1, -1, -1, -1); /* k=16 j=4 */
+  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=16 j=2 */
+  v1 = I(v1, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=16 j=2 */
+  v2 = I(v2, 2, 0, 0, -1, -1, 0, 0, -1, -1); /* k=16 j=2 */
+  v3 = I(v3, 2, 0, 0, -1, -1, 0, 0, -1, -1); /* k=16 j=2 */
+  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=16 j=1 */
+  v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=16 j=1 */
+  v2 = I(v2, 1, 0, -1, 0, -1, 0, -1, 0, -1); /* k=16 j=1 */
+  v3 = I(v3, 1, 0, -1, 0, -1, 0, -1, 0, -1); /* k=16 j=1 */
+  X(0, 2, 1); /* k=32 j=16 */
+  X(1, 3, 1); /* k=32 j=16 */
+  X(0, 1, 1); /* k=32 j=8 */
+  X(2, 3, 1); /* k=32 j=8 */
+  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=32 j=4 */
+  v1 = I(v1, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=32 j=4 */
+  v2 = I(v2, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=32 j=4 */
+  v3 = I(v3, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=32 j=4 */
+  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=32 j=2 */
+  v1 = I(v1, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=32 j=2 */
+  v2 = I(v2, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=32 j=2 */
+  v3 = I(v3, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=32 j=2 */
+  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=32 j=1 */
+  v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=32 j=1 */
+  v2 = I(v2, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=32 j=1 */
+  v3 = I(v3, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=32 j=1 */
+  v[0] = v0, v[1] = v1, v[2] = v2, v[3] = v3;
+}
+#undef I
+#undef PERM
+#undef X
+
 __attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amoe_f16 *z, int E, int m,
                                                               const float *zfull) {
   int16_t kb[AMOE_MAX_EXPERTS]; /* key ^ 0x8000: signed order = logit order */
@@ -249,17 +329,11 @@ __attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amo
   for (int i = 0; c < m; i++) sel[c++] = tie[i]; /* the ties at T, lowest ids first */
   const int mp = (m + 7) & ~7;
   for (int i = m; i < mp; i++) sel[i] = INT32_MIN; /* below every real key */
-  if (mp == 32) { /* the usual m: all 32 keys in four registers */
-    const __m256i s0 = _mm256_loadu_si256((const __m256i *)(const void *)sel),
-                  s1 = _mm256_loadu_si256((const __m256i *)(const void *)(sel + 8)),
-                  s2 = _mm256_loadu_si256((const __m256i *)(const void *)(sel + 16)),
-                  s3 = _mm256_loadu_si256((const __m256i *)(const void *)(sel + 24));
-    for (int i = 0; i < m; i++) {
-      const __m256i v = _mm256_set1_epi32(sel[i]);
-      const __m256i a = _mm256_add_epi32(_mm256_cmpgt_epi32(s0, v), _mm256_cmpgt_epi32(s1, v));
-      const __m256i b2 = _mm256_add_epi32(_mm256_cmpgt_epi32(s2, v), _mm256_cmpgt_epi32(s3, v));
-      sorted[-hsum_epi32(_mm256_add_epi32(a, b2))] = sel[i];
-    }
+  if (mp == 32) { /* the usual m: all 32 keys in four registers, a sorting network */
+    __m256i v[4];
+    for (int r = 0; r < 4; r++) v[r] = _mm256_loadu_si256((const __m256i *)(const void *)(sel + 8 * r));
+    sort32_desc(v);
+    for (int r = 0; r < 4; r++) _mm256_storeu_si256((__m256i *)(void *)(sorted + 8 * r), v[r]);
   } else
     for (int i = 0; i < m; i++) {
       const __m256i v = _mm256_set1_epi32(sel[i]);
