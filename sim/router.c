@@ -47,7 +47,6 @@ __attribute__((target("avx2,f16c"))) static inline __m256 router_exp8(__m256 x0)
   return _mm256_andnot_ps(_mm256_cmp_ps(x0, _mm256_set1_ps(-86.0f), _CMP_LT_OQ), p);
 }
 
-
 /* e^(z_j − z_0) for j < m (m a multiple of 8) into out; returns the
  * softmax's 1/Σ over them: the four partial sums of the scalar code, as
  * four lanes. */
@@ -70,7 +69,7 @@ __attribute__((target("avx2,f16c"))) static float softmax_exps_avx2(const amoe_f
 __attribute__((target("avx2,f16c"))) static void sigmoid_avx2(const amoe_f16 *z, int m, float *out) {
   for (int j = 0; j < m; j += 8) {
     const __m256 zf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(z + j)));
-    const __m256 ex = router_exp8(_mm256_sub_ps(_mm256_setzero_ps(), zf));
+    const __m256 ex = router_exp8(_mm256_xor_ps(zf, _mm256_set1_ps(-0.0f))); /* −z, as the scalar negates */
     _mm256_storeu_ps(out + j, _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), ex)));
   }
 }
