@@ -25,6 +25,7 @@ typedef struct {
 /* Bytes per stored expert id: one while every id fits. */
 static size_t id_bytes(int experts) { return experts <= 256 ? 1 : 2; }
 
+/* ln normalisers (0 for a version-2 file, which has none). */
 static layout layout_of(size_t n, size_t ln, size_t lnm, size_t idb) {
   layout o;
   o.parent = 16;
@@ -313,6 +314,7 @@ struct amoe_trace_reader {
   uint16_t *ids; /* widened ids when the file stores them as bytes */
   size_t ids_cap;
   int want_logits;
+  int has_inv; /* version 3: softmax normalisers stored */
 };
 
 const amoe_trace_info *amoe_trace_info_of(const amoe_trace_reader *r) { return &r->info; }
@@ -372,9 +374,10 @@ amoe_status amoe_trace_open(amoe_trace_reader **out, const char *path, amoe_err 
   memcpy(&table, h + 40, 8);
   memcpy(&plen, h + 48, 4);
   r->file_bytes = (uint64_t)sb.st_size;
-  if (v32[0] != AMOE_TRACE_VERSION)
-    st = amoe_fail(e, AMOE_EFORMAT, "%s: byte offset 8: version %u, this build reads %u (re-create the trace with this build)", path, v32[0],
-                   AMOE_TRACE_VERSION);
+  if (v32[0] != AMOE_TRACE_VERSION && v32[0] != 2)
+    st = amoe_fail(e, AMOE_EFORMAT,
+                   "%s: byte offset 8: version %u, this build reads 2 and %u (re-create the trace with this build)",
+                   path, v32[0], AMOE_TRACE_VERSION);
   else if (v32[2] < 1 || v32[2] > 256 || v32[3] < 2 || v32[3] > 1024 || v32[4] < 1 ||
            v32[4] > v32[3] || v32[5] < v32[4] || v32[5] > v32[3])
     st = amoe_fail(e, AMOE_EFORMAT,
@@ -405,6 +408,7 @@ amoe_status amoe_trace_open(amoe_trace_reader **out, const char *path, amoe_err 
   r->info.experts = (int)v32[3];
   r->info.top_k = (int)v32[4];
   r->info.m = (int)v32[5];
+  r->has_inv = v32[0] >= 3;
   r->info.blocks = count;
   r->data_start = v32[1];
   r->table_offset = table;
@@ -463,7 +467,7 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
                (unsigned long long)bi, (unsigned long long)(at + 4), n, AMOE_MAX_NODES);
   size_t ln = (size_t)r->info.layers * n, lnm = ln * r->info.m;
   const size_t idb = id_bytes(r->info.experts);
-  layout o = layout_of(n, ln, lnm, idb);
+  layout o = layout_of(n, r->has_inv ? ln : 0, lnm, idb);
   if (pb != o.total)
     return BAD("%s: block %llu at byte offset %llu: payload length %llu, expected %zu for %u nodes", r->path,
                (unsigned long long)bi, (unsigned long long)(at + 8), (unsigned long long)pb, o.total, n);
@@ -523,7 +527,7 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   b->score = (float *)(void *)(r->buf + o.score);
   b->accepted = r->buf + o.accepted;
   b->logits = r->want_logits ? (amoe_f16 *)(void *)(r->buf + o.logits) : NULL;
-  b->softmax_inv = r->want_logits ? (const float *)(const void *)(r->buf + o.inv) : NULL;
+  b->softmax_inv = r->want_logits && r->has_inv ? (const float *)(const void *)(r->buf + o.inv) : NULL;
   b->depth = r->depth;
   /* Ids index arrays everywhere: check their range here (the one check a
    * crash could come from). Order, distinct ids and usable logits were

@@ -13,7 +13,8 @@
  *                    node-layer's logits, amoe_router_softmax_inv, which the
  *                    writer computes: a replay then needs only k exponentials
  *                    per node-layer, not m. The logits checksum covers it;
- *                    `acceptmoe inspect` recomputes it.)
+ *                    `acceptmoe inspect` recomputes it. Version-2 files,
+ *                    the same without it, are read too.)
  *   table   u64 offset[block_count] | u64 checksum of the table
  *
  * A reader streams blocks through one reusable buffer, so memory does not
