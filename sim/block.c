@@ -313,20 +313,26 @@ __attribute__((target("avx2,f16c"))) static void set_full_avx2(uint16_t *id, amo
     else
       hi = mid - 1;
   }
-  /* pair keys (key16 << 16 | 0xffff - e, biased) above T, and apart those
-   * equal to it, each packed in id order */
-  int32_t tie[AMOE_MAX_EXPERTS + 8];
-  const __m256i lov = _mm256_set1_epi32(lo), step = _mm256_set1_epi32(8);
+  /* pair keys (key16 << 16 | 0xffff - e, biased) at or above T, packed in
+   * id order */
+  const __m256i below = _mm256_set1_epi32(lo - 1), step = _mm256_set1_epi32(8);
   __m256i ids = _mm256_setr_epi32(0xffff, 0xfffe, 0xfffd, 0xfffc, 0xfffb, 0xfffa, 0xfff9, 0xfff8);
-  int c = 0, nt = 0;
+  int c = 0;
   for (int e = 0; e < E; e += 8) {
     const __m256i k32 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(kb + e)));
     const __m256i pk = _mm256_or_si256(_mm256_slli_epi32(k32, 16), ids);
-    c += amoe_left_pack(sel + c, pk, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k32, lov))));
-    nt += amoe_left_pack(tie + nt, pk, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(k32, lov))));
+    c += amoe_left_pack(sel + c, pk, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k32, below))));
     ids = _mm256_sub_epi32(ids, step);
   }
-  for (int i = 0; c < m; i++) sel[c++] = tie[i]; /* the ties at T, lowest ids first */
+  if (c > m) { /* more ties at T than places: keep the lowest ids, drop from the end */
+    int keep = c;
+    for (int i = c - 1; i >= 0 && keep > m; i--)
+      if (sel[i] >> 16 == lo) {
+        memmove(sel + i, sel + i + 1, (size_t)(keep - i - 1) * sizeof *sel);
+        keep--;
+      }
+    c = keep;
+  }
   const int mp = (m + 7) & ~7;
   for (int i = m; i < mp; i++) sel[i] = INT32_MIN; /* below every real key */
   if (mp == 32) { /* the usual m: all 32 keys in four registers, a sorting network */
