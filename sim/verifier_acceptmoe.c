@@ -37,6 +37,14 @@ __attribute__((target("avx2"))) static void scatter8_avx2(double *u, const uint1
 #endif
 
 #ifdef AMOE_X86_PATHS
+/* Left-pack permutations of four doubles by a 4-bit lane mask: the two
+ * 32-bit halves of each set lane, in order. */
+static const int32_t pack4[16][8] = {
+    {0, 0, 0, 0, 0, 0, 0, 0}, {0, 1, 0, 0, 0, 0, 0, 0}, {2, 3, 0, 0, 0, 0, 0, 0}, {0, 1, 2, 3, 0, 0, 0, 0},
+    {4, 5, 0, 0, 0, 0, 0, 0}, {0, 1, 4, 5, 0, 0, 0, 0}, {2, 3, 4, 5, 0, 0, 0, 0}, {0, 1, 2, 3, 4, 5, 0, 0},
+    {6, 7, 0, 0, 0, 0, 0, 0}, {0, 1, 6, 7, 0, 0, 0, 0}, {2, 3, 6, 7, 0, 0, 0, 0}, {0, 1, 2, 3, 6, 7, 0, 0},
+    {4, 5, 6, 7, 0, 0, 0, 0}, {0, 1, 4, 5, 6, 7, 0, 0}, {2, 3, 4, 5, 6, 7, 0, 0}, {0, 1, 2, 3, 4, 5, 6, 7}};
+
 /* pack for E a multiple of 8: eight experts per step, left-packed. */
 __attribute__((target("avx2"))) static int pack_avx2(const double *u, const uint8_t *anchor, int E, double *pu,
                                                      int *pid) {
@@ -52,12 +60,14 @@ __attribute__((target("avx2"))) static int pack_avx2(const double *u, const uint
     const int free8 = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_cvtsi64_si128(a8), _mm_setzero_si128())) & 0xff;
     const int msk = pos & free8;
     amoe_left_pack(pid + np, ids, msk);
-    /* a double is two 32-bit lanes: spread each mask bit over two */
-    int lo = msk & 15, hi = msk >> 4;
-    lo = (lo | lo << 2) & 0x33, lo = (lo | lo << 1) & 0x55;
-    hi = (hi | hi << 2) & 0x33, hi = (hi | hi << 1) & 0x55;
-    const int n0 = amoe_left_pack(pu + np, _mm256_castpd_si256(u0), lo * 3) / 2;
-    np += n0 + amoe_left_pack(pu + np + n0, _mm256_castpd_si256(u1), hi * 3) / 2;
+    const int lo = msk & 15, hi = msk >> 4, n0 = __builtin_popcount((unsigned)lo);
+    _mm256_storeu_si256((__m256i *)(void *)(pu + np),
+                        _mm256_permutevar8x32_epi32(_mm256_castpd_si256(u0),
+                                                    _mm256_loadu_si256((const __m256i *)(const void *)pack4[lo])));
+    _mm256_storeu_si256((__m256i *)(void *)(pu + np + n0),
+                        _mm256_permutevar8x32_epi32(_mm256_castpd_si256(u1),
+                                                    _mm256_loadu_si256((const __m256i *)(const void *)pack4[hi])));
+    np += n0 + __builtin_popcount((unsigned)hi);
     ids = _mm256_add_epi32(ids, _mm256_set1_epi32(8));
   }
   return np;
