@@ -82,10 +82,13 @@ __attribute__((target("avx2,f16c"))) static inline void softmax_top8_avx2(const 
   _mm256_storeu_ps(out, _mm256_mul_ps(router_exp8(_mm256_sub_ps(zf, z0)), _mm256_set1_ps(inv)));
 }
 
-/* Every node of a layer (n nodes, m stored entries apart), out[t·8]. */
-__attribute__((target("avx2,f16c"))) static void softmax_top8_layer_avx2(const amoe_f16 *z, int n, int m,
-                                                                         const float *inv, float *out) {
-  for (int t = 0; t < n; t++) softmax_top8_avx2(z + (size_t)t * m, inv[t], out + (size_t)t * 8);
+/* The listed nodes of a layer (m stored entries apart), node t's at out[t·8]. */
+__attribute__((target("avx2,f16c"))) static void softmax_top8_nodes_avx2(const amoe_f16 *z, const int *nodes, int n,
+                                                                         int m, const float *inv, float *out) {
+  for (int i = 0; i < n; i++) {
+    const int t = nodes ? nodes[i] : i;
+    softmax_top8_avx2(z + (size_t)t * m, inv[t], out + (size_t)t * 8);
+  }
 }
 #endif
 
@@ -145,14 +148,17 @@ void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k,
   memcpy(out, all, (size_t)k * sizeof *out);
 }
 
-void amoe_router_probs_layer(const amoe_block *b, int l, int router, int k, float *out) {
+void amoe_router_probs_nodes(const amoe_block *b, int l, const int *nodes, int n, int router, int k, float *out) {
 #ifdef AMOE_X86_PATHS
   if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv && k == 8 && amoe_cpu_avx2_f16c()) {
-    softmax_top8_layer_avx2(amoe_block_logits(b, l, 0), b->n, b->m, b->softmax_inv + (size_t)l * b->n, out);
+    softmax_top8_nodes_avx2(amoe_block_logits(b, l, 0), nodes, n, b->m, b->softmax_inv + (size_t)l * b->n, out);
     return;
   }
 #endif
-  for (int t = 0; t < b->n; t++) amoe_router_probs_top(b, l, t, router, k, out + (size_t)t * k);
+  for (int i = 0; i < n; i++) {
+    const int t = nodes ? nodes[i] : i;
+    amoe_router_probs_top(b, l, t, router, k, out + (size_t)t * k);
+  }
 }
 
 amoe_status amoe_router_check_inv(const amoe_block *b, amoe_err *e) {

@@ -31,7 +31,8 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int32_t *rt;   /* [node][k] executed routes for on_route */
   float *rw;     /* [node][k] their renormalised weights */
   float *pcache; /* [layer][node][k] natural top-k router probabilities, once per block for every row */
-  uint8_t *pdone; /* [layer] */
+  uint8_t *pdone, *ldone; /* [layer][node], [layer] */
+  int *todo;
   int cap_n;
 } work;
 
@@ -55,6 +56,8 @@ static void work_free(work *w) {
   free(w->rw);
   free(w->pcache);
   free(w->pdone);
+  free(w->ldone);
+  free(w->todo);
 }
 
 static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
@@ -80,22 +83,36 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->route = malloc((AMOE_MAX_TOPK + 1) * sizeof(uint16_t));
   w->rt = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(int32_t));
   w->pcache = malloc((size_t)b->layers * n * AMOE_MAX_TOPK * sizeof(float));
-  w->pdone = malloc((size_t)b->layers);
+  w->pdone = malloc((size_t)b->layers * n);
+  w->ldone = malloc((size_t)b->layers);
+  w->todo = malloc((size_t)n * sizeof(int));
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
   if (!w->nodes || !w->level || !w->count || !w->rcount || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->R ||
-      !w->delta || !w->gone || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone)
+      !w->delta || !w->gone || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
 }
 
-/* Layer l's natural top-k router probabilities, [node][k]: from the
- * per-block cache, so several policy rows pay for them once. */
-static const float *probs_of(work *w, const amoe_block *b, int l, int router, int k) {
+/* Layer l's natural top-k router probabilities of the verified nodes,
+ * [node][k]: from the per-block cache, so several policy rows pay for each
+ * node-layer once. */
+static const float *probs_of(work *w, const amoe_block *b, int l, int nn, int router, int k) {
   float *p = w->pcache + (size_t)l * b->n * k;
-  if (!w->pdone[l]) {
-    amoe_router_probs_layer(b, l, router, k, p);
-    w->pdone[l] = 1;
+  uint8_t *done = w->pdone + (size_t)l * b->n;
+  if (w->ldone[l]) return p;
+  if (nn == b->n) { /* every node (the usual case): the whole layer in order */
+    amoe_router_probs_nodes(b, l, NULL, nn, router, k, p);
+    w->ldone[l] = 1;
+    return p;
   }
+  int c = 0;
+  for (int i = 0; i < nn; i++) { /* the ones not computed yet */
+    const int t = w->nodes[i];
+    w->todo[c] = t;
+    c += !done[t];
+    done[t] = 1;
+  }
+  amoe_router_probs_nodes(b, l, w->todo, c, router, k, p);
   return p;
 }
 
@@ -201,7 +218,7 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
           record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k, M->router);
         }
     } else {
-      const float *P = probs_of(w, b, l, M->router, k); /* [node][k] at this layer */
+      const float *P = probs_of(w, b, l, nn, M->router, k); /* [node][k] at this layer */
       amoe_vctx vc = {b, l, k, E, M->router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
                       P, w->scratch, w->iscratch};
       rs->ver->select(&vc, w->S);
@@ -378,7 +395,10 @@ static amoe_status run_pass(const amoe_spec *s, const amoe_commitment *ph, amoe_
   int rc = 0;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
     st = work_fit(&w, &b, e);
-    if (st == AMOE_OK) memset(w.pdone, 0, (size_t)b.layers); /* a new block */
+    if (st == AMOE_OK) { /* a new block */
+      memset(w.pdone, 0, (size_t)b.layers * b.n);
+      memset(w.ldone, 0, (size_t)b.layers);
+    }
     for (int i = 0; i < s->npolicies && st == AMOE_OK; i++)
       st = row_block(s, ph, &rs[i], i, &b, &w, h, record_only, e);
     if (st == AMOE_OK && h && h->on_progress && !record_only) h->on_progress(h->ctx, b.index + 1);

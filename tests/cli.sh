@@ -83,6 +83,17 @@ for P in 'policies=[natural]' 'policies=[natural, acceptmoe, {verifier: moe-spec
 done
 "$A" inspect "$T/w.amt" --json > "$T/i1" && "$A" inspect "$T/w2.amt" --json > "$T/i2"
 diff <(sed 's/"input":"[^"]*",//' "$T/i1") <(sed 's/"input":"[^"]*",//' "$T/i2") >/dev/null && ok || bad "jsonl round trip changes the workload"
+# router probabilities are computed once per node-layer and shared by the
+# rows: a row's results do not depend on which rows ran before it (ecospec
+# verifies a subset of 36 candidates, some already computed for eagle's)
+for P in 'policies=[{draft: ecospec, verifier: acceptmoe}]' \
+         'policies=[{verifier: acceptmoe}, {draft: ecospec, verifier: acceptmoe}]'; do
+  "$A" run tests/fixtures/golden.yaml --set workload.blocks=12 --set workload.tree.candidates=36 --set "$P" \
+    --out "$T/pc" --quiet >/dev/null 2>&1
+  grep ecospec "$T/pc/summary.csv" >> "$T/pc.rows"
+done
+[ "$(sort -u "$T/pc.rows" | wc -l)" -eq 2 ] && [ "$(wc -l < "$T/pc.rows")" -eq 4 ] && ok ||
+  bad "a row's results depend on the rows before it"
 # a version-2 trace (no stored normalisers; tests/fixtures/tiny_v2.amt, written
 # from tiny.yaml by the version-2 writer) replays like a fresh version-3 one
 "$A" gen tests/fixtures/tiny.yaml -o "$T/tiny.amt" >/dev/null 2>&1

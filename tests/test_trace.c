@@ -136,7 +136,9 @@ int main(void) {
       for (int l = 0; l < 4; l++)
         for (int k = 2; k <= 8; k += 6) { /* 8: the one-register path */
           float all[AMOE_MAX_NODES * 8];
-          amoe_router_probs_layer(&b, l, AMOE_ROUTER_SOFTMAX, k, all);
+          int nodes[AMOE_MAX_NODES];
+          for (int t = 0; t < b.n; t++) nodes[t] = b.n - 1 - t; /* any order */
+          amoe_router_probs_nodes(&b, l, nodes, b.n, AMOE_ROUTER_SOFTMAX, k, all);
           for (int t = 0; t < b.n; t++) {
             float x[8], y[8];
             amoe_router_probs_top(&b, l, t, AMOE_ROUTER_SOFTMAX, k, x);
