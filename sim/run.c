@@ -257,7 +257,7 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
         const int ng = (int)gone_n;
         if (ng) { /* one replacement per displaced entry (always in S) */
           int got = amoe_route_scan(id, k, b->m, Sl, ng, w->route);
-          if (got < ng) got = amoe_route_replacements(b, l, t, k, Sl, ng, w->route); /* past the stored m */
+          if (got < ng) got += amoe_route_unstored(b, l, t, Sl, ng - got, w->route + got); /* past the stored m */
           if (by_count)
             for (int j = 0; j < got; j++) rcnt[route[j]]++;
           else
