@@ -99,7 +99,7 @@ static void test_set_full(void) {
 static void test_set_full_versions(void) {
   amoe_rng r;
   amoe_rng_seed(&r, 12, 0, 0);
-  const int shapes[][2] = {{16, 5}, {64, 32}, {128, 32}, {128, 27}, {128, 8}, {256, 32}, {256, 64}, {1024, 40}};
+  const int shapes[][2] = {{16, 5}, {64, 32}, {128, 32}, {128, 27}, {128, 8}, {128, 16}, {128, 17}, {128, 64}, {256, 32}, {256, 64}, {1024, 40}};
   int same = 1;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     const int E = shapes[s][0], m = shapes[s][1];
@@ -119,6 +119,9 @@ static void test_set_full_versions(void) {
                                 : (float)amoe_rng_normal(&r);
       }
       if (trial % 7 == 6) z[trial % E] = NAN;
+      if (trial == 299) /* 16 high keys, one per 16-lane column, the rest low: a bracket that
+                           assumes 16 keys reach the lowest column maximum fails at m = 17 */
+        for (int x = 0; x < E; x++) z[x] = x < 16 ? 10.0f + 0.5f * (float)x : -0.01f * (float)x;
       amoe_block_set_full(&a, 0, 0, z);
       amoe_block_set_full_portable(&b, 0, 0, z);
       same &= !memcmp(a.ids, b.ids, (size_t)m * 2) && !memcmp(a.logits, b.logits, (size_t)m * 2);
