@@ -373,10 +373,10 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
           w->rec.z[j - 1] = tz;
           w->rec.ids[j - 1] = ti2;
         }
-      for (int i = 1; i < top_k && st == AMOE_OK; i++)
-        if (w->rec.ids[i] == w->rec.ids[i - 1] ||
-            (i > 1 && w->rec.ids[i] == w->rec.ids[0]))
-          st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: an expert is listed twice", path, r->lineno);
+      for (int i = 1; i < top_k && st == AMOE_OK; i++) /* every pair: the sort need not make them adjacent */
+        for (int j = 0; j < i && st == AMOE_OK; j++)
+          if (w->rec.ids[i] == w->rec.ids[j])
+            st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: expert %d is listed twice", path, r->lineno, w->rec.ids[i]);
       nrows++;
     }
     json_decref(o);

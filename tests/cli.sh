@@ -131,6 +131,12 @@ expect 1 "bad.jsonl:[12]:" -- "$A" inspect "$T/bad.jsonl" --format blocks-jsonl 
 expect 1 "dup.jsonl:1: layer 5 node 0: expert 3 stored twice" -- "$A" inspect "$T/dup.jsonl" --format blocks-jsonl --model mixtral-8x7b
 printf '{"problem_id":0,"layer":0,"token_idx":0,"experts":[1],"gating_probs":[1]}\n' > "$T/r.jsonl"
 expect 1 "r.jsonl:1: experts and gating_probs must have top_k = 2" -- "$A" inspect "$T/r.jsonl" --format routing-jsonl --model mixtral-8x7b
+# an expert listed twice among a token's top-8, the copies apart once sorted by weight (olmoe: 16 layers)
+for l in $(seq 0 15); do
+  x='[1,2,3,4,5,6,7,8]'; [ "$l" -eq 3 ] && x='[1,2,3,2,5,6,7,8]'
+  printf '{"problem_id":0,"layer":%d,"token_idx":0,"experts":%s,"gating_probs":[0.3,0.2,0.15,0.1,0.09,0.08,0.05,0.03]}\n' "$l" "$x"
+done > "$T/r2.jsonl"
+expect 1 "r2.jsonl:4: expert 2 is listed twice" -- "$A" inspect "$T/r2.jsonl" --format routing-jsonl --model olmoe-1b-7b
 # results directory that cannot be written
 expect 1 "cannot (create|write)" -- "$A" run tests/fixtures/golden.yaml --out /proc/acceptmoe-test
 # usage
