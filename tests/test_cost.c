@@ -89,6 +89,23 @@ static amoe_status on_select(void *ctx, int row, uint64_t block, int layer, cons
   return AMOE_OK;
 }
 
+/* A digest of every layer's union, S and executed set, in call order. */
+static amoe_status on_select_digest(void *ctx, int row, uint64_t block, int layer, const uint8_t *uni,
+                                    const uint8_t *S, const uint8_t *X, const uint8_t *F, int E, amoe_err *e) {
+  (void)block, (void)F, (void)e;
+  uint64_t *h = ctx;
+  *h = (*h ^ (uint64_t)(row * 1000 + layer)) * 0x100000001b3ULL;
+  for (int x = 0; x < E; x++) *h = (*h ^ (uint64_t)(uni[x] | S[x] << 1 | X[x] << 2)) * 0x100000001b3ULL;
+  return AMOE_OK;
+}
+static amoe_status on_route_none(void *ctx, int row, uint64_t block, int layer, int nodes, int k,
+                                 const int32_t *route, const float *weight, double predicted_s, int fetched,
+                                 double predicted_fetch_s, amoe_err *e) {
+  (void)ctx, (void)row, (void)block, (void)layer, (void)nodes, (void)k, (void)route, (void)weight;
+  (void)predicted_s, (void)fetched, (void)predicted_fetch_s, (void)e;
+  return AMOE_OK;
+}
+
 static void executed_is_routed(void) {
   amoe_spec s;
   amoe_diag d = {0};
@@ -131,6 +148,25 @@ static void executed_is_routed(void) {
     amoe_row_result rows[3];
     CHECK(amoe_run(&s, &ph, src, &h, rows, &e) == AMOE_OK, "%s", e.msg);
     for (int i = 0; i < 3; i++) amoe_row_result_free(&rows[i]);
+    /* Without routes to report, the run loop takes its vector node loop
+     * (top-8, at most 256 experts, AVX2): it must give the plain loop's
+     * sets, displaced counts and displaced mass (so τ) exactly. */
+    uint64_t dig[2] = {0xcbf29ce484222325ULL, 0xcbf29ce484222325ULL};
+    amoe_row_result out[2][3];
+    for (int v = 0; v < 2; v++) {
+      amoe_run_hooks hv = {0};
+      hv.ctx = &dig[v];
+      hv.on_select = on_select_digest;
+      if (v) hv.on_route = on_route_none; /* routes wanted: the plain loop */
+      CHECK(amoe_run(&s, &ph, src, &hv, out[v], &e) == AMOE_OK, "%s", e.msg);
+    }
+    int same = dig[0] == dig[1];
+    for (int i = 0; i < 3; i++) {
+      same &= !memcmp(&out[0][i].tot, &out[1][i].tot, sizeof out[0][i].tot);
+      amoe_row_result_free(&out[0][i]);
+      amoe_row_result_free(&out[1][i]);
+    }
+    CHECK(same, "run %d: the vector node loop and the plain one disagree", run);
     amoe_source_close(src);
     CHECK(c.layers == 3 * 3 * 48 && c.bad == 0 && c.displaced > 100,
           "token counts %s: %d of %d layers differ from their routes (%d displaced)",
