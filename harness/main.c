@@ -43,9 +43,11 @@ static const char USAGE[] =
     "      (--cold flushes the L2 before each timed run)\n"
     "  gen SPEC.yaml [--set KEY=VALUE]... -o FILE.amt|FILE.jsonl\n"
     "      write the spec's workload as a trace (.amt) or blocks-jsonl\n"
-    "  import --format blocks-jsonl|routing-jsonl IN --model PRESET [--window W] -o FILE.amt\n"
-    "      convert an interchange file or a real routing trace to .amt\n"
-    "  inspect FILE [--format blocks-jsonl|routing-jsonl --model PRESET] [--window W] [--json]\n"
+    "  import --format blocks-jsonl|routing-jsonl IN --model PRESET [--window W | --hybrid] -o FILE.amt\n"
+    "      convert an interchange file or a real routing trace to .amt: a real\n"
+    "      trace as chain blocks of W tokens (default 8), or with --hybrid as\n"
+    "      generated draft trees whose accepted path carries the real routes\n"
+    "  inspect FILE [--format blocks-jsonl|routing-jsonl --model PRESET] [--window W | --hybrid] [--json]\n"
     "      FILE is an .amt trace, a JSONL file or a spec; prints window-union\n"
     "      curves, the accept-length histogram and expert popularity\n"
     "  calibrate SPEC.yaml [--set KEY=VALUE]... [-o FILE]\n"
@@ -86,7 +88,7 @@ static int g_threads;
 typedef struct {
   const char *out, *dump, *format, *model, *input, *backend;
   char *sets[64];
-  int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads;
+  int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads, hybrid;
 } opts;
 
 static int parse_opts(int argc, char **argv, opts *o) {
@@ -122,6 +124,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
       const char *v = NEXT();
       if (!v || (o->threads = atoi(v)) < 1 || o->threads > 256)
         return usage_error("--threads needs an integer in 1..256%s", "");
+    } else if (!strcmp(a, "--hybrid")) {
+      o->hybrid = 1;
     } else if (!strcmp(a, "--cold")) {
       o->cold = 1;
     } else if (!strcmp(a, "--profile")) {
@@ -575,6 +579,7 @@ static int file_source(const opts *o, amoe_spec *s, amoe_source **src, amoe_err 
   s->workload.blocks = 0; /* the whole file */
   snprintf(s->workload.path, sizeof s->workload.path, "%s", o->input);
   if (o->window) s->workload.window = o->window;
+  if (o->hybrid) s->workload.routing_blocks = AMOE_ROUTING_HYBRID;
   if (amoe_trace_sniff(o->input)) {
     amoe_trace_reader *r;
     amoe_status st = amoe_trace_open(&r, o->input, e);
@@ -593,6 +598,8 @@ static int file_source(const opts *o, amoe_spec *s, amoe_source **src, amoe_err 
     if (!strcmp(o->format, "blocks-jsonl")) s->workload.source = AMOE_SRC_BLOCKS_JSONL;
     else if (!strcmp(o->format, "routing-jsonl")) s->workload.source = AMOE_SRC_ROUTING_JSONL;
     else return usage_error("unknown --format '%s' (blocks-jsonl, routing-jsonl)", o->format);
+    if (o->hybrid && s->workload.source != AMOE_SRC_ROUTING_JSONL)
+      return usage_error("--hybrid applies to --format routing-jsonl%s", "");
     amoe_diag d = {0};
     int ok = amoe_spec_load_preset(s, 0, o->model, "--model", &d);
     amoe_diag_print(&d, stderr);

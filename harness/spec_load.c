@@ -51,6 +51,7 @@ typedef enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_ENUM } ktype;
 static const char *const ROUTERS[] = {"softmax", "sigmoid-normalized", NULL};
 static const char *const FORMATS[] = {"bf16", "fp8-block128", "mxfp4", NULL};
 static const char *const SOURCES[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl", NULL};
+static const char *const ROUTING_BLOCKS[] = {"chain", "hybrid", NULL};
 static const char *const CACHES[] = {"lru", "lfu", "belady", NULL};
 
 typedef struct {
@@ -93,6 +94,7 @@ static const krow KEYS[] = {
     {"workload.source", T_ENUM, F(workload.source), 0, 0, SOURCES, 0},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1},
     {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0},
+    {"workload.routing_blocks", T_ENUM, F(workload.routing_blocks), 0, 0, ROUTING_BLOCKS, 0},
     {"workload.blocks", T_INT, F(workload.blocks), 0, 2e9, NULL, 0},
     {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0},
     {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0},

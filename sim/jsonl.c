@@ -268,6 +268,15 @@ amoe_status amoe_jsonl_rewind(amoe_jsonl_reader *r, amoe_err *e) {
   return AMOE_OK;
 }
 
+int amoe_routing_problems(const amoe_jsonl_reader *r) { return r->nprob; }
+int amoe_routing_tokens(const amoe_jsonl_reader *r, int problem) { return r->probs[problem].tokens; }
+void amoe_routing_token(const amoe_jsonl_reader *r, int problem, int layer, int token, const uint16_t **ids,
+                        const amoe_f16 **logits) {
+  const rrec *rec = &r->probs[problem].layer[layer][token];
+  *ids = rec->ids;
+  *logits = rec->z;
+}
+
 int amoe_jsonl_m(const amoe_jsonl_reader *r) { return r->m; }
 const char *amoe_jsonl_note(const amoe_jsonl_reader *r) { return r->note; }
 

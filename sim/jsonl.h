@@ -4,7 +4,9 @@
  *   routing-jsonl: real decode traces, one record per (token, layer); read
  *                 whole, grouped by problem, cut into chain blocks of
  *                 `window` tokens. Ragged layers are cut to the shortest
- *                 and what was dropped is reported. */
+ *                 and what was dropped is reported. Hybrid blocks (real
+ *                 accepted path, generated siblings) are composed in
+ *                 source.c from the tokens this reader holds. */
 #ifndef AMOE_JSONL_H
 #define AMOE_JSONL_H
 
@@ -22,6 +24,14 @@ amoe_status amoe_blocks_jsonl_open(amoe_jsonl_reader **r, const char *path, int 
 /* Opens routing-jsonl and converts it into chain blocks of `window` tokens. */
 amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **r, const char *path, int layers, int experts,
                                     int top_k, int window, amoe_err *e);
+/* The real tokens of a routing-jsonl file (hybrid blocks, source.h):
+ * problems in problem_id order, each `tokens` long after ragged layers are
+ * cut; a token's top-k ids and logits (log of its gating probabilities) at
+ * layer l, sorted by logit (ties: lower id), as a block stores them. */
+int amoe_routing_problems(const amoe_jsonl_reader *r);
+int amoe_routing_tokens(const amoe_jsonl_reader *r, int problem);
+void amoe_routing_token(const amoe_jsonl_reader *r, int problem, int layer, int token, const uint16_t **ids,
+                        const amoe_f16 **logits);
 int amoe_jsonl_m(const amoe_jsonl_reader *r);
 const char *amoe_jsonl_note(const amoe_jsonl_reader *r); /* what was dropped, or "" */
 int amoe_jsonl_next(amoe_jsonl_reader *r, amoe_block *b, amoe_err *e);

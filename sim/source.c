@@ -1,6 +1,7 @@
 #include "source.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,9 @@ struct amoe_source {
   uint64_t produced;
   uint32_t request;
   int in_request;
+  /* hybrid routing-jsonl: the real token at the next block's root */
+  int hybrid, prob, tok;
+  uint32_t step;
   char *prov;
 };
 
@@ -114,6 +118,50 @@ static amoe_status check_sig(const char *path, int L, int E, int k, const amoe_m
   return AMOE_OK;
 }
 
+/* The generator's parameters from a workload spec (m: the default). */
+static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model *model) {
+  amoe_gen_params p = {0};
+  p.seed = w->seed;
+  p.layers = model->moe_layers;
+  p.experts = model->experts;
+  p.top_k = model->top_k;
+  p.m = w->top_m > 0 ? w->top_m : amoe_default_top_m(model->experts, model->top_k);
+  p.depth = w->depth;
+  p.branch = w->top_k;
+  p.nodes = w->nodes;
+  p.candidates = w->candidates > w->nodes ? w->candidates : w->nodes;
+  p.tau = w->tau;
+  p.temperature = w->temperature;
+  p.locality = w->locality;
+  p.layer_correlation = w->layer_correlation;
+  p.skew = w->skew >= 0 ? w->skew : amoe_gen_default_skew(model->experts); /* < 0: the fitted default */
+  p.noise = w->noise;
+  p.request_bias = w->request_bias;
+  p.tokens_per_request = w->tokens_per_request;
+  return p;
+}
+
+/* What a generated workload was made from (provenance JSON). */
+static json_t *gen_provenance(const amoe_source *s, const amoe_gen_params *p) {
+  const amoe_workload_spec *w = &s->w;
+  json_t *o = json_pack("{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i}", "source", "synthetic", "seed",
+                        (json_int_t)w->seed, "model", s->model.name, "m", p->m, "depth", p->depth, "top_k",
+                        p->branch, "nodes", p->nodes, "candidates", p->candidates);
+  json_object_set_new(o, "routing",
+                      json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "temperature", p->temperature, "locality",
+                                p->locality, "layer_correlation", p->layer_correlation, "skew", p->skew, "noise",
+                                p->noise, "request_bias", p->request_bias));
+  if (w->replay[0]) {
+    json_object_set_new(o, "acceptance", json_string("replay"));
+    json_object_set_new(o, "replay_steps", json_integer(s->replay_n));
+  } else {
+    json_object_set_new(o, "acceptance", json_string("tau"));
+    json_object_set_new(o, "tau", json_real(w->tau));
+    json_object_set_new(o, "accept_scale", json_real(amoe_source_accept_scale(s)));
+  }
+  return o;
+}
+
 amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, const amoe_model *model,
                              amoe_err *e) {
   *out = NULL;
@@ -125,24 +173,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
   amoe_status st = AMOE_OK;
   char buf[2048];
   if (w->source == AMOE_SRC_SYNTHETIC) {
-    amoe_gen_params p = {0};
-    p.seed = w->seed;
-    p.layers = model->moe_layers;
-    p.experts = model->experts;
-    p.top_k = model->top_k;
-    p.m = w->top_m > 0 ? w->top_m : amoe_default_top_m(model->experts, model->top_k);
-    p.depth = w->depth;
-    p.branch = w->top_k;
-    p.nodes = w->nodes;
-    p.candidates = w->candidates > w->nodes ? w->candidates : w->nodes;
-    p.tau = w->tau;
-    p.temperature = w->temperature;
-    p.locality = w->locality;
-    p.layer_correlation = w->layer_correlation;
-    p.skew = w->skew >= 0 ? w->skew : amoe_gen_default_skew(model->experts); /* < 0: the fitted default */
-    p.noise = w->noise;
-    p.request_bias = w->request_bias;
-    p.tokens_per_request = w->tokens_per_request;
+    amoe_gen_params p = gen_params(w, model);
     if (w->replay[0]) {
       st = amoe_replay_load(w->replay, &s->replay, &s->replay_n, e);
       p.replay = s->replay;
@@ -155,21 +186,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
         st = amoe_gen_open(&s->gen, &p, e);
     }
     s->m = p.m;
-    json_t *o = json_pack("{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i}", "source", "synthetic", "seed",
-                          (json_int_t)w->seed, "model", model->name, "m", p.m, "depth", p.depth, "top_k",
-                          p.branch, "nodes", p.nodes, "candidates", p.candidates);
-    json_object_set_new(o, "routing",
-                        json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "temperature", p.temperature, "locality", p.locality,
-                                  "layer_correlation", p.layer_correlation, "skew", p.skew, "noise", p.noise,
-                                  "request_bias", p.request_bias));
-    if (w->replay[0]) {
-      json_object_set_new(o, "acceptance", json_string("replay"));
-      json_object_set_new(o, "replay_steps", json_integer(s->replay_n));
-    } else {
-      json_object_set_new(o, "acceptance", json_string("tau"));
-      json_object_set_new(o, "tau", json_real(w->tau));
-      json_object_set_new(o, "accept_scale", json_real(amoe_source_accept_scale(s)));
-    }
+    json_t *o = gen_provenance(s, &p);
     char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     snprintf(buf, sizeof buf, "%s", txt ? txt : "{}");
     free(txt);
@@ -189,8 +206,31 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
     else
       st = amoe_routing_jsonl_open(&s->jsonl, w->path, model->moe_layers, model->experts, model->top_k,
                                    w->window, e);
-    if (st == AMOE_OK) {
-      s->m = amoe_jsonl_m(s->jsonl);
+    if (st == AMOE_OK) s->m = amoe_jsonl_m(s->jsonl);
+    if (st == AMOE_OK && w->source == AMOE_SRC_ROUTING_JSONL && w->routing_blocks == AMOE_ROUTING_HYBRID) {
+      /* generated trees (the spec's tree, acceptance and routing), storing
+       * the top-k as the real tokens do; a problem is one request, which
+       * ends with its tokens, not at tokens_per_request */
+      amoe_gen_params p = gen_params(w, model);
+      p.m = s->m;
+      p.tokens_per_request = INT_MAX;
+      if (w->replay[0]) {
+        st = amoe_replay_load(w->replay, &s->replay, &s->replay_n, e);
+        p.replay = s->replay;
+        p.replay_n = s->replay_n;
+      }
+      if (st == AMOE_OK) st = amoe_gen_open(&s->gen, &p, e);
+      if (st == AMOE_OK) {
+        s->hybrid = 1;
+        json_t *o = json_pack("{s:s, s:s, s:i, s:s}", "source", "routing-jsonl", "blocks", "hybrid", "m", s->m,
+                              "note", amoe_jsonl_note(s->jsonl));
+        json_object_set_new(o, "siblings", gen_provenance(s, &p));
+        char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+        snprintf(buf, sizeof buf, "%s", txt ? txt : "{}");
+        free(txt);
+        json_decref(o);
+      }
+    } else if (st == AMOE_OK) {
       snprintf(buf, sizeof buf, "{\"source\":\"%s\",\"m\":%d,\"window\":%d,\"note\":\"%s\"}",
                w->source == AMOE_SRC_BLOCKS_JSONL ? "blocks-jsonl" : "routing-jsonl", s->m, w->window,
                amoe_jsonl_note(s->jsonl));
@@ -205,10 +245,56 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
   return AMOE_OK;
 }
 
+/* A hybrid block: a generated tree for the current problem whose natural
+ * accepted path (root first) takes the routes of the next real tokens, as
+ * many as it has; the last block of a problem accepts no more than the
+ * tokens left. */
+static int hybrid_next(amoe_source *s, amoe_block *b, amoe_err *e) {
+  while (s->prob < amoe_routing_problems(s->jsonl) && s->tok >= amoe_routing_tokens(s->jsonl, s->prob)) {
+    s->prob++;
+    s->tok = 0;
+    s->step = 0;
+  }
+  if (s->prob >= amoe_routing_problems(s->jsonl)) return 0;
+  if (s->step == 0) amoe_gen_begin_request(s->gen, (uint32_t)s->prob);
+  if (amoe_gen_next(s->gen, b, e) != 1) return -(int)AMOE_EFORMAT;
+  const int left = amoe_routing_tokens(s->jsonl, s->prob) - s->tok, k = s->m;
+  int q = 0;
+  for (int t = 0; t >= 0; q++) { /* down the accepted path */
+    if (q >= left) { /* out of real tokens: the path ends before t */
+      for (int u = t; u < b->n; u++) b->accepted[u] = 0;
+      break;
+    }
+    for (int l = 0; l < b->layers; l++) {
+      const uint16_t *id;
+      const amoe_f16 *z;
+      amoe_routing_token(s->jsonl, s->prob, l, s->tok + q, &id, &z);
+      memcpy((uint16_t *)amoe_block_ids(b, l, t), id, (size_t)k * sizeof *id);
+      memcpy((amoe_f16 *)amoe_block_logits(b, l, t), z, (size_t)k * sizeof *z);
+    }
+    const int par = t;
+    t = -1;
+    for (int u = par + 1; u < b->n && t < 0; u++)
+      if (b->parent[u] == par && b->accepted[u]) t = u;
+  }
+  b->softmax_inv = NULL; /* the real nodes' normalisers differ from the generated ones */
+  b->request = (uint32_t)s->prob;
+  b->step = s->step++;
+  s->tok += q;
+  return amoe_block_finish(b, AMOE_CHECK_ALL, e) == AMOE_OK ? 1 : -(int)AMOE_EFORMAT;
+}
+
 int amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
   if (s->w.blocks > 0 && s->produced >= (uint64_t)s->w.blocks) return 0;
   int rc;
-  if (s->pool) {
+  if (s->hybrid) {
+    if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {
+      amoe_block_free(b);
+      amoe_block_init(b, s->model.moe_layers, s->model.experts, s->m);
+    }
+    rc = hybrid_next(s, b, e);
+    if (rc == 1) b->index = s->produced;
+  } else if (s->pool) {
     rc = amoe_genpool_next(s->pool, b, e);
     if (rc == 1) b->index = s->produced;
   } else if (s->gen) {
@@ -245,6 +331,8 @@ amoe_status amoe_source_rewind(amoe_source *s, amoe_err *e) {
   s->produced = 0;
   s->request = 0;
   s->in_request = 0;
+  s->prob = s->tok = 0;
+  s->step = 0;
   if (s->pool) return amoe_genpool_rewind(s->pool, e);
   if (s->trace) return amoe_trace_rewind(s->trace, e);
   if (s->jsonl) return amoe_jsonl_rewind(s->jsonl, e);

@@ -18,6 +18,11 @@ typedef enum {
   AMOE_SRC_ROUTING_JSONL = 3
 } amoe_source_kind;
 
+/* How routing-jsonl becomes blocks (DESIGN §5): windows of real tokens
+ * verified as chains, or generated draft trees whose accepted path carries
+ * the real tokens' routes. */
+typedef enum { AMOE_ROUTING_CHAIN = 0, AMOE_ROUTING_HYBRID = 1 } amoe_routing_blocks;
+
 typedef enum { AMOE_COMMIT_CALIBRATE = 0, AMOE_COMMIT_TABLE = 1, AMOE_COMMIT_FILE = 2 } amoe_commit_mode;
 
 typedef struct {
@@ -35,6 +40,7 @@ typedef struct {
   int source;
   char path[AMOE_PATH_MAX];
   int window;
+  int routing_blocks; /* amoe_routing_blocks */
   int blocks;
   int tokens_per_request;
   int context_tokens;

@@ -137,6 +137,21 @@ for l in $(seq 0 15); do
   printf '{"problem_id":0,"layer":%d,"token_idx":0,"experts":%s,"gating_probs":[0.3,0.2,0.15,0.1,0.09,0.08,0.05,0.03]}\n' "$l" "$x"
 done > "$T/r2.jsonl"
 expect 1 "r2.jsonl:4: expert 2 is listed twice" -- "$A" inspect "$T/r2.jsonl" --format routing-jsonl --model olmoe-1b-7b
+# a real trace as hybrid blocks: generated trees around the real tokens (olmoe: 16 layers, top-8)
+for l in $(seq 0 15); do for t in $(seq 0 11); do
+  x=$(( (t * 3 + l) % 64 ))
+  printf '{"problem_id":3,"layer":%d,"token_idx":%d,"experts":[%d,%d,%d,%d,%d,%d,%d,%d],"gating_probs":[0.3,0.2,0.15,0.1,0.09,0.08,0.05,0.03]}\n' \
+    "$l" "$t" $x $(( (x + 8) % 64 )) $(( (x + 16) % 64 )) $(( (x + 24) % 64 )) $(( (x + 32) % 64 )) \
+    $(( (x + 40) % 64 )) $(( (x + 48) % 64 )) $(( (x + 56) % 64 ))
+done; done > "$T/r3.jsonl"
+expect 0 'committed tokens 12, nodes/block (6[0-4]|[1-5][0-9])\.' -- "$A" inspect "$T/r3.jsonl" --format routing-jsonl \
+  --model olmoe-1b-7b --hybrid
+expect 0 '"blocks":"hybrid"' -- "$A" import --format routing-jsonl "$T/r3.jsonl" --model olmoe-1b-7b --hybrid -o "$T/r3.amt"
+expect 0 'committed tokens 12, nodes/block 6\.00' -- "$A" inspect "$T/r3.jsonl" --format routing-jsonl \
+  --model olmoe-1b-7b --window 6
+expect 2 "--hybrid applies to --format routing-jsonl" -- "$A" inspect "$T/dup.jsonl" --format blocks-jsonl \
+  --model mixtral-8x7b --hybrid
+expect 2 "routing_blocks.*(chain|hybrid)" -- "$A" run tests/fixtures/tiny.yaml --set workload.routing_blocks=tree --out "$T/rb"
 # results directory that cannot be written
 expect 1 "cannot (create|write)" -- "$A" run tests/fixtures/golden.yaml --out /proc/acceptmoe-test
 # usage
