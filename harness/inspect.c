@@ -39,7 +39,7 @@ static void flush_request(stream *s) {
   s->ntok = 0;
 }
 
-amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, amoe_inspect_stats *o, amoe_err *e) {
+amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe_inspect_stats *o, amoe_err *e) {
   memset(o, 0, sizeof *o);
   stream s = {L, E, k, NULL, 0, 0, {0}, {0}, calloc((size_t)E, sizeof(int)), 0};
   double *pop = calloc((size_t)L * E, sizeof(double));
@@ -115,10 +115,14 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, amoe_inspect_sta
         const amoe_f16 *z = amoe_block_logits(&b, l, t);
         memcpy(s.routes + ((size_t)s.ntok * L + l) * k, id, (size_t)k * sizeof *id);
         for (int j = 0; j < k; j++) pop[(size_t)l * E + id[j]] += 1;
-        if (k >= 2) { /* renormalised top-1 weight over the top-k (softmax router) */
-          double sum = 0;
-          for (int j = 0; j < k; j++) sum += exp((double)amoe_f16_to_f32(z[j]) - amoe_f16_to_f32(z[0]));
-          top1 += 1.0 / sum;
+        if (k >= 2) { /* the top-1 weight renormalised over the top-k, as the router weighs them */
+          double sum = 0, w0 = 1;
+          if (router == AMOE_ROUTER_SIGMOID_NORM) {
+            for (int j = 0; j < k; j++) sum += 1.0 / (1.0 + exp(-(double)amoe_f16_to_f32(z[j])));
+            w0 = 1.0 / (1.0 + exp(-(double)amoe_f16_to_f32(z[0])));
+          } else
+            for (int j = 0; j < k; j++) sum += exp((double)amoe_f16_to_f32(z[j]) - amoe_f16_to_f32(z[0]));
+          top1 += w0 / sum;
           top1n += 1;
         }
       }

@@ -24,7 +24,9 @@ typedef struct {
   double pop_max_over_mean, pop_min_over_mean, pop_effective; /* averaged over layers */
 } amoe_inspect_stats;
 
-amoe_status amoe_inspect(amoe_source *src, int layers, int experts, int top_k, amoe_inspect_stats *out,
+/* router (amoe_router) weights the top-1 statistic: softmax over the top-k,
+ * or sigmoid scores renormalised over them. */
+amoe_status amoe_inspect(amoe_source *src, int layers, int experts, int top_k, int router, amoe_inspect_stats *out,
                          amoe_err *e);
 void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, int json);
 

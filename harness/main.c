@@ -648,7 +648,7 @@ static int cmd_inspect(int argc, char **argv) {
   }
   if (!rc) {
     amoe_inspect_stats st;
-    amoe_status r = amoe_inspect(src, s->model.moe_layers, s->model.experts, s->model.top_k, &st, &e);
+    amoe_status r = amoe_inspect(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, &st, &e);
     if (!r) amoe_inspect_print(stdout, &st, o.input, o.json);
     rc = report(r, &e);
   }

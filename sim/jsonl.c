@@ -308,7 +308,7 @@ static int cmp_rrow(const void *a, const void *b) {
 }
 
 amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, int layers, int experts,
-                                    int top_k, int window, amoe_err *e) {
+                                    int top_k, int router, int window, amoe_err *e) {
   if (window < 1) return amoe_fail(e, AMOE_EINVAL, "workload.window must be >= 1");
   amoe_jsonl_reader *r = NULL;
   AMOE_TRY(reader_new(&r, path, e));
@@ -368,7 +368,8 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
           st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: gating_probs[%d] must be in (0, 1]", path, r->lineno, j);
         else {
           w->rec.ids[j] = (uint16_t)json_integer_value(xe);
-          w->rec.z[j] = amoe_f16_from_f32((float)log(p)); /* softmax over the top-k gives back the renormalised weights */
+          const double z = router == AMOE_ROUTER_SIGMOID_NORM ? (p < 1 ? log(p / (1 - p)) : 30.0) : log(p);
+          w->rec.z[j] = amoe_f16_from_f32((float)(z < 30.0 ? z : 30.0)); /* the router maps it back (jsonl.h) */
         }
       }
       for (int i = 1; i < top_k; i++) /* logit desc, ties lower id */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "block.h"
+#include "model.h"
 #include "err.h"
 
 typedef struct amoe_jsonl_reader amoe_jsonl_reader;
@@ -21,9 +22,13 @@ typedef struct amoe_jsonl_reader amoe_jsonl_reader;
  * vectors or the file's top-m count. */
 amoe_status amoe_blocks_jsonl_open(amoe_jsonl_reader **r, const char *path, int layers, int experts,
                                    amoe_err *e);
-/* Opens routing-jsonl and converts it into chain blocks of `window` tokens. */
+/* Opens routing-jsonl and converts it into chain blocks of `window` tokens.
+ * A gating probability p becomes the logit the model's router maps back to
+ * it: log p for softmax (the softmax over the top-k gives the renormalised
+ * weights p / Σp), log(p / (1 − p)) for sigmoid-normalized routers (whose
+ * per-entry score is then p again; at most 30 for p = 1). */
 amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **r, const char *path, int layers, int experts,
-                                    int top_k, int window, amoe_err *e);
+                                    int top_k, int router, int window, amoe_err *e);
 /* The real tokens of a routing-jsonl file (hybrid blocks, source.h):
  * problems in problem_id order, each `tokens` long after ragged layers are
  * cut; a token's top-k ids and logits (log of its gating probabilities) at

@@ -205,7 +205,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
       st = amoe_blocks_jsonl_open(&s->jsonl, w->path, model->moe_layers, model->experts, e);
     else
       st = amoe_routing_jsonl_open(&s->jsonl, w->path, model->moe_layers, model->experts, model->top_k,
-                                   w->window, e);
+                                   model->router, w->window, e);
     if (st == AMOE_OK) s->m = amoe_jsonl_m(s->jsonl);
     if (st == AMOE_OK && w->source == AMOE_SRC_ROUTING_JSONL && w->routing_blocks == AMOE_ROUTING_HYBRID) {
       /* generated trees (the spec's tree, acceptance and routing), storing

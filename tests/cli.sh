@@ -149,6 +149,18 @@ expect 0 'committed tokens 12, nodes/block (6[0-4]|[1-5][0-9])\.' -- "$A" inspec
 expect 0 '"blocks":"hybrid"' -- "$A" import --format routing-jsonl "$T/r3.jsonl" --model olmoe-1b-7b --hybrid -o "$T/r3.amt"
 expect 0 'committed tokens 12, nodes/block 6\.00' -- "$A" inspect "$T/r3.jsonl" --format routing-jsonl \
   --model olmoe-1b-7b --window 6
+# gating probabilities become logits the model's router maps back to them: the same
+# renormalised top-1 weight (0.3) under a softmax (olmoe) and a sigmoid-normalized router (deepseek-v3)
+for ml in olmoe-1b-7b:16 deepseek-v3:58; do
+  mname=${ml%%:*}; mlayers=${ml##*:}
+  for l in $(seq 0 $((mlayers - 1))); do for t in 0 1 2; do
+    x=$(( (t * 3 + l) % 64 ))
+    printf '{"problem_id":0,"layer":%d,"token_idx":%d,"experts":[%d,%d,%d,%d,%d,%d,%d,%d],"gating_probs":[0.3,0.2,0.15,0.1,0.09,0.08,0.05,0.03]}\n' \
+      "$l" "$t" $x $(( (x + 8) % 64 )) $(( (x + 16) % 64 )) $(( (x + 24) % 64 )) $(( (x + 32) % 64 )) \
+      $(( (x + 40) % 64 )) $(( (x + 48) % 64 )) $(( (x + 56) % 64 ))
+  done; done > "$T/w_$mname.jsonl"
+  expect 0 "renormalised top-1 weight: 0\.300" -- "$A" inspect "$T/w_$mname.jsonl" --format routing-jsonl --model "$mname"
+done
 expect 2 "--hybrid applies to --format routing-jsonl" -- "$A" inspect "$T/dup.jsonl" --format blocks-jsonl \
   --model mixtral-8x7b --hybrid
 expect 2 "routing_blocks.*(chain|hybrid)" -- "$A" run tests/fixtures/tiny.yaml --set workload.routing_blocks=tree --out "$T/rb"

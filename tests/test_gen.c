@@ -30,7 +30,7 @@ int main(int argc, char **argv) {
   amoe_source *src;
   CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
   amoe_inspect_stats st;
-  CHECK(amoe_inspect(src, 32, 8, 2, &st, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_inspect(src, 32, 8, 2, AMOE_ROUTER_SOFTMAX, &st, &e) == AMOE_OK, "%s", e.msg);
   const double real[] = {2.0, 3.31, 4.98, 6.62, 7.58};
   for (int i = 1; i < AMOE_INSPECT_NW; i++)
     CHECK(fabs(st.window_union[i] / real[i] - 1) <= 0.03, "W=%d: synthetic %.3f vs real %.2f",
@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
       amoe_source *so;
       CHECK(amoe_source_open(&so, &o.workload, &o.model, &e) == AMOE_OK, "%s", e.msg);
       amoe_inspect_stats os;
-      CHECK(amoe_inspect(so, 16, 64, 8, &os, &e) == AMOE_OK, "%s", e.msg);
+      CHECK(amoe_inspect(so, 16, 64, 8, AMOE_ROUTER_SOFTMAX, &os, &e) == AMOE_OK, "%s", e.msg);
       w16[i] = os.window_union[4];
       amoe_source_close(so);
     }
