@@ -47,8 +47,35 @@ uint16_t amoe_moe_weight(uint64_t seed, int layer, int expert, int down, uint64_
 }
 
 double amoe_moe_weight_bytes(amoe_moe_shape s, int layers) {
-  return (double)layers * s.experts * 3.0 * s.hidden * s.inter * 2.0;
+  return amoe_w_bytes(s.experts, s.hidden, s.inter, layers);
 }
+
+#ifdef AMOE_HAVE_CUDA
+#include <dlfcn.h>
+/* The CUDA module (moe_cuda.h), loaded on first use: ACCEPTMOE_CUDA_MODULE,
+ * else the one this build made. Not thread-safe: the CLI loads it from its
+ * main thread before any GPU work. */
+static const amoe_moe_gpu_api *gpu_api(amoe_err *e) {
+  static const amoe_moe_gpu_api *api;
+  if (api) return api;
+  const char *path = getenv("ACCEPTMOE_CUDA_MODULE");
+  if (!path || !path[0]) path = AMOE_CUDA_MODULE;
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    amoe_fail(e, AMOE_EIO, "cannot load the CUDA backends: %s", dlerror());
+    return NULL;
+  }
+  const amoe_moe_gpu_api *(*get)(void);
+  void *sym = dlsym(h, AMOE_MOE_GPU_API_SYMBOL);
+  memcpy(&get, &sym, sizeof get); /* (object to function pointer, as POSIX allows) */
+  if (!sym) {
+    amoe_fail(e, AMOE_EIO, "%s: no %s in the CUDA module", path, AMOE_MOE_GPU_API_SYMBOL);
+    return NULL;
+  }
+  api = get();
+  return api;
+}
+#endif
 
 amoe_status amoe_moe_open(amoe_moe_backend **out, const char *name, amoe_moe_shape s, int layers, uint64_t seed,
                           amoe_err *e) {
@@ -79,7 +106,8 @@ amoe_status amoe_moe_open(amoe_moe_backend **out, const char *name, amoe_moe_sha
     return AMOE_OK;
   }
 #ifdef AMOE_HAVE_CUDA
-  amoe_status st = amoe_moe_gpu_open(&b->gpu, impl, s, layers, seed, e);
+  const amoe_moe_gpu_api *api = gpu_api(e);
+  amoe_status st = api ? api->open(&b->gpu, impl, s, layers, seed, e) : AMOE_EIO;
   if (st != AMOE_OK) {
     free(b);
     return st;
@@ -102,7 +130,7 @@ void amoe_moe_close(amoe_moe_backend *b) {
   free(b->host_pool);
   free(b->dev_pool);
 #ifdef AMOE_HAVE_CUDA
-  if (b->gpu) amoe_moe_gpu_close(b->gpu);
+  if (b->gpu) gpu_api(NULL)->close(b->gpu); /* (loaded: it opened b->gpu) */
 #endif
   free(b);
 }
@@ -131,14 +159,14 @@ static const float *ref_weights(amoe_moe_backend *b, int layer, int ex) {
 
 int amoe_moe_layers_held(const amoe_moe_backend *b) {
 #ifdef AMOE_HAVE_CUDA
-  if (b->gpu) return amoe_moe_gpu_layers_held(b->gpu);
+  if (b->gpu) return gpu_api(NULL)->layers_held(b->gpu);
 #endif
   return b->layers;
 }
 
 void amoe_moe_cold(amoe_moe_backend *b, int on) {
 #ifdef AMOE_HAVE_CUDA
-  if (b->gpu) amoe_moe_gpu_cold(b->gpu, on);
+  if (b->gpu) gpu_api(NULL)->cold(b->gpu, on);
 #endif
   (void)b;
   (void)on;
@@ -146,7 +174,7 @@ void amoe_moe_cold(amoe_moe_backend *b, int on) {
 
 void amoe_moe_poison(amoe_moe_backend *b, int on) {
 #ifdef AMOE_HAVE_CUDA
-  if (b->gpu) amoe_moe_gpu_poison(b->gpu, on);
+  if (b->gpu) gpu_api(NULL)->poison(b->gpu, on);
 #endif
   (void)b;
   (void)on; /* the reference writes every output element */
@@ -201,7 +229,7 @@ amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x
     return st;
   }
 #ifdef AMOE_HAVE_CUDA
-  return amoe_moe_gpu_run(b->gpu, layer, x, y, seconds, e);
+  return gpu_api(NULL)->run(b->gpu, layer, x, y, seconds, e);
 #else
   return amoe_fail(e, AMOE_EINVAL, "no CUDA in this build");
 #endif
@@ -210,7 +238,8 @@ amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x
 amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
                                   int name_len, amoe_err *e) {
 #ifdef AMOE_HAVE_CUDA
-  return amoe_moe_gpu_measure_copy(bytes, repeats, d2d_bw, h2d_bw, name, name_len, e);
+  const amoe_moe_gpu_api *api = gpu_api(e);
+  return api ? api->measure_copy(bytes, repeats, d2d_bw, h2d_bw, name, name_len, e) : AMOE_EIO;
 #else
   (void)bytes;
   (void)repeats;
@@ -224,7 +253,8 @@ amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, dou
 
 void amoe_moe_profiler(int on) {
 #ifdef AMOE_HAVE_CUDA
-  amoe_moe_gpu_profiler(on);
+  const amoe_moe_gpu_api *api = gpu_api(NULL); /* no module: nothing to profile */
+  if (api) api->profiler(on);
 #else
   (void)on;
 #endif
@@ -235,7 +265,7 @@ amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *
   if (experts <= 0) return AMOE_OK;
   if (slots < 1) return amoe_fail(e, AMOE_EINVAL, "fetch: need at least one slot");
 #ifdef AMOE_HAVE_CUDA
-  if (b->gpu) return amoe_moe_gpu_fetch(b->gpu, experts, slots, seconds, e);
+  if (b->gpu) return gpu_api(NULL)->fetch(b->gpu, experts, slots, seconds, e);
 #endif
   size_t eb = (size_t)3 * b->s.hidden * b->s.inter * 2;
   if (!b->host_pool || b->pool_slots != slots) {

@@ -273,7 +273,7 @@ static amoe_status gpu_open(amoe_moe_gpu *g, int impl, amoe_moe_shape s, int lay
   CB(cublasSetStream(g->blas, g->stream));
   size_t free_b = 0, total_b = 0;
   CU(cudaMemGetInfo(&free_b, &total_b));
-  double per_layer = amoe_moe_weight_bytes(s, 1), margin = 4.0 * 1024 * 1024 * 1024;
+  double per_layer = amoe_w_bytes(s.experts, s.hidden, s.inter, 1), margin = 4.0 * 1024 * 1024 * 1024;
   int held = layers;
   if (per_layer * held > (double)free_b - margin) held = (int)(((double)free_b - margin) / per_layer);
   if (held < 1)
@@ -550,4 +550,12 @@ extern "C" amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slot
   CU(cudaEventElapsedTime(&ms, g->c0, g->c1));
   if (seconds) *seconds = ms * 1e-3;
   return AMOE_OK;
+}
+
+// The module's one entry point (moe_cuda.h).
+extern "C" __attribute__((visibility("default"))) const amoe_moe_gpu_api *amoe_moe_gpu_api_get(void) {
+  static const amoe_moe_gpu_api api = {amoe_moe_gpu_open,     amoe_moe_gpu_close,  amoe_moe_gpu_run,
+                                       amoe_moe_gpu_layers_held, amoe_moe_gpu_poison, amoe_moe_gpu_cold,
+                                       amoe_moe_gpu_measure_copy, amoe_moe_gpu_profiler, amoe_moe_gpu_fetch};
+  return &api;
 }

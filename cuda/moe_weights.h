@@ -19,6 +19,11 @@ AMOE_HD uint64_t amoe_w_mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+/* Bytes of `layers` layers of bf16 expert weights (gate, up, down). */
+AMOE_HD double amoe_w_bytes(int experts, int hidden, int inter, int layers) {
+  return (double)layers * experts * 3.0 * hidden * inter * 2.0;
+}
+
 /* Element i of a weight matrix, uniform in ±scale (scale = 1/sqrt(fan-in),
  * computed once by the caller), as bf16 bits. */
 AMOE_HD uint16_t amoe_w_value(uint64_t seed, int layer, int expert, int down, uint64_t i, float scale) {

@@ -178,6 +178,11 @@ awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i} NR>1{if(!($c["measured_moe_time_per_bl
 awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i} NR>1 && $c["policy"]=="natural"{ok=($c["measured_fetch_time_per_block_s"]>0 && $c["predicted_fetch_time_per_block_s"]>0)} END{exit !ok}' \
   "$T/cpuoff/summary.csv" && ok || bad "offload fetches not executed on the backend"
 expect 1 "needs a CUDA build|no CUDA device" -- "$A" calibrate-hw tests/fixtures/tiny.yaml -o "$T/cal.yaml"
+# CUDA builds: the backends are a module loaded on first use; a missing one is an error, not a crash
+if ! "$A" run tests/fixtures/tiny.yaml --backend skinny --out "$T/nomod" 2>&1 | grep -q "needs a CUDA build"; then
+  expect 1 "cannot load the CUDA backends: .*none.so" -- env ACCEPTMOE_CUDA_MODULE="$T/none.so" \
+    "$A" run tests/fixtures/tiny.yaml --backend skinny --out "$T/nomod"
+fi
 expect 2 "unknown backend" -- "$A" run tests/fixtures/tiny.yaml --backend warp --out "$T/cpu2"
 
 # real data, when the shared folder is there
