@@ -162,6 +162,25 @@ static json_t *gen_provenance(const amoe_source *s, const amoe_gen_params *p) {
   return o;
 }
 
+/* The generator (on `threads` threads), with the spec's replayed accept
+ * lengths if it names them. */
+static amoe_status open_generator(amoe_source *s, amoe_gen_params *p, int threads, amoe_err *e) {
+  if (s->w.replay[0]) {
+    AMOE_TRY(amoe_replay_load(s->w.replay, &s->replay, &s->replay_n, e));
+    p->replay = s->replay;
+    p->replay_n = s->replay_n;
+  }
+  return threads > 1 ? amoe_genpool_open(&s->pool, p, threads, e) : amoe_gen_open(&s->gen, p, e);
+}
+
+/* o as compact JSON text in buf; frees o. */
+static void json_text(char *buf, size_t n, json_t *o) {
+  char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+  snprintf(buf, n, "%s", txt ? txt : "{}");
+  free(txt);
+  json_decref(o);
+}
+
 amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, const amoe_model *model,
                              amoe_err *e) {
   *out = NULL;
@@ -174,23 +193,9 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
   char buf[2048];
   if (w->source == AMOE_SRC_SYNTHETIC) {
     amoe_gen_params p = gen_params(w, model);
-    if (w->replay[0]) {
-      st = amoe_replay_load(w->replay, &s->replay, &s->replay_n, e);
-      p.replay = s->replay;
-      p.replay_n = s->replay_n;
-    }
-    if (st == AMOE_OK) {
-      if (w->threads > 1)
-        st = amoe_genpool_open(&s->pool, &p, w->threads, e);
-      else
-        st = amoe_gen_open(&s->gen, &p, e);
-    }
+    st = open_generator(s, &p, w->threads, e);
     s->m = p.m;
-    json_t *o = gen_provenance(s, &p);
-    char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    snprintf(buf, sizeof buf, "%s", txt ? txt : "{}");
-    free(txt);
-    json_decref(o);
+    json_text(buf, sizeof buf, gen_provenance(s, &p));
   } else if (w->source == AMOE_SRC_TRACE) {
     st = amoe_trace_open(&s->trace, w->path, e);
     if (st == AMOE_OK) {
@@ -214,21 +219,13 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
       amoe_gen_params p = gen_params(w, model);
       p.m = s->m;
       p.tokens_per_request = INT_MAX;
-      if (w->replay[0]) {
-        st = amoe_replay_load(w->replay, &s->replay, &s->replay_n, e);
-        p.replay = s->replay;
-        p.replay_n = s->replay_n;
-      }
-      if (st == AMOE_OK) st = amoe_gen_open(&s->gen, &p, e);
+      st = open_generator(s, &p, 1, e);
       if (st == AMOE_OK) {
         s->hybrid = 1;
         json_t *o = json_pack("{s:s, s:s, s:i, s:s}", "source", "routing-jsonl", "blocks", "hybrid", "m", s->m,
                               "note", amoe_jsonl_note(s->jsonl));
         json_object_set_new(o, "siblings", gen_provenance(s, &p));
-        char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-        snprintf(buf, sizeof buf, "%s", txt ? txt : "{}");
-        free(txt);
-        json_decref(o);
+        json_text(buf, sizeof buf, o);
       }
     } else if (st == AMOE_OK) {
       snprintf(buf, sizeof buf, "{\"source\":\"%s\",\"m\":%d,\"window\":%d,\"note\":\"%s\"}",
