@@ -3,6 +3,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 typedef struct {
   amoe_block *blocks;
@@ -17,6 +20,7 @@ typedef struct amoe_genpool amoe_genpool_t;
 typedef struct {
   amoe_genpool_t *pool;
   int id;
+  amoe_block work; /* where this worker generates, then stashes into its slot */
 } worker_arg;
 
 struct amoe_genpool {
@@ -33,8 +37,46 @@ struct amoe_genpool {
 };
 
 
+/* Copies bytes with non-temporal stores (x86-64), so that a request's
+ * blocks, read once by the consumer, do not pass through the worker's
+ * caches and evict its tables and states on the way. */
+static void stream_copy(void *dst, const void *src, size_t bytes) {
+#if defined(__x86_64__)
+  unsigned char *d = dst;
+  const unsigned char *sp = src;
+  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+  if (head > bytes) head = bytes;
+  memcpy(d, sp, head);
+  d += head, sp += head, bytes -= head;
+  for (; bytes >= 16; d += 16, sp += 16, bytes -= 16)
+    _mm_stream_si128((__m128i *)(void *)d, _mm_loadu_si128((const __m128i *)(const void *)sp));
+  memcpy(d, sp, bytes);
+  _mm_sfence();
+#else
+  memcpy(dst, src, bytes);
+#endif
+}
+
+/* A block generated in the worker's own (cache-warm) block, stored into the
+ * slot's. */
+static amoe_status stash(amoe_block *dst, const amoe_block *src, amoe_err *e) {
+  AMOE_TRY(amoe_block_reserve(dst, src->n, e));
+  const size_t n = (size_t)src->n, lm = (size_t)src->layers * src->m;
+  dst->index = src->index;
+  dst->request = src->request;
+  dst->step = src->step;
+  memcpy(dst->parent, src->parent, n * 4);
+  memcpy(dst->logp, src->logp, n * 4);
+  memcpy(dst->score, src->score, n * 4);
+  memcpy(dst->accepted, src->accepted, n);
+  memcpy(dst->depth, src->depth, n);
+  stream_copy(dst->ids, src->ids, n * lm * 2);
+  stream_copy(dst->logits, src->logits, n * lm * 2);
+  return AMOE_OK;
+}
+
 /* Generates request r into s (no lock held). */
-static void fill(amoe_genpool *P, amoe_gen *g, slot *s, uint32_t r) {
+static void fill(amoe_genpool *P, amoe_gen *g, amoe_block *work, slot *s, uint32_t r) {
   amoe_gen_begin_request(g, r);
   s->n = 0;
   s->st = AMOE_OK;
@@ -50,10 +92,10 @@ static void fill(amoe_genpool *P, amoe_gen *g, slot *s, uint32_t r) {
       s->blocks = nb;
       s->cap = nc;
     }
-    int rc = amoe_gen_next(g, &s->blocks[s->n], &s->err);
+    int rc = amoe_gen_next(g, work, &s->err);
     if (rc == 0) return;
-    if (rc < 0) {
-      s->st = AMOE_EINVAL;
+    if (rc < 0 || (s->st = stash(&s->blocks[s->n], work, &s->err)) != AMOE_OK) {
+      if (rc < 0) s->st = AMOE_EINVAL;
       return;
     }
     s->n++;
@@ -75,7 +117,7 @@ static void *worker(void *arg) {
     s->state = 1;
     s->request = r;
     pthread_mutex_unlock(&P->mu);
-    fill(P, P->gens[a->id], s, r);
+    fill(P, P->gens[a->id], &a->work, s, r);
     pthread_mutex_lock(&P->mu);
     s->state = 2;
     pthread_cond_broadcast(&P->cv);
@@ -87,7 +129,8 @@ static void *worker(void *arg) {
 static amoe_status start(amoe_genpool *P, amoe_err *e) {
   P->stop = 0;
   for (int i = 0; i < P->threads; i++) {
-    P->args[i] = (worker_arg){P, i};
+    P->args[i].pool = P;
+    P->args[i].id = i;
     if (pthread_create(&P->th[i], NULL, worker, &P->args[i]) != 0)
       return amoe_fail(e, AMOE_EIO, "cannot start generator thread %d", i);
     P->running++;
@@ -123,6 +166,8 @@ amoe_status amoe_genpool_open(amoe_genpool **out, const amoe_gen_params *p, int 
   if (!st) st = amoe_gen_open(&P->gens[0], p, e);
   if (!st && !p->replay) P->p.accept_scale = amoe_gen_accept_scale(P->gens[0]);
   for (int i = 1; i < threads && !st; i++) st = amoe_gen_open(&P->gens[i], &P->p, e);
+  if (P->args)
+    for (int i = 0; i < threads; i++) amoe_block_init(&P->args[i].work, p->layers, p->experts, p->m);
   if (!st) st = start(P, e);
   if (st) {
     amoe_genpool_close(P);
@@ -175,6 +220,8 @@ void amoe_genpool_close(amoe_genpool *P) {
   pthread_mutex_destroy(&P->mu);
   pthread_cond_destroy(&P->cv);
   free(P->th);
+  if (P->args)
+    for (int i = 0; i < P->threads; i++) amoe_block_free(&P->args[i].work);
   free(P->args);
   free(P->gens);
   free(P->slots);
