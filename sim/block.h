@@ -79,5 +79,9 @@ int amoe_block_accepted_count(const amoe_block *b);
 
 /* Copies src into dst (dst owns its storage). */
 amoe_status amoe_block_copy(amoe_block *dst, const amoe_block *src, amoe_err *e);
+/* The same, the ids and logits written around the caches (non-temporal
+ * stores on x86-64): for blocks kept to be read once, later, by another
+ * thread, which should not evict the writer's working set. */
+amoe_status amoe_block_stash(amoe_block *dst, const amoe_block *src, amoe_err *e);
 
 #endif

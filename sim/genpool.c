@@ -3,9 +3,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
 
 typedef struct {
   amoe_block *blocks;
@@ -36,46 +33,10 @@ struct amoe_genpool {
   int cur_block, stop;
 };
 
-
-/* Copies bytes with non-temporal stores (x86-64), so that a request's
- * blocks, read once by the consumer, do not pass through the worker's
- * caches and evict its tables and states on the way. */
-static void stream_copy(void *dst, const void *src, size_t bytes) {
-#if defined(__x86_64__)
-  unsigned char *d = dst;
-  const unsigned char *sp = src;
-  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-  if (head > bytes) head = bytes;
-  memcpy(d, sp, head);
-  d += head, sp += head, bytes -= head;
-  for (; bytes >= 16; d += 16, sp += 16, bytes -= 16)
-    _mm_stream_si128((__m128i *)(void *)d, _mm_loadu_si128((const __m128i *)(const void *)sp));
-  memcpy(d, sp, bytes);
-  _mm_sfence();
-#else
-  memcpy(dst, src, bytes);
-#endif
-}
-
-/* A block generated in the worker's own (cache-warm) block, stored into the
- * slot's. */
-static amoe_status stash(amoe_block *dst, const amoe_block *src, amoe_err *e) {
-  AMOE_TRY(amoe_block_reserve(dst, src->n, e));
-  const size_t n = (size_t)src->n, lm = (size_t)src->layers * src->m;
-  dst->index = src->index;
-  dst->request = src->request;
-  dst->step = src->step;
-  memcpy(dst->parent, src->parent, n * 4);
-  memcpy(dst->logp, src->logp, n * 4);
-  memcpy(dst->score, src->score, n * 4);
-  memcpy(dst->accepted, src->accepted, n);
-  memcpy(dst->depth, src->depth, n);
-  stream_copy(dst->ids, src->ids, n * lm * 2);
-  stream_copy(dst->logits, src->logits, n * lm * 2);
-  return AMOE_OK;
-}
-
-/* Generates request r into s (no lock held). */
+/* Generates request r into s (no lock held): each block in the worker's own
+ * block, which stays in its caches, then stashed into the slot around them
+ * (the slot's blocks are read once, by the consumer; written through the
+ * caches they stalled the worker). */
 static void fill(amoe_genpool *P, amoe_gen *g, amoe_block *work, slot *s, uint32_t r) {
   amoe_gen_begin_request(g, r);
   s->n = 0;
@@ -94,7 +55,7 @@ static void fill(amoe_genpool *P, amoe_gen *g, amoe_block *work, slot *s, uint32
     }
     int rc = amoe_gen_next(g, work, &s->err);
     if (rc == 0) return;
-    if (rc < 0 || (s->st = stash(&s->blocks[s->n], work, &s->err)) != AMOE_OK) {
+    if (rc < 0 || (s->st = amoe_block_stash(&s->blocks[s->n], work, &s->err)) != AMOE_OK) {
       if (rc < 0) s->st = AMOE_EINVAL;
       return;
     }
