@@ -302,7 +302,6 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
       const uint8_t *restrict Sl = w->S;
       int *restrict cnt = w->count, *restrict rcnt = w->rcount;
       float *restrict gone = w->gone; /* 1 for an expert outside S: a multiplier, no branch */
-      for (int x = 0; x < E; x++) gone[x] = Sl[x] ? 0.0f : 1.0f;
       memset(U, 0, (size_t)E);
       if (by_count) {
         memset(cnt, 0, (size_t)E * sizeof(int));
@@ -318,6 +317,8 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
         i0 = nn;
       }
 #endif
+      if (i0 < nn) /* the plain loop's multipliers (the vector loop tests S's bits) */
+        for (int x = 0; x < E; x++) gone[x] = Sl[x] ? 0.0f : 1.0f;
       for (int i = i0; i < nn; i++) {
         const int t = w->nodes[i];
         const uint16_t *restrict id = amoe_block_ids(b, l, t);
