@@ -104,33 +104,6 @@ double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *
   return amoe_effective_rank_packed(scratch, c);
 }
 
-int amoe_route_unstored(const amoe_block *b, int l, int t, const uint8_t *S, int need, uint16_t *out) {
-  const uint16_t *id = amoe_block_ids(b, l, t);
-  int c = 0;
-  for (int e = 0; e < b->experts && c < need; e++) {
-    if (!S[e]) continue;
-    int stored = 0;
-    for (int q = 0; q < b->m && !stored; q++) stored = id[q] == e;
-    if (!stored) out[c++] = (uint16_t)e;
-  }
-  return c;
-}
-
-int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {
-  const uint16_t *id = amoe_block_ids(b, l, t);
-  int c = 0;
-  /* the natural top-k inside S, without branches (whether an expert is in
-   * S is a coin flip to the predictor; c <= j < k, so every write is below
-   * k), then their replacements: stored entries past the top-k inside S,
-   * then (the rest of S is -inf) the lowest ids of S not stored */
-  for (int j = 0; j < k && j < b->m; j++) {
-    out[c] = id[j];
-    c += S[id[j]] != 0;
-  }
-  c += amoe_route_scan(id, k, b->m, S, k - c, out + c);
-  return c + amoe_route_unstored(b, l, t, S, k - c, out + c);
-}
-
 /* A double's order key as a signed 64-bit integer: compares as the values
  * do (no NaN). Branch-free, so loops over it vectorise. */
 static inline int64_t skey64(double v) {

@@ -65,22 +65,6 @@ int amoe_draft_find(const char *name);
 size_t amoe_draft_scratch_bytes(int n, int layers, int experts);
 
 /* Shared helpers. */
-/* Constrained top-k: the k highest stored logits inside S, then (entries
- * beyond m are -inf) the lowest ids of S not stored. Returns count (<= k).
- * out has room for k. */
-int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out);
-/* What it adds to the natural top-k entries kept in S, in two parts. First
- * (inline for the run loop) the first `need` of a node's stored entries
- * id[k..m) inside S; returns how many (< need only when they run out). */
-static inline int amoe_route_scan(const uint16_t *id, int k, int m, const uint8_t *S, int need, uint16_t *out) {
-  int c = 0;
-  for (int j = k; j < m && c < need; j++) /* one stored entry per displaced one: a short scan */
-    if (S[id[j]]) out[c++] = id[j];
-  return c;
-}
-/* Then, the rest of S being -inf, the lowest ids of S that node t does not
- * store, at most `need`; returns how many. */
-int amoe_route_unstored(const amoe_block *b, int l, int t, const uint8_t *S, int need, uint16_t *out);
 /* exp(H) of the positive w[e] among the candidates (cand NULL = all),
  * normalised to sum 1, H their entropy in nats; sums run over the
  * candidates in expert order in four interleaved partial sums. 0 when none

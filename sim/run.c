@@ -9,6 +9,7 @@
 #include "cost.h"
 #include "policy.h"
 #include "rng.h"
+#include "route.h"
 
 typedef struct {
   const amoe_policy_row *row;
@@ -69,13 +70,13 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->nodes = malloc((size_t)n * sizeof(int));
   w->level = calloc(AMOE_MAX_DEPTH * 4 + 256, sizeof(int));
   w->count = malloc((size_t)E * sizeof(int));
-  w->rcount = malloc((size_t)E * sizeof(int));
+  w->rcount = malloc((size_t)(E + 1) * sizeof(int)); /* + amoe_route_sums' spare slot */
   w->iscratch = malloc((size_t)E * 2 * sizeof(int));
   w->U = malloc((size_t)E);
   w->S = malloc((size_t)E);
   w->X = malloc((size_t)E);
   w->F = malloc((size_t)E);
-  w->R = malloc((size_t)E);
+  w->R = malloc((size_t)E + 1);
   w->delta = malloc((size_t)n * sizeof(float));
   w->gone = malloc((size_t)E * sizeof(float));
   w->scratch = malloc((size_t)E * 4 * sizeof(double));
@@ -138,93 +139,6 @@ static void record_route(const amoe_block *b, int l, work *w, int i, int k, cons
   }
   for (int j = 0; j < got; j++) w->rw[i * k + j] = sum > 0 ? w->rw[i * k + j] / sum : 1.0f / got;
 }
-
-/* One node's natural entries: marks the union (and, with cnt, counts
- * them), adds the probability of its displaced entries to *d in entry
- * order and returns how many are displaced (gone[e] = 1 outside S). */
-static inline float mark_node(const uint16_t *restrict id, const float *restrict pi, int k,
-                              const float *restrict gone, uint8_t *restrict U, int *restrict cnt, float *d) {
-  float n = 0, dd = *d;
-  for (int j = 0; j < k; j++) {
-    const float g = gone[id[j]];
-    U[id[j]] = 1;
-    if (cnt) cnt[id[j]]++;
-    n += g;
-    dd += pi[j] * g; /* adds exactly 0 when kept */
-  }
-  *d = dd;
-  return n;
-}
-
-#ifdef AMOE_X86_PATHS
-/* S as a 256-bit mask (bit e of word e / 32), for E <= 256. */
-__attribute__((target("avx2"))) static __m256i s_mask256(const uint8_t *S, int E) {
-  uint32_t wd[8] = {0};
-  int e = 0;
-  for (; e + 32 <= E; e += 32) /* 32 bytes per compare: a set bit where S[e] != 0 */
-    wd[e >> 5] = ~(uint32_t)_mm256_movemask_epi8(
-        _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(S + e)), _mm256_setzero_si256()));
-  for (; e < E; e++) wd[e >> 5] |= (uint32_t)(S[e] != 0) << (e & 31);
-  return _mm256_loadu_si256((const __m256i *)(const void *)wd);
-}
-/* Lane j's lowest bit: whether expert id[j] (j < 8) is in S. */
-__attribute__((target("avx2"))) static inline __m256i in_s8v(const uint16_t *id, __m256i smask) {
-  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)id));
-  return _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(smask, _mm256_srli_epi32(v, 5)),
-                           _mm256_and_si256(v, _mm256_set1_epi32(31)));
-}
-/* Bit j set when expert id[j] (j < 8) is in S. */
-__attribute__((target("avx2"))) static inline unsigned in_s8(const uint16_t *id, __m256i smask) {
-  return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(in_s8v(id, smask), 31)));
-}
-/* The node loop below for top-8 routing and at most 256 experts: which of a
- * node's 8 entries leave S is one mask (vpermd into S's bits), the displaced
- * probabilities are added in entry order (the plain loop adds exact zeros
- * for the others), and the replacement scan tests 8 stored entries per
- * mask. Same results as the plain loop, without a branch per entry. */
-__attribute__((target("avx2,bmi,popcnt"))) static float node_loop8_avx2(const amoe_block *b, int l,
-                                                                          const int *nodes, int nn, const float *P,
-                                                                          const uint8_t *S, float *delta, uint8_t *U,
-                                                                          int *cnt, int *rcnt, uint8_t *R,
-                                                                          uint16_t *route) {
-  const __m256i smask = s_mask256(S, b->experts);
-  const int m = b->m;
-  float displaced = 0;
-  for (int i = 0; i < nn; i++) {
-    const int t = nodes[i];
-    const uint16_t *id = amoe_block_ids(b, l, t);
-    const float *pi = P + (size_t)t * 8;
-    for (int j = 0; j < 8; j++) U[id[j]] = 1;
-    if (cnt)
-      for (int j = 0; j < 8; j++) cnt[id[j]]++;
-    /* the displaced entries' probabilities, the others zeroed, added in
-     * entry order as the plain loop adds them (zeros included): no branch */
-    const __m256i gone = _mm256_cmpeq_epi32(_mm256_and_si256(in_s8v(id, smask), _mm256_set1_epi32(1)),
-                                            _mm256_setzero_si256());
-    const int ng = __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(gone)));
-    if (!ng) continue; /* (then the plain loop adds only zeros) */
-    float q[8], d = delta[i];
-    _mm256_storeu_ps(q, _mm256_and_ps(_mm256_loadu_ps(pi), _mm256_castsi256_ps(gone)));
-    for (int j = 0; j < 8; j++) d += q[j];
-    delta[i] = d;
-    displaced += (float)ng;
-    /* up to 32 stored entries past the top-8 in one mask, then one loop */
-    unsigned f = 0;
-    int j0 = 8;
-    for (; j0 + 8 <= m && j0 < 40; j0 += 8) f |= in_s8(id + j0, smask) << (j0 - 8);
-    int got = 0;
-    for (; got < ng && f; f &= f - 1) route[got++] = id[8 + __builtin_ctz(f)];
-    for (int j = j0; j < m && got < ng; j++)
-      if (S[id[j]]) route[got++] = id[j];
-    if (got < ng) got += amoe_route_unstored(b, l, t, S, ng - got, route + got); /* past the stored m */
-    if (rcnt)
-      for (int j = 0; j < got; j++) rcnt[route[j]]++;
-    else
-      for (int j = 0; j < got; j++) R[route[j]] = 1;
-  }
-  return displaced;
-}
-#endif
 
 /* One row on one block. */
 static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
@@ -297,56 +211,22 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
       /* The executed set is the natural entries inside S plus one
        * replacement per displaced entry: X = (U ∩ S) ∪ R, and the token
        * counts likewise (natural counts kept where S holds, plus R's). */
-      const uint16_t *restrict route = w->route;
       uint8_t *restrict Xl = w->X, *restrict U = w->U, *restrict R = w->R;
       const uint8_t *restrict Sl = w->S;
       int *restrict cnt = w->count, *restrict rcnt = w->rcount;
-      float *restrict gone = w->gone; /* 1 for an expert outside S: a multiplier, no branch */
       memset(U, 0, (size_t)E);
       if (by_count) {
         memset(cnt, 0, (size_t)E * sizeof(int));
-        memset(rcnt, 0, (size_t)E * sizeof(int));
+        memset(rcnt, 0, (size_t)(E + 1) * sizeof(int)); /* (the spare slot too: it counts) */
       } else
-        memset(R, 0, (size_t)E);
-      float displaced = 0; /* exact: a count far below 2^24 */
-      int i0 = 0;
-#ifdef AMOE_X86_PATHS
-      if (k == 8 && E <= 256 && b->m >= 8 && !want_routes && amoe_cpu_avx2_f16c()) {
-        displaced = node_loop8_avx2(b, l, w->nodes, nn, P, Sl, w->delta, U, by_count ? cnt : NULL,
-                                    by_count ? rcnt : NULL, R, w->route);
-        i0 = nn;
-      }
-#endif
-      if (i0 < nn) /* the plain loop's multipliers (the vector loop tests S's bits) */
-        for (int x = 0; x < E; x++) gone[x] = Sl[x] ? 0.0f : 1.0f;
-      for (int i = i0; i < nn; i++) {
-        const int t = w->nodes[i];
-        const uint16_t *restrict id = amoe_block_ids(b, l, t);
-        const float *pi = P + (size_t)t * k;
-        /* the union, and the displaced natural assignments: a natural top-k
-         * entry stays exactly when its expert is in S (fewer than k entries
-         * of S precede it) */
-        float d = w->delta[i], gone_n;
-        if (k == 8) /* (a constant: unrolled) */
-          gone_n = by_count ? mark_node(id, pi, 8, gone, U, cnt, &d) : mark_node(id, pi, 8, gone, U, NULL, &d);
-        else
-          gone_n = by_count ? mark_node(id, pi, k, gone, U, cnt, &d) : mark_node(id, pi, k, gone, U, NULL, &d);
-        displaced += gone_n;
-        w->delta[i] = d;
-        const int ng = (int)gone_n;
-        if (ng) { /* one replacement per displaced entry (always in S) */
-          int got = amoe_route_scan(id, k, b->m, Sl, ng, w->route);
-          if (got < ng) got += amoe_route_unstored(b, l, t, Sl, ng - got, w->route + got); /* past the stored m */
-          if (by_count)
-            for (int j = 0; j < got; j++) rcnt[route[j]]++;
-          else
-            for (int j = 0; j < got; j++) R[route[j]] = 1;
+        memset(R, 0, (size_t)E + 1);
+      const amoe_route_sums ro = {U, by_count ? cnt : NULL, rcnt, R, w->delta, w->route, w->gone};
+      const int displaced = amoe_route_layer(b, l, k, w->nodes, nn, P, Sl, &ro);
+      if (want_routes)
+        for (int i = 0; i < nn; i++) {
+          const int got = amoe_route_constrained(b, l, w->nodes[i], k, Sl, w->route);
+          record_route(b, l, w, i, k, w->route, got, M->router);
         }
-        if (want_routes) {
-          const int got = ng ? amoe_route_constrained(b, l, t, k, Sl, w->route) : k;
-          record_route(b, l, w, i, k, ng ? w->route : id, got, M->router);
-        }
-      }
       if (by_count)
         for (int x = 0; x < E; x++) cnt[x] = (Sl[x] ? cnt[x] : 0) + rcnt[x];
       else

@@ -6,6 +6,7 @@
 #include "check.h"
 #include "gen.h"
 #include "policy.h"
+#include "route.h"
 #include "rng.h"
 
 #define E 10

@@ -1,0 +1,53 @@
+/* Constrained routing (DESIGN §6 step 7): each verified node's natural
+ * top-k entries that lie in the eligible set S stay; each one outside S is
+ * replaced by the node's next-best expert inside S (its stored entries past
+ * the top-k in logit order, then, the rest being -inf, the lowest ids of S
+ * it does not store). */
+#ifndef AMOE_ROUTE_H
+#define AMOE_ROUTE_H
+
+#include <stdint.h>
+
+#include "block.h"
+
+/* Node t's top-k under S: the natural entries inside S in order, then
+ * their replacements. Returns the count (<= k; < k only when S holds fewer
+ * than k experts). out has room for k. */
+int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out);
+/* Its two parts. First the first `need` of a node's stored entries
+ * id[k..m) inside S; returns how many (< need only when they run out). */
+static inline int amoe_route_scan(const uint16_t *id, int k, int m, const uint8_t *S, int need, uint16_t *out) {
+  int c = 0;
+  for (int j = k; j < m && c < need; j++) /* one stored entry per displaced one: a short scan */
+    if (S[id[j]]) out[c++] = id[j];
+  return c;
+}
+/* Then the lowest ids of S that node t does not store, at most `need`;
+ * returns how many. */
+int amoe_route_unstored(const amoe_block *b, int l, int t, const uint8_t *S, int need, uint16_t *out);
+
+/* What routing a layer's verified nodes under S adds up to. The caller
+ * zeroes U, cnt, rcnt and R (all E + 1 of the last two), and delta before
+ * the first layer. The last slot of rcnt and R is a spare, written to
+ * instead of branching; what it holds means nothing. */
+typedef struct {
+  uint8_t *U;      /* [E] 1 where a natural top-k entry points (the union) */
+  int *cnt;        /* [E] or NULL: natural entries per expert */
+  int *rcnt;       /* [E + 1] with cnt: replacements per expert */
+  uint8_t *R;      /* [E + 1] without cnt: 1 where a replacement goes */
+  float *delta;    /* [nn] per node: + the probability of its displaced entries, in entry order */
+  uint16_t *route; /* scratch: k entries */
+  float *gone;     /* scratch: E floats */
+} amoe_route_sums;
+
+/* Routes nodes[0..nn) of layer l under S; P holds their natural top-k
+ * probabilities, [node][k]. Returns the number of displaced entries. Picks
+ * a vector version where there is one (top-8, at most 256 experts, AVX2). */
+int amoe_route_layer(const amoe_block *b, int l, int k, const int *nodes, int nn, const float *P,
+                     const uint8_t *S, const amoe_route_sums *o);
+/* The same in portable C: the reference the vector version is tested
+ * against, bit for bit. */
+int amoe_route_layer_portable(const amoe_block *b, int l, int k, const int *nodes, int nn, const float *P,
+                              const uint8_t *S, const amoe_route_sums *o);
+
+#endif
