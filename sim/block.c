@@ -15,6 +15,7 @@ void amoe_block_init(amoe_block *b, int layers, int experts, int m) {
   b->layers = layers;
   b->experts = experts;
   b->m = m;
+  b->lm = m;
   b->owns = 1;
 }
 
@@ -61,6 +62,7 @@ amoe_status amoe_block_reserve(amoe_block *b, int n, amoe_err *e) {
   b->accepted = (uint8_t *)p;
   b->depth = b->depth_mem;
   b->n = n;
+  b->lm = b->m;
   return AMOE_OK;
 }
 
@@ -451,8 +453,8 @@ AMOE_CLONES amoe_status amoe_block_check_pairs(const amoe_block *b, int unique, 
    * the first pair of every group only compares against a sentinel (the
    * pair before it belongs to another group). The slow path names the first
    * bad pair. Trace replay spends much of its time here. */
-  if (!b->logits) return amoe_fail(e, AMOE_EINVAL, "block %llu was read without its logits",
-                                   (unsigned long long)b->index);
+  if (!b->logits || b->lm != b->m)
+    return amoe_fail(e, AMOE_EINVAL, "block %llu was read without all its logits", (unsigned long long)b->index);
   const size_t groups = (size_t)b->layers * b->n;
   const int m = b->m;
   const int16_t emax = (int16_t)(b->experts - 1);
@@ -533,8 +535,8 @@ static void *stream_copy(void *dst, const void *src, size_t bytes) {
 
 static amoe_status block_copy(amoe_block *dst, const amoe_block *src, amoe_err *e,
                               void *(*big)(void *, const void *, size_t)) {
-  if (!src->logits)
-    return amoe_fail(e, AMOE_EINVAL, "block %llu was read without its logits", (unsigned long long)src->index);
+  if (!src->logits || src->lm != src->m)
+    return amoe_fail(e, AMOE_EINVAL, "block %llu was read without all its logits", (unsigned long long)src->index);
   if (dst->layers != src->layers || dst->m != src->m || dst->experts != src->experts) {
     amoe_block_free(dst);
     amoe_block_init(dst, src->layers, src->experts, src->m);

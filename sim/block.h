@@ -27,7 +27,8 @@ typedef struct {
   uint8_t *accepted; /* 1 on the natural accepted path (root included) */
   uint8_t *depth;    /* derived by amoe_block_finish */
   uint16_t *ids;     /* [layer][node][m] */
-  amoe_f16 *logits;  /* [layer][node][m] */
+  amoe_f16 *logits;  /* [layer][node][lm]: the first lm of each node-layer's m logits */
+  int lm;            /* m, or top_k when a reader was asked for the top-k only (AMOE_LOGITS_TOP) */
   /* [layer][node] softmax normalisers of the logits (amoe_router_softmax_inv)
    * when the source carries them (a trace does), else NULL; anything that
    * changes the logits must drop them (amoe_block_reserve does) */
@@ -47,8 +48,15 @@ static inline const uint16_t *amoe_block_ids(const amoe_block *b, int l, int t) 
   return b->ids + ((size_t)l * b->n + t) * b->m;
 }
 static inline const amoe_f16 *amoe_block_logits(const amoe_block *b, int l, int t) {
-  return b->logits + ((size_t)l * b->n + t) * b->m;
+  return b->logits + ((size_t)l * b->n + t) * b->lm;
 }
+
+/* Which logits a reader hands over: none (b->logits NULL; natural routing
+ * needs only the ids), each node-layer's top-k with their softmax
+ * normalisers (router probabilities of the natural top-k: every policy but
+ * moe-spec), or all m. A trace stores them in that order, so a reader
+ * reads no more than it is asked for. */
+typedef enum { AMOE_LOGITS_NONE = 0, AMOE_LOGITS_TOP = 1, AMOE_LOGITS_ALL = 2 } amoe_logits;
 
 /* Stores node t's layer-l logits from a full E-vector: rounds them to f16
  * and keeps the top m. Picks a vector version where the CPU has one. */

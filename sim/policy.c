@@ -6,11 +6,13 @@
 #include <string.h>
 
 const amoe_verifier_def amoe_verifier_table[] = {
-    {"natural", 0, 0, amoe_verifier_natural},
-    {"moe-spec", 1, 0, amoe_verifier_moe_spec},
-    {"acceptmoe", 0, 1, amoe_verifier_acceptmoe},
-    {"acceptmoe-fix", 1, 0, amoe_verifier_acceptmoe_fix},
-    {"oracle", 0, 0, amoe_verifier_oracle},
+    /* every verifier but natural also needs the natural top-k probabilities
+     * (displaced mass); moe-spec weighs every stored entry */
+    {"natural", 0, 0, AMOE_LOGITS_NONE, amoe_verifier_natural},
+    {"moe-spec", 1, 0, AMOE_LOGITS_ALL, amoe_verifier_moe_spec},
+    {"acceptmoe", 0, 1, AMOE_LOGITS_TOP, amoe_verifier_acceptmoe},
+    {"acceptmoe-fix", 1, 0, AMOE_LOGITS_TOP, amoe_verifier_acceptmoe_fix},
+    {"oracle", 0, 0, AMOE_LOGITS_TOP, amoe_verifier_oracle},
 };
 const int amoe_verifier_count = (int)(sizeof amoe_verifier_table / sizeof amoe_verifier_table[0]);
 

@@ -33,6 +33,7 @@ typedef struct {
   const char *name;
   int needs_budget;          /* 1: `budget` is required */
   int uses_residency;        /* 1: decisions depend on the cache (offload) */
+  amoe_logits logits;        /* what of the logits the run loop reads for it (block.h) */
   /* Fills S (E flags). */
   void (*select)(const amoe_vctx *c, uint8_t *S);
 } amoe_verifier_def;

@@ -82,7 +82,7 @@ __attribute__((target("avx2,f16c"))) static inline void softmax_top8_avx2(const 
   _mm256_storeu_ps(out, _mm256_mul_ps(router_exp8(_mm256_sub_ps(zf, z0)), _mm256_set1_ps(inv)));
 }
 
-/* The listed nodes of a layer (m stored entries apart), node t's at out[t·8]. */
+/* The listed nodes of a layer (m logits apart), node t's at out[t·8]. */
 __attribute__((target("avx2,f16c"))) static void softmax_top8_nodes_avx2(const amoe_f16 *z, const int *nodes, int n,
                                                                          int m, const float *inv, float *out) {
   for (int i = 0; i < n; i++) {
@@ -131,6 +131,16 @@ AMOE_CLONES void amoe_router_probs(const amoe_block *b, int l, int t, int router
 
 void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out) {
   const amoe_f16 *z = amoe_block_logits(b, l, t);
+  if (router == AMOE_ROUTER_SIGMOID_NORM) { /* entry by entry: the top-k alone suffice */
+#ifdef AMOE_X86_PATHS
+    if (k % 8 == 0 && amoe_cpu_avx2_f16c()) {
+      sigmoid_avx2(z, k, out);
+      return;
+    }
+#endif
+    for (int j = 0; j < k; j++) out[j] = 1.0f / (1.0f + router_exp(-amoe_f16_to_f32(z[j])));
+    return;
+  }
   if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv) { /* k exponentials, times the stored 1/Σ */
     const float inv = b->softmax_inv[(size_t)l * b->n + t];
 #ifdef AMOE_X86_PATHS
@@ -151,7 +161,7 @@ void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k,
 void amoe_router_probs_nodes(const amoe_block *b, int l, const int *nodes, int n, int router, int k, float *out) {
 #ifdef AMOE_X86_PATHS
   if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv && k == 8 && amoe_cpu_avx2_f16c()) {
-    softmax_top8_nodes_avx2(amoe_block_logits(b, l, 0), nodes, n, b->m, b->softmax_inv + (size_t)l * b->n, out);
+    softmax_top8_nodes_avx2(amoe_block_logits(b, l, 0), nodes, n, b->lm, b->softmax_inv + (size_t)l * b->n, out);
     return;
   }
 #endif
@@ -163,6 +173,8 @@ void amoe_router_probs_nodes(const amoe_block *b, int l, const int *nodes, int n
 
 amoe_status amoe_router_check_inv(const amoe_block *b, amoe_err *e) {
   if (!b->softmax_inv || !b->logits) return AMOE_OK;
+  if (b->lm != b->m) return amoe_fail(e, AMOE_EINVAL, "block %llu was read without all its logits",
+                                      (unsigned long long)b->index);
   for (int l = 0; l < b->layers; l++)
     for (int t = 0; t < b->n; t++) {
       const float want = amoe_router_softmax_inv(amoe_block_logits(b, l, t), b->m),

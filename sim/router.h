@@ -9,11 +9,13 @@
 
 #include "block.h"
 
-/* Router probabilities of node t's stored entries at layer l, out[m]. */
+/* Router probabilities of node t's stored entries at layer l, out[m]: needs
+ * all m logits (b->lm == m, AMOE_LOGITS_ALL from a trace). */
 void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out);
 /* The first k of those (the natural top-k), out[k]: the same values. With
- * the block's stored softmax normalisers (traces carry them) only k
- * exponentials are computed. */
+ * the block's stored softmax normalisers (traces carry them), or a
+ * sigmoid-normalized router, only the top-k logits are read and only k
+ * exponentials computed. */
 void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out);
 /* amoe_router_probs_top at layer l for the n listed nodes (NULL: nodes
  * 0..n-1): node t's at out[t·k .. t·k + k). */

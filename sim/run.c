@@ -385,11 +385,12 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     rs[i].popularity = calloc((size_t)L * E, sizeof *rs[i].popularity);
     if (!rs[i].popularity) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
-  /* Natural routing reads only the stored ids; router probabilities (any
-   * other verifier, or routes handed to a backend) need the logits. */
-  int need_logits = h && h->on_route;
-  for (int i = 0; i < P; i++) need_logits |= rs[i].ver->select != amoe_verifier_natural;
-  amoe_source_want_logits(src, need_logits);
+  /* Read what the rows need of the logits; routes handed to a backend
+   * carry weights renormalised over every stored entry. */
+  amoe_logits need = h && h->on_route ? AMOE_LOGITS_ALL : AMOE_LOGITS_NONE;
+  for (int i = 0; i < P; i++)
+    if (rs[i].ver->logits > need) need = rs[i].ver->logits;
+  amoe_source_want_logits(src, need);
   int belady = s->offload.enabled && s->offload.policy == AMOE_CACHE_BELADY;
   if (st == AMOE_OK && belady) {
     /* Belady needs the future: pass 1 realises each row's request sequence
@@ -420,7 +421,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     rs[i].log = NULL;
   }
   if (st == AMOE_OK) st = run_pass(s, ph, src, rs, h, 0, e);
-  amoe_source_want_logits(src, 1);
+  amoe_source_want_logits(src, AMOE_LOGITS_ALL);
   for (int i = 0; i < P; i++) {
     amoe_cache_free(rs[i].cache);
     amoe_reqlog_free(logs[i]);
@@ -439,7 +440,7 @@ amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amo
   amoe_block_init(&b, 1, 2, 1);
   int *order = NULL, cap = 0;
   uint8_t seen[AMOE_MAX_EXPERTS];
-  amoe_source_want_logits(src, 0); /* ids only */
+  amoe_source_want_logits(src, AMOE_LOGITS_NONE); /* ids only */
   amoe_status st = usum && ucnt ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   int rc = 0;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
@@ -489,7 +490,7 @@ amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amo
         out->union_n = i;
       }
   }
-  amoe_source_want_logits(src, 1);
+  amoe_source_want_logits(src, AMOE_LOGITS_ALL);
   free(usum);
   free(ucnt);
   free(order);

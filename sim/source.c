@@ -349,7 +349,7 @@ void amoe_source_close(amoe_source *s) {
 
 const char *amoe_source_provenance(const amoe_source *s) { return s->prov; }
 int amoe_source_m(const amoe_source *s) { return s->m; }
-void amoe_source_want_logits(amoe_source *s, int want) {
+void amoe_source_want_logits(amoe_source *s, amoe_logits want) {
   if (s->trace) amoe_trace_want_logits(s->trace, want);
 }
 double amoe_source_accept_scale(const amoe_source *s) {

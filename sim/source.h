@@ -22,9 +22,9 @@ void amoe_source_close(amoe_source *s);
 /* Provenance (JSON text) and the stored logits per node-layer. */
 const char *amoe_source_provenance(const amoe_source *s);
 int amoe_source_m(const amoe_source *s);
-/* Whether blocks must carry logits (default 1). Only a trace can leave them
- * out (b->logits NULL), which saves reading two thirds of each block. */
-void amoe_source_want_logits(amoe_source *s, int want);
+/* Which logits blocks must carry (default AMOE_LOGITS_ALL; block.h). Only
+ * a trace gives fewer (fewer bytes read); other sources give all. */
+void amoe_source_want_logits(amoe_source *s, amoe_logits want);
 /* For synthetic sources, the acceptance scale found by calibration (else 0). */
 double amoe_source_accept_scale(const amoe_source *s);
 

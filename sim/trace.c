@@ -12,30 +12,36 @@
 #endif
 
 #define HDR_FIXED 52
-#define BLK_HDR 32
+#define BLK_HDR3 32 /* versions 2 and 3: two checksums */
+#define BLK_HDR 40  /* version 4: three */
 static const char MAGIC[8] = {'A', 'M', 'O', 'E', 'T', 'R', 'C', 0};
 static const uint32_t BLK_MAGIC = 0x31424d41u; /* "AMB1" */
 
 static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
 
+/* Where a block's arrays lie in its payload. Version 4: the top-k logits,
+ * the normalisers, then the other logits (rest), each section with its own
+ * checksum. Versions 2 and 3: all logits at `top`, then the normalisers
+ * (version 3), no rest. */
 typedef struct {
-  size_t parent, logp, score, accepted, ids, logits, inv, total;
+  size_t parent, logp, score, accepted, ids, top, inv, rest, total;
 } layout;
 
 /* Bytes per stored expert id: one while every id fits. */
 static size_t id_bytes(int experts) { return experts <= 256 ? 1 : 2; }
 
-/* ln normalisers (0 for a version-2 file, which has none). */
-static layout layout_of(size_t n, size_t ln, size_t lnm, size_t idb) {
+static layout layout_of(uint32_t version, size_t n, size_t layers, size_t m, size_t k, size_t idb) {
+  const size_t ln = layers * n, lnm = ln * m, lnk = version >= 4 ? ln * k : lnm;
   layout o;
   o.parent = 16;
   o.logp = o.parent + pad8(4 * n);
   o.score = o.logp + pad8(4 * n);
   o.accepted = o.score + pad8(4 * n);
   o.ids = o.accepted + pad8(n);
-  o.logits = o.ids + pad8(idb * lnm);
-  o.inv = o.logits + pad8(2 * lnm);
-  o.total = o.inv + pad8(4 * ln);
+  o.top = o.ids + pad8(idb * lnm);
+  o.inv = o.top + pad8(2 * lnk);
+  o.rest = o.inv + (version >= 3 ? pad8(4 * ln) : 0);
+  o.total = o.rest + pad8(2 * (lnm - lnk));
   return o;
 }
 
@@ -137,7 +143,7 @@ static int little_endian(void) {
 struct amoe_trace_writer {
   FILE *f;
   char *path, *tmp;
-  int layers, experts, m;
+  int layers, experts, top_k, m;
   uint64_t count, cap;
   uint64_t *offsets;
   unsigned char *buf;
@@ -156,6 +162,9 @@ amoe_status amoe_trace_create(amoe_trace_writer **out, const char *path, int lay
                               int top_k, int m, const char *provenance, amoe_err *e) {
   *out = NULL;
   if (!little_endian()) return amoe_fail(e, AMOE_EINVAL, "the .amt format needs a little-endian host");
+  if (layers < 1 || layers > 256 || experts < 2 || experts > 1024 || top_k < 1 || m < top_k || m > experts)
+    return amoe_fail(e, AMOE_EINVAL, "%s: impossible trace shape (layers %d, experts %d, top_k %d, m %d)", path,
+                     layers, experts, top_k, m);
   amoe_trace_writer *w = calloc(1, sizeof *w);
   if (!w) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   size_t pl = strlen(path);
@@ -179,6 +188,7 @@ amoe_status amoe_trace_create(amoe_trace_writer **out, const char *path, int lay
   }
   w->layers = layers;
   w->experts = experts;
+  w->top_k = top_k;
   w->m = m;
   const char *prov = provenance ? provenance : "{}";
   uint32_t plen = (uint32_t)strlen(prov);
@@ -211,8 +221,9 @@ amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err
     amoe_err_prefix(e, "%s: block %llu", w->path, (unsigned long long)w->count);
     return AMOE_EFORMAT;
   }
-  size_t n = (size_t)b->n, ln = (size_t)b->layers * n, lnm = ln * b->m;
-  layout o = layout_of(n, ln, lnm, id_bytes(w->experts));
+  const size_t n = (size_t)b->n, ln = (size_t)b->layers * n, lnm = ln * b->m, m = (size_t)b->m,
+               k = (size_t)w->top_k;
+  layout o = layout_of(AMOE_TRACE_VERSION, n, (size_t)b->layers, m, k, id_bytes(w->experts));
   if (o.total > w->buf_cap) {
     unsigned char *nb = realloc(w->buf, o.total);
     if (!nb) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
@@ -233,10 +244,11 @@ amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err
     for (size_t i = 0; i < lnm; i++) p[o.ids + i] = (unsigned char)b->ids[i];
   else
     memcpy(p + o.ids, b->ids, 2 * lnm);
-  memcpy(p + o.logits, b->logits, 2 * lnm);
-  /* computed here from the logits, never taken from the block */
-  for (size_t i = 0; i < ln; i++) {
-    const float inv = amoe_router_softmax_inv(b->logits + i * b->m, b->m);
+  for (size_t i = 0; i < ln; i++) { /* each node-layer's top-k, then the rest */
+    memcpy(p + o.top + 2 * k * i, b->logits + i * m, 2 * k);
+    memcpy(p + o.rest + 2 * (m - k) * i, b->logits + i * m + k, 2 * (m - k));
+    /* computed here from the logits, never taken from the block */
+    const float inv = amoe_router_softmax_inv(b->logits + i * m, b->m);
     memcpy(p + o.inv + 4 * i, &inv, 4);
   }
   if (w->count == w->cap) {
@@ -249,15 +261,14 @@ amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err
   w->offsets[w->count] = w->pos;
   unsigned char hdr[BLK_HDR];
   uint32_t nn = (uint32_t)n;
-  /* one checksum for the tree and the ids, one for the logits: a reader
-   * that needs no logits skips them (and their checksum) */
-  uint64_t pb = o.total, cka = amoe_trace_checksum(p, o.logits),
-           ckb = amoe_trace_checksum(p + o.logits, o.total - o.logits);
+  /* a checksum per section: a reader skips the sections it was not asked
+   * for, and their checksums */
+  const uint64_t pb = o.total, ck[3] = {amoe_trace_checksum(p, o.top), amoe_trace_checksum(p + o.top, o.rest - o.top),
+                                        amoe_trace_checksum(p + o.rest, o.total - o.rest)};
   memcpy(hdr, &BLK_MAGIC, 4);
   memcpy(hdr + 4, &nn, 4);
   memcpy(hdr + 8, &pb, 8);
-  memcpy(hdr + 16, &cka, 8);
-  memcpy(hdr + 24, &ckb, 8);
+  memcpy(hdr + 16, ck, 24);
   AMOE_TRY(wr(w, hdr, BLK_HDR, e));
   AMOE_TRY(wr(w, p, o.total, e));
   w->count++;
@@ -313,13 +324,16 @@ struct amoe_trace_reader {
   size_t depth_cap;
   uint16_t *ids; /* widened ids when the file stores them as bytes */
   size_t ids_cap;
-  int want_logits;
-  int has_inv; /* version 3: softmax normalisers stored */
+  amoe_f16 *full; /* version 4, all logits wanted: each node-layer's top-k and rest put together */
+  size_t full_cap;
+  amoe_logits want;
+  uint32_t version;
+  size_t blk_hdr;
 };
 
 const amoe_trace_info *amoe_trace_info_of(const amoe_trace_reader *r) { return &r->info; }
 
-void amoe_trace_want_logits(amoe_trace_reader *r, int want) { r->want_logits = want != 0; }
+void amoe_trace_want_logits(amoe_trace_reader *r, amoe_logits want) { r->want = want; }
 
 int amoe_trace_sniff(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -338,6 +352,7 @@ void amoe_trace_close_reader(amoe_trace_reader *r) {
   free(r->buf);
   free(r->depth);
   free(r->ids);
+  free(r->full);
   free(r);
 }
 
@@ -346,7 +361,7 @@ amoe_status amoe_trace_open(amoe_trace_reader **out, const char *path, amoe_err 
   if (!little_endian()) return amoe_fail(e, AMOE_EINVAL, "the .amt format needs a little-endian host");
   amoe_trace_reader *r = calloc(1, sizeof *r);
   if (!r) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  r->want_logits = 1;
+  r->want = AMOE_LOGITS_ALL;
   r->path = strdup(path);
   r->f = fopen(path, "rb");
   amoe_status st = AMOE_OK;
@@ -374,9 +389,9 @@ amoe_status amoe_trace_open(amoe_trace_reader **out, const char *path, amoe_err 
   memcpy(&table, h + 40, 8);
   memcpy(&plen, h + 48, 4);
   r->file_bytes = (uint64_t)sb.st_size;
-  if (v32[0] != AMOE_TRACE_VERSION && v32[0] != 2)
+  if (v32[0] < 2 || v32[0] > AMOE_TRACE_VERSION)
     st = amoe_fail(e, AMOE_EFORMAT,
-                   "%s: byte offset 8: version %u, this build reads 2 and %u (re-create the trace with this build)",
+                   "%s: byte offset 8: version %u, this build reads 2 to %u (re-create the trace with this build)",
                    path, v32[0], AMOE_TRACE_VERSION);
   else if (v32[2] < 1 || v32[2] > 256 || v32[3] < 2 || v32[3] > 1024 || v32[4] < 1 ||
            v32[4] > v32[3] || v32[5] < v32[4] || v32[5] > v32[3])
@@ -408,7 +423,8 @@ amoe_status amoe_trace_open(amoe_trace_reader **out, const char *path, amoe_err 
   r->info.experts = (int)v32[3];
   r->info.top_k = (int)v32[4];
   r->info.m = (int)v32[5];
-  r->has_inv = v32[0] >= 3;
+  r->version = v32[0];
+  r->blk_hdr = r->version >= 4 ? BLK_HDR : BLK_HDR3;
   r->info.blocks = count;
   r->data_start = v32[1];
   r->table_offset = table;
@@ -448,54 +464,59 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   }
 #define BAD(...) (-(int)amoe_fail(e, AMOE_EFORMAT, __VA_ARGS__))
   const int fd = fileno(r->f);
+  const size_t bh = r->blk_hdr;
   unsigned char h[BLK_HDR];
-  if (r->table_offset - at < BLK_HDR || pread(fd, h, BLK_HDR, (off_t)at) != BLK_HDR)
-    return BAD("%s: block %llu at byte offset %llu: truncated block header", r->path,
-               (unsigned long long)bi, (unsigned long long)at);
+  if (r->table_offset - at < bh || pread(fd, h, bh, (off_t)at) != (ssize_t)bh)
+    return BAD("%s: block %llu at byte offset %llu: truncated block header", r->path, (unsigned long long)bi,
+               (unsigned long long)at);
   uint32_t mg, n;
-  uint64_t pb, cka, ckb;
+  uint64_t pb, ck[3] = {0, 0, 0};
   memcpy(&mg, h, 4);
   memcpy(&n, h + 4, 4);
   memcpy(&pb, h + 8, 8);
-  memcpy(&cka, h + 16, 8);
-  memcpy(&ckb, h + 24, 8);
+  memcpy(ck, h + 16, bh - 16);
   if (mg != BLK_MAGIC)
     return BAD("%s: block %llu at byte offset %llu: bad block marker", r->path, (unsigned long long)bi,
                (unsigned long long)at);
   if (n < 1 || n > AMOE_MAX_NODES)
     return BAD("%s: block %llu at byte offset %llu: node count %u out of range 1..%d", r->path,
                (unsigned long long)bi, (unsigned long long)(at + 4), n, AMOE_MAX_NODES);
-  size_t ln = (size_t)r->info.layers * n, lnm = ln * r->info.m;
+  const size_t m = (size_t)r->info.m, k = (size_t)r->info.top_k, ln = (size_t)r->info.layers * n, lnm = ln * m;
   const size_t idb = id_bytes(r->info.experts);
-  layout o = layout_of(n, r->has_inv ? ln : 0, lnm, idb);
+  const layout o = layout_of(r->version, n, (size_t)r->info.layers, m, k, idb);
   if (pb != o.total)
     return BAD("%s: block %llu at byte offset %llu: payload length %llu, expected %zu for %u nodes", r->path,
                (unsigned long long)bi, (unsigned long long)(at + 8), (unsigned long long)pb, o.total, n);
-  if (r->table_offset - at - BLK_HDR < pb)
+  if (r->table_offset - at - bh < pb)
     return BAD("%s: block %llu at byte offset %llu: payload runs past the end of the data (truncated?)",
-               r->path, (unsigned long long)bi, (unsigned long long)(at + BLK_HDR));
+               r->path, (unsigned long long)bi, (unsigned long long)(at + bh));
   if (pb > r->buf_cap) {
     unsigned char *nb = realloc(r->buf, pb);
     if (!nb) return -(int)amoe_fail(e, AMOE_ENOMEM, "out of memory");
     r->buf = nb;
     r->buf_cap = pb;
   }
-  /* the logits only when wanted: results cannot depend on bytes never read */
-  const size_t got = r->want_logits ? pb : o.logits;
-  if ((size_t)pread(fd, r->buf, got, (off_t)(at + BLK_HDR)) != got)
+  /* only the sections wanted: results cannot depend on bytes never read
+   * (before version 4 the normalisers follow all the logits) */
+  const amoe_logits want = r->version < 4 && r->want == AMOE_LOGITS_TOP ? AMOE_LOGITS_ALL : r->want;
+  const size_t got = want == AMOE_LOGITS_NONE ? o.top : want == AMOE_LOGITS_TOP ? o.rest : o.total;
+  if ((size_t)pread(fd, r->buf, got, (off_t)(at + bh)) != got)
     return BAD("%s: block %llu at byte offset %llu: truncated payload", r->path, (unsigned long long)bi,
-               (unsigned long long)(at + BLK_HDR));
-  if (amoe_trace_checksum(r->buf, o.logits) != cka)
-    return BAD("%s: block %llu at byte offset %llu: checksum mismatch in the tree and ids (corrupted)", r->path,
-               (unsigned long long)bi, (unsigned long long)at);
-  if (r->want_logits && amoe_trace_checksum(r->buf + o.logits, pb - o.logits) != ckb)
-    return BAD("%s: block %llu at byte offset %llu: checksum mismatch in the logits or their normalisers (corrupted)", r->path,
-               (unsigned long long)bi, (unsigned long long)(at + BLK_HDR + o.logits));
+               (unsigned long long)(at + bh));
+  static const char *const what[2][3] = {{"the tree and ids", "the logits or their normalisers", ""},
+                                         {"the tree and ids", "the top-k logits or their normalisers",
+                                          "the logits past the top-k"}};
+  const size_t sec[4] = {0, o.top, r->version >= 4 ? o.rest : o.total, o.total};
+  for (int q = 0; q < 3 && sec[q] < got; q++)
+    if (amoe_trace_checksum(r->buf + sec[q], sec[q + 1] - sec[q]) != ck[q])
+      return BAD("%s: block %llu at byte offset %llu: checksum mismatch in %s (corrupted)", r->path,
+                 (unsigned long long)bi, (unsigned long long)(at + bh + sec[q]),
+                 what[r->version >= 4][q]);
   uint64_t idx;
   memcpy(&idx, r->buf, 8);
   if (idx != bi)
     return BAD("%s: block %llu at byte offset %llu: stored index %llu out of sequence", r->path,
-               (unsigned long long)bi, (unsigned long long)(at + BLK_HDR), (unsigned long long)idx);
+               (unsigned long long)bi, (unsigned long long)(at + bh), (unsigned long long)idx);
   if (n > r->depth_cap) {
     uint8_t *nd = realloc(r->depth, n);
     if (!nd) return -(int)amoe_fail(e, AMOE_ENOMEM, "out of memory");
@@ -526,8 +547,25 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   b->logp = (float *)(void *)(r->buf + o.logp);
   b->score = (float *)(void *)(r->buf + o.score);
   b->accepted = r->buf + o.accepted;
-  b->logits = r->want_logits ? (amoe_f16 *)(void *)(r->buf + o.logits) : NULL;
-  b->softmax_inv = r->want_logits && r->has_inv ? (const float *)(const void *)(r->buf + o.inv) : NULL;
+  b->lm = (int)m;
+  b->logits = want == AMOE_LOGITS_NONE ? NULL : (amoe_f16 *)(void *)(r->buf + o.top);
+  b->softmax_inv = want != AMOE_LOGITS_NONE && r->version >= 3 ? (const float *)(const void *)(r->buf + o.inv) : NULL;
+  if (r->version >= 4 && want == AMOE_LOGITS_TOP)
+    b->lm = (int)k;
+  else if (r->version >= 4 && want == AMOE_LOGITS_ALL && k < m) { /* put each node-layer's two parts together */
+    if (lnm > r->full_cap) {
+      amoe_f16 *nf = realloc(r->full, lnm * 2);
+      if (!nf) return -(int)amoe_fail(e, AMOE_ENOMEM, "out of memory");
+      r->full = nf;
+      r->full_cap = lnm;
+    }
+    const unsigned char *top = r->buf + o.top, *rest = r->buf + o.rest;
+    for (size_t i = 0; i < ln; i++) {
+      memcpy(r->full + i * m, top + 2 * k * i, 2 * k);
+      memcpy(r->full + i * m + k, rest + 2 * (m - k) * i, 2 * (m - k));
+    }
+    b->logits = r->full;
+  }
   b->depth = r->depth;
   /* Ids index arrays everywhere: check their range here (the one check a
    * crash could come from). Order, distinct ids and usable logits were
@@ -549,9 +587,9 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
     size_t i = 0;
     while (b->ids[i] <= emax) i++;
     return BAD("%s: block %llu at byte offset %llu: expert id %u out of range 0..%u", r->path,
-               (unsigned long long)bi, (unsigned long long)(at + BLK_HDR + o.ids + i * idb), b->ids[i], emax);
+               (unsigned long long)bi, (unsigned long long)(at + bh + o.ids + i * idb), b->ids[i], emax);
   }
-  r->pos = at + BLK_HDR + pb;
+  r->pos = at + bh + pb;
   r->next_index++;
   amoe_status st = amoe_block_finish(b, AMOE_CHECK_TREE, e);
   if (st != AMOE_OK) {

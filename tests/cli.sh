@@ -94,18 +94,25 @@ for P in 'policies=[{draft: ecospec, verifier: acceptmoe}]' \
 done
 [ "$(sort -u "$T/pc.rows" | wc -l)" -eq 2 ] && [ "$(wc -l < "$T/pc.rows")" -eq 4 ] && ok ||
   bad "a row's results depend on the rows before it"
-# a version-2 trace (no stored normalisers; tests/fixtures/tiny_v2.amt, written
-# from tiny.yaml by the version-2 writer) replays like a fresh version-3 one
+# traces of older versions replay like a fresh one (tests/fixtures/tiny_v2.amt
+# and tiny_v3.amt, written from tiny.yaml by those versions' writers: version 2
+# stores no normalisers, version 3 all logits in one section); without
+# moe-spec a fresh trace is read without the logits past the top-k
 "$A" gen tests/fixtures/tiny.yaml -o "$T/tiny.amt" >/dev/null 2>&1
-for v in tiny_v2 fresh; do
-  p=tests/fixtures/tiny_v2.amt; [ $v = fresh ] && p="$T/tiny.amt"
-  "$A" run tests/fixtures/tiny.yaml --set workload.source=trace --set workload.path="$p" --set workload.blocks=0 \
-    --out "$T/$v" --quiet >/dev/null 2>&1
+for pol in all top; do
+  for v in tiny_v2 tiny_v3 fresh; do
+    p=tests/fixtures/$v.amt; [ $v = fresh ] && p="$T/tiny.amt"
+    args=(--set workload.source=trace --set workload.path="$p" --set workload.blocks=0)
+    [ $pol = top ] && args+=(--set 'policies=[natural, acceptmoe, oracle]')
+    "$A" run tests/fixtures/tiny.yaml "${args[@]}" --out "$T/$v$pol" --quiet >/dev/null 2>&1
+  done
+  for v in tiny_v2 tiny_v3; do
+    [ -s "$T/fresh$pol/summary.csv" ] && cmp -s "$T/$v$pol/summary.csv" "$T/fresh$pol/summary.csv" &&
+      cmp -s "$T/$v$pol/layers.csv" "$T/fresh$pol/layers.csv" && ok || bad "a trace of $v replays differently ($pol)"
+  done
 done
-cmp -s "$T/tiny_v2/summary.csv" "$T/fresh/summary.csv" && cmp -s "$T/tiny_v2/layers.csv" "$T/fresh/layers.csv" && ok ||
-  bad "a version-2 trace replays differently"
 cp tests/fixtures/tiny_v2.amt "$T/v9.amt"; printf '\011' | dd of="$T/v9.amt" bs=1 seek=8 conv=notrunc 2>/dev/null
-expect 1 "byte offset 8: version 9, this build reads 2 and 3" -- "$A" inspect "$T/v9.amt"
+expect 1 "byte offset 8: version 9, this build reads 2 to 4" -- "$A" inspect "$T/v9.amt"
 size=$(stat -c %s "$T/w.amt")
 head -c $((size / 2)) "$T/w.amt" > "$T/cut.amt"
 expect 1 "byte offset" -- "$A" inspect "$T/cut.amt"

@@ -61,15 +61,17 @@ static uint64_t reference_checksum(const unsigned char *p, size_t bytes) {
 
 static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
 
-/* Writes data to path with the checksums of the block at `off` recomputed
- * (its logits start `lg` bytes into the payload): a file that is wrong
- * inside but whole to the checksums (made by hand, not by damage). */
-static void write_forged(const char *path, unsigned char *data, long size, uint64_t off, size_t lg) {
+/* Writes data to path with the three checksums of the block at `off`
+ * recomputed (its second section starts `top` bytes into the payload, its
+ * third `rest`): a file that is wrong inside but whole to the checksums
+ * (made by hand, not by damage). */
+static void write_forged(const char *path, unsigned char *data, long size, uint64_t off, size_t top, size_t rest) {
   uint64_t pb;
   memcpy(&pb, data + off + 8, 8);
-  uint64_t cka = amoe_trace_checksum(data + off + 32, lg), ckb = amoe_trace_checksum(data + off + 32 + lg, pb - lg);
-  memcpy(data + off + 16, &cka, 8);
-  memcpy(data + off + 24, &ckb, 8);
+  const unsigned char *pl = data + off + 40;
+  uint64_t ck[3] = {amoe_trace_checksum(pl, top), amoe_trace_checksum(pl + top, rest - top),
+                    amoe_trace_checksum(pl + rest, pb - rest)};
+  memcpy(data + off + 16, ck, 24);
   FILE *f = fopen(path, "wb");
   fwrite(data, 1, (size_t)size, f);
   fclose(f);
@@ -150,6 +152,31 @@ int main(void) {
     }
     CHECK(same && pairs > 100, "probabilities from the stored normalisers differ (%d compared)", pairs);
   }
+  /* asked for the top-k only: each node-layer's first k logits (b->lm =
+   * k), the same normalisers, so the same top-k probabilities */
+  CHECK(amoe_trace_rewind(r, &e) == AMOE_OK, "rewind");
+  amoe_trace_want_logits(r, AMOE_LOGITS_TOP);
+  {
+    int same = 1;
+    for (int i = 0; i < nb; i++) {
+      same &= amoe_trace_next(r, &b, &e) == 1 && b.lm == 2 && b.m == 8 && b.softmax_inv &&
+              !memcmp(b.ids, blocks[i].ids, (size_t)4 * b.n * 8 * 2);
+      for (int l = 0; l < 4 && same; l++)
+        for (int t = 0; t < b.n; t++) {
+          float x[2], y[2];
+          same &= !memcmp(amoe_block_logits(&b, l, t), blocks[i].logits + ((size_t)l * b.n + t) * 8, 4);
+          amoe_router_probs_top(&b, l, t, AMOE_ROUTER_SOFTMAX, 2, x);
+          amoe_router_probs_top(&blocks[i], l, t, AMOE_ROUTER_SOFTMAX, 2, y);
+          same &= !memcmp(x, y, sizeof x);
+          amoe_router_probs_top(&b, l, t, AMOE_ROUTER_SIGMOID_NORM, 2, x);
+          amoe_router_probs_top(&blocks[i], l, t, AMOE_ROUTER_SIGMOID_NORM, 2, y);
+          same &= !memcmp(x, y, sizeof x);
+        }
+    }
+    CHECK(same, "the top-k read differs from the blocks written");
+    CHECK(amoe_block_check_pairs(&b, 1, &e) != AMOE_OK && strstr(e.msg, "without all its logits"),
+          "a top-k block cannot be checked as a whole: %s", e.msg);
+  }
   amoe_trace_close_reader(r);
 
   /* Read the file's bytes, then break it in every way. */
@@ -172,37 +199,40 @@ int main(void) {
     CHECK(strstr(e.msg, "byte offset") != NULL, "message names the byte offset: %s", e.msg);
     if (st == AMOE_OK) amoe_trace_close_reader(r);
   }
-  /* flip one byte in the third block's logits: a checksum error naming
-   * block 2 and the logits; a reader that wants no logits never reads that
-   * byte and reads every block. Then one in its tree: an error either way. */
+  /* flip one byte of the third block in each section: a checksum error
+   * naming block 2 and the section for a reader that reads it; one that
+   * does not (fewer logits wanted) reads every block */
   r = NULL;
   CHECK(amoe_trace_open(&r, path, &e) == AMOE_OK, "%s", e.msg);
   amoe_trace_close_reader(r);
   uint64_t table;
   memcpy(&table, data + 40, 8);
   uint64_t off2, pb2;
+  uint32_t n2;
   memcpy(&off2, data + table + 16, 8);
+  memcpy(&n2, data + off2 + 4, 4);
   memcpy(&pb2, data + off2 + 8, 8);
+  const size_t top2 = 16 + 3 * pad8(4 * (size_t)n2) + pad8(n2) + pad8((size_t)4 * n2 * 8); /* 16 experts: byte ids */
   unsigned char *copy = malloc((size_t)size);
   int rc = 1, got = 0;
-  for (int where = 0; where < 2; where++) {
+  static const char *const section[3] = {"in the tree and ids", "in the top-k logits", "in the logits past the top-k"};
+  for (int where = 0; where < 3; where++) {
     memcpy(copy, data, (size_t)size);
-    copy[where == 0 ? off2 + 32 + pb2 - 3 : off2 + 32 + 20] ^= 0x5a;
+    copy[off2 + 40 + (where == 0 ? 20 : where == 1 ? top2 + 1 : pb2 - 3)] ^= 0x5a;
     f = fopen(bad, "wb");
     fwrite(copy, 1, (size_t)size, f);
     fclose(f);
-    for (int want = 1; want >= 0; want--) {
+    for (int want = AMOE_LOGITS_ALL; want >= AMOE_LOGITS_NONE; want--) {
       CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header still fine");
-      amoe_trace_want_logits(r, want);
+      amoe_trace_want_logits(r, (amoe_logits)want);
       got = 0;
       while ((rc = amoe_trace_next(r, &b, &e)) == 1) got++;
-      if (where == 0 && !want)
-        CHECK(rc == 0 && got == nb, "without logits every block reads (got %d, rc %d: %s)", got, rc, e.msg);
+      if (want < where)
+        CHECK(rc == 0 && got == nb, "section %d, logits %d: every block reads (got %d, rc %d: %s)", where, want, got,
+              rc, e.msg);
       else {
-        CHECK(rc < 0 && got == 2, "stops at block 2 (got %d, rc %d)", got, rc);
-        CHECK(strstr(e.msg, "block 2 at byte offset") &&
-                  strstr(e.msg, where == 0 ? "checksum mismatch in the logits" : "checksum mismatch in the tree"),
-              "message: %s", e.msg);
+        CHECK(rc < 0 && got == 2, "section %d, logits %d: stops at block 2 (got %d, rc %d)", where, want, got, rc);
+        CHECK(strstr(e.msg, "block 2 at byte offset") && strstr(e.msg, section[where]), "message: %s", e.msg);
       }
       amoe_trace_close_reader(r);
     }
@@ -249,11 +279,12 @@ int main(void) {
   memcpy(&off1, data + table + 8, 8);
   uint32_t n1;
   memcpy(&n1, data + off1 + 4, 4);
-  const size_t ids1 = off1 + 32 + 16 + 3 * pad8(4 * (size_t)n1) + pad8(n1); /* ids are bytes: 16 experts */
-  const size_t lg1 = ids1 + pad8((size_t)4 * n1 * 8);
+  const size_t ids1 = off1 + 40 + 16 + 3 * pad8(4 * (size_t)n1) + pad8(n1); /* ids are bytes: 16 experts */
+  const size_t lg1 = ids1 + pad8((size_t)4 * n1 * 8), inv1 = lg1 + pad8((size_t)2 * 4 * n1 * 2),
+               rest1 = inv1 + pad8((size_t)4 * 4 * n1);
   memcpy(copy, data, (size_t)size);
   copy[ids1 + 5] = 16;
-  write_forged(bad, copy, size, off1, lg1 - off1 - 32);
+  write_forged(bad, copy, size, off1, lg1 - off1 - 40, rest1 - off1 - 40);
   CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
   got = 0;
   while ((rc = amoe_trace_next(r, &b, &e)) == 1) got++;
@@ -266,7 +297,7 @@ int main(void) {
   memcpy(copy, data, (size_t)size);
   memcpy(copy + lg1, data + lg1 + 2, 2); /* pair 0 takes pair 1's logit, pair 1 pair 0's */
   memcpy(copy + lg1 + 2, data + lg1, 2);
-  write_forged(bad, copy, size, off1, lg1 - off1 - 32);
+  write_forged(bad, copy, size, off1, lg1 - off1 - 40, rest1 - off1 - 40);
   CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
   got = 0;
   int caught = 0;
@@ -280,13 +311,12 @@ int main(void) {
    * is caught by the recomputation `inspect` runs */
   memcpy(copy, data, (size_t)size);
   {
-    const size_t inv1 = lg1 + pad8((size_t)2 * 4 * n1 * 8) + 4;
     float v;
-    memcpy(&v, copy + inv1, 4);
+    memcpy(&v, copy + inv1 + 4, 4);
     v = nextafterf(v, 2 * v);
-    memcpy(copy + inv1, &v, 4);
+    memcpy(copy + inv1 + 4, &v, 4);
   }
-  write_forged(bad, copy, size, off1, lg1 - off1 - 32);
+  write_forged(bad, copy, size, off1, lg1 - off1 - 40, rest1 - off1 - 40);
   CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
   got = caught = 0;
   while ((rc = amoe_trace_next(r, &b, &e)) == 1) {
@@ -334,14 +364,19 @@ int main(void) {
     for (int i = 0; i < 3; i++)
       for (size_t j = 0; j < (size_t)2 * wb[i].n * 8; j++) maxid = wb[i].ids[j] > maxid ? wb[i].ids[j] : maxid;
     CHECK(maxid > 255, "the test needs ids above 255 (max %d)", maxid);
-    for (int want = 1; want >= 0; want--) {
+    for (int want = AMOE_LOGITS_ALL; want >= AMOE_LOGITS_NONE; want--) {
       CHECK(amoe_trace_open(&r, p3, &e) == AMOE_OK, "%s", e.msg);
-      amoe_trace_want_logits(r, want);
+      amoe_trace_want_logits(r, (amoe_logits)want);
       int same = 1;
       for (int i = 0; i < 3; i++) {
         same &= amoe_trace_next(r, &b, &e) == 1 && b.n == wb[i].n &&
-                !memcmp(b.ids, wb[i].ids, (size_t)2 * b.n * 8 * 2) &&
-                (want ? !memcmp(b.logits, wb[i].logits, (size_t)2 * b.n * 8 * 2) : b.logits == NULL);
+                !memcmp(b.ids, wb[i].ids, (size_t)2 * b.n * 8 * 2);
+        if (want == AMOE_LOGITS_ALL)
+          same &= b.lm == 8 && !memcmp(b.logits, wb[i].logits, (size_t)2 * b.n * 8 * 2);
+        else if (want == AMOE_LOGITS_TOP)
+          for (int q = 0; q < 2 * b.n; q++) same &= b.lm == 2 && !memcmp(b.logits + 2 * q, wb[i].logits + 8 * q, 4);
+        else
+          same &= b.logits == NULL;
       }
       CHECK(same && amoe_trace_next(r, &b, &e) == 0, "u16 ids round trip (logits %d)", want);
       amoe_trace_close_reader(r);
