@@ -1,8 +1,6 @@
 #include "route.h"
 #include "clones.h"
 
-#include <string.h>
-
 int amoe_route_unstored(const amoe_block *b, int l, int t, const uint8_t *S, int need, uint16_t *out) {
   const uint16_t *id = amoe_block_ids(b, l, t);
   int c = 0;
@@ -30,20 +28,16 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
 }
 
 /* One node's natural entries: marks the union (and, with cnt, counts
- * them), adds the probability of its displaced entries to *d in entry
- * order and returns how many are displaced (gone[e] = 1 outside S). */
-static inline int mark_node(const uint16_t *restrict id, const float *restrict pi, int k,
-                            const float *restrict gone, uint8_t *restrict U, int *restrict cnt, float *d) {
-  float n = 0, dd = *d;
+ * them); returns how many leave S. */
+static inline int mark_node(const uint16_t *restrict id, int k, const uint8_t *restrict S, uint8_t *restrict U,
+                            int *restrict cnt) {
+  int n = 0;
   for (int j = 0; j < k; j++) {
-    const float g = gone[id[j]];
     U[id[j]] = 1;
     if (cnt) cnt[id[j]]++;
-    n += g;
-    dd += pi[j] * g; /* adds exactly 0 when kept */
+    n += !S[id[j]];
   }
-  *d = dd;
-  return (int)n;
+  return n;
 }
 
 /* One replacement per displaced entry (always inside S). */
@@ -58,24 +52,18 @@ static inline void replace(const amoe_block *b, int l, int t, const uint16_t *id
 }
 
 AMOE_CLONES int amoe_route_layer_portable(const amoe_block *b, int l, int k, const int *nodes, int nn,
-                                          const float *P, const uint8_t *S, const amoe_route_sums *o) {
-  uint8_t *restrict U = o->U;
-  float *restrict gone = o->gone; /* 1 for an expert outside S: a multiplier, no branch */
-  for (int x = 0; x < b->experts; x++) gone[x] = S[x] ? 0.0f : 1.0f;
+                                          const uint8_t *S, const amoe_route_sums *o) {
   int displaced = 0;
   for (int i = 0; i < nn; i++) {
     const int t = nodes[i];
     const uint16_t *restrict id = amoe_block_ids(b, l, t);
-    const float *pi = P + (size_t)t * k;
     /* a natural top-k entry stays exactly when its expert is in S (fewer
      * than k entries of S precede it) */
-    float d = o->delta[i];
     int ng;
     if (k == 8) /* (a constant: unrolled) */
-      ng = o->cnt ? mark_node(id, pi, 8, gone, U, o->cnt, &d) : mark_node(id, pi, 8, gone, U, NULL, &d);
+      ng = o->cnt ? mark_node(id, 8, S, o->U, o->cnt) : mark_node(id, 8, S, o->U, NULL);
     else
-      ng = o->cnt ? mark_node(id, pi, k, gone, U, o->cnt, &d) : mark_node(id, pi, k, gone, U, NULL, &d);
-    o->delta[i] = d;
+      ng = o->cnt ? mark_node(id, k, S, o->U, o->cnt) : mark_node(id, k, S, o->U, NULL);
     displaced += ng;
     if (ng) replace(b, l, t, id, k, S, ng, o);
   }
@@ -102,56 +90,37 @@ __attribute__((target("avx2"))) static inline unsigned in_s8(const uint16_t *id,
   return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(bit, 31)));
 }
 
-/* v where c != 0, else +0 (no branch: a select on a bit mask). */
-static inline float keep_if(float v, unsigned c) {
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  u &= 0u - (uint32_t)(c != 0);
-  memcpy(&v, &u, 4);
-  return v;
-}
-
 /* Top-8 routing, at most 256 experts, m >= 8. No branch for the usual node
  * (at most two displaced entries, replaced from stored entries 8..39): the
- * first two displaced probabilities are added in entry order (an exact
- * zero when there is none, as the portable loop adds zeros for kept
- * entries) and the first two replacements are marked with a 0-or-1 add.
- * The rest (a third displaced entry, a scan past entry 39 or past the
- * stored m) takes a branch that is rarely taken. */
+ * first two replacements are plain stores, to the spare slot when there is
+ * none. A third displaced entry, or a scan past entry 39 or past the stored
+ * m, takes a branch that is rarely taken. */
 __attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const amoe_block *b, int l,
-                                                                         const int *nodes, int nn, const float *P,
+                                                                         const int *nodes, int nn,
                                                                          const uint8_t *S,
                                                                          const amoe_route_sums *o) {
   const __m256i smask = s_mask256(S, b->experts);
   const int m = b->m;
+  const unsigned E = (unsigned)b->experts;
   uint8_t *restrict U = o->U, *restrict R = o->R;
   int *restrict cnt = o->cnt, *restrict rcnt = o->rcnt;
-  float *restrict delta = o->delta;
   int displaced = 0;
   for (int i = 0; i < nn; i++) {
     const int t = nodes[i];
     const uint16_t *id = amoe_block_ids(b, l, t);
-    const float *pi = P + (size_t)t * 8;
     for (int j = 0; j < 8; j++) U[id[j]] = 1;
     if (cnt)
       for (int j = 0; j < 8; j++) cnt[id[j]]++;
-    const unsigned g = 0xffu & ~in_s8(id, smask); /* bit j: entry j leaves S */
-    const unsigned g1 = g & (g - 1);
-    const int ng = __builtin_popcount(g);
+    const int ng = __builtin_popcount(0xffu & ~in_s8(id, smask)); /* entries leaving S */
     displaced += ng;
-    /* (tzcnt of 0 is 32: & 7 keeps the index inside the row) */
-    float d = delta[i];
-    d += keep_if(pi[_tzcnt_u32(g) & 7], g);
-    d += keep_if(pi[_tzcnt_u32(g1) & 7], g1);
     /* stored entries 8..39 inside S, a bit each */
     unsigned f = 0;
     int j0 = 8;
     for (; j0 + 8 <= m && j0 < 40; j0 += 8) f |= in_s8(id + j0, smask) << (j0 - 8);
+    /* the first two replacements' experts, or the spare slot E (tzcnt of
+     * 0 is 32; the mask keeps the index inside the row) */
     const unsigned f1 = f & (f - 1);
-    const unsigned a1 = (ng >= 1) & (f != 0), a2 = (ng >= 2) & (f1 != 0);
-    /* the replacements' experts, or the spare slot E when there is none:
-     * plain stores (a read-modify-write would chain node to node) */
-    const unsigned E = (unsigned)b->experts, m1 = 0u - a1, m2 = 0u - a2;
+    const unsigned a1 = (ng >= 1) & (f != 0), a2 = (ng >= 2) & (f1 != 0), m1 = 0u - a1, m2 = 0u - a2;
     const unsigned x1 = (id[(8 + _tzcnt_u32(f)) & m1] & m1) | (E & ~m1);
     const unsigned x2 = (id[(8 + _tzcnt_u32(f1)) & m2] & m2) | (E & ~m2);
     if (cnt) {
@@ -163,7 +132,6 @@ __attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const am
     }
     const int got = (int)(a1 + a2);
     if (got < ng) { /* rare: a third displaced entry, or 8..39 ran out */
-      for (unsigned r = g1 & (g1 - 1); r; r &= r - 1) d += pi[__builtin_ctz(r)];
       uint16_t *route = o->route;
       int more = 0;
       for (f = f1 & (f1 - 1); got + more < ng && f; f &= f - 1) route[more++] = id[8 + __builtin_ctz(f)];
@@ -177,17 +145,16 @@ __attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const am
           R[route[j]] = 1;
       }
     }
-    delta[i] = d;
   }
   return displaced;
 }
 #endif
 
-int amoe_route_layer(const amoe_block *b, int l, int k, const int *nodes, int nn, const float *P, const uint8_t *S,
+int amoe_route_layer(const amoe_block *b, int l, int k, const int *nodes, int nn, const uint8_t *S,
                      const amoe_route_sums *o) {
 #ifdef AMOE_X86_PATHS
   if (k == 8 && b->experts <= 256 && b->m >= 8 && amoe_cpu_avx2_f16c())
-    return route_layer8_avx2(b, l, nodes, nn, P, S, o);
+    return route_layer8_avx2(b, l, nodes, nn, S, o);
 #endif
-  return amoe_route_layer_portable(b, l, k, nodes, nn, P, S, o);
+  return amoe_route_layer_portable(b, l, k, nodes, nn, S, o);
 }

@@ -27,27 +27,34 @@ static inline int amoe_route_scan(const uint16_t *id, int k, int m, const uint8_
 int amoe_route_unstored(const amoe_block *b, int l, int t, const uint8_t *S, int need, uint16_t *out);
 
 /* What routing a layer's verified nodes under S adds up to. The caller
- * zeroes U, cnt, rcnt and R (all E + 1 of the last two), and delta before
- * the first layer. The last slot of rcnt and R is a spare, written to
- * instead of branching; what it holds means nothing. */
+ * zeroes U, cnt, rcnt and R (all E + 1 of the last two). The last slot of
+ * rcnt and R is a spare, written to instead of branching; what it holds
+ * means nothing. */
 typedef struct {
   uint8_t *U;      /* [E] 1 where a natural top-k entry points (the union) */
   int *cnt;        /* [E] or NULL: natural entries per expert */
   int *rcnt;       /* [E + 1] with cnt: replacements per expert */
   uint8_t *R;      /* [E + 1] without cnt: 1 where a replacement goes */
-  float *delta;    /* [nn] per node: + the probability of its displaced entries, in entry order */
   uint16_t *route; /* scratch: k entries */
-  float *gone;     /* scratch: E floats */
 } amoe_route_sums;
 
-/* Routes nodes[0..nn) of layer l under S; P holds their natural top-k
- * probabilities, [node][k]. Returns the number of displaced entries. Picks
- * a vector version where there is one (top-8, at most 256 experts, AVX2). */
-int amoe_route_layer(const amoe_block *b, int l, int k, const int *nodes, int nn, const float *P,
-                     const uint8_t *S, const amoe_route_sums *o);
+/* Routes nodes[0..nn) of layer l under S. Returns the number of displaced
+ * entries. Picks a vector version where there is one (top-8, at most 256
+ * experts, AVX2). */
+int amoe_route_layer(const amoe_block *b, int l, int k, const int *nodes, int nn, const uint8_t *S,
+                     const amoe_route_sums *o);
 /* The same in portable C: the reference the vector version is tested
- * against, bit for bit. */
-int amoe_route_layer_portable(const amoe_block *b, int l, int k, const int *nodes, int nn, const float *P,
-                              const uint8_t *S, const amoe_route_sums *o);
+ * against. */
+int amoe_route_layer_portable(const amoe_block *b, int l, int k, const int *nodes, int nn, const uint8_t *S,
+                              const amoe_route_sums *o);
+
+/* d plus the router probability pi[j] of each natural top-k entry id[j]
+ * outside S, added in entry order: the mass constrained routing displaces
+ * from a node (needed only for the nodes on the accepted path, §7). */
+static inline float amoe_route_displaced(float d, const uint16_t *id, const float *pi, int k, const uint8_t *S) {
+  for (int j = 0; j < k; j++)
+    if (!S[id[j]]) d += pi[j];
+  return d;
+}
 
 #endif

@@ -24,8 +24,7 @@ typedef struct {
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int *nodes, *level, *count, *rcount, *iscratch;
   uint8_t *U, *S, *X, *F, *R;
-  float *delta;
-  float *gone;
+  float *delta; /* [nodes[] index] displaced router mass, on the accepted path */
   double *scratch;
   void *dscratch;
   uint16_t *route;
@@ -49,7 +48,6 @@ static void work_free(work *w) {
   free(w->F);
   free(w->R);
   free(w->delta);
-  free(w->gone);
   free(w->scratch);
   free(w->dscratch);
   free(w->route);
@@ -78,7 +76,6 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->F = malloc((size_t)E);
   w->R = malloc((size_t)E + 1);
   w->delta = malloc((size_t)n * sizeof(float));
-  w->gone = malloc((size_t)E * sizeof(float));
   w->scratch = malloc((size_t)E * 4 * sizeof(double));
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
   w->route = malloc((AMOE_MAX_TOPK + 1) * sizeof(uint16_t));
@@ -89,7 +86,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->todo = malloc((size_t)n * sizeof(int));
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
   if (!w->nodes || !w->level || !w->count || !w->rcount || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->R ||
-      !w->delta || !w->gone || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo)
+      !w->delta || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
 }
@@ -220,8 +217,13 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
         memset(rcnt, 0, (size_t)(E + 1) * sizeof(int)); /* (the spare slot too: it counts) */
       } else
         memset(R, 0, (size_t)E + 1);
-      const amoe_route_sums ro = {U, by_count ? cnt : NULL, rcnt, R, w->delta, w->route, w->gone};
-      const int displaced = amoe_route_layer(b, l, k, w->nodes, nn, P, Sl, &ro);
+      const amoe_route_sums ro = {U, by_count ? cnt : NULL, rcnt, R, w->route};
+      const int displaced = amoe_route_layer(b, l, k, w->nodes, nn, Sl, &ro);
+      for (int i = 0; i < nn; i++) /* the displaced mass, where §7's acceptance walk reads it */
+        if (b->accepted[w->nodes[i]]) {
+          const int t = w->nodes[i];
+          w->delta[i] = amoe_route_displaced(w->delta[i], amoe_block_ids(b, l, t), P + (size_t)t * k, k, Sl);
+        }
       if (want_routes)
         for (int i = 0; i < nn; i++) {
           const int got = amoe_route_constrained(b, l, w->nodes[i], k, Sl, w->route);
