@@ -7,6 +7,7 @@
 #define AMOE_ROUTE_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "block.h"
 
@@ -52,8 +53,14 @@ int amoe_route_layer_portable(const amoe_block *b, int l, int k, const int *node
  * outside S, added in entry order: the mass constrained routing displaces
  * from a node (needed only for the nodes on the accepted path, §7). */
 static inline float amoe_route_displaced(float d, const uint16_t *id, const float *pi, int k, const uint8_t *S) {
-  for (int j = 0; j < k; j++)
-    if (!S[id[j]]) d += pi[j];
+  for (int j = 0; j < k; j++) { /* adds exactly +0 for a kept entry (a bit mask, not a branch) */
+    uint32_t u;
+    memcpy(&u, &pi[j], 4);
+    u &= (uint32_t)S[id[j]] - 1u; /* S[e] is 0 or 1 */
+    float v;
+    memcpy(&v, &u, 4);
+    d += v;
+  }
   return d;
 }
 

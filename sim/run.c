@@ -23,6 +23,7 @@ typedef struct {
 
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int *nodes, *level, *count, *rcount, *iscratch;
+  int *path; /* indices into nodes[] of the accepted ones */
   uint8_t *U, *S, *X, *F, *R;
   float *delta; /* [nodes[] index] displaced router mass, on the accepted path */
   double *scratch;
@@ -38,6 +39,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
 
 static void work_free(work *w) {
   free(w->nodes);
+  free(w->path);
   free(w->level);
   free(w->count);
   free(w->rcount);
@@ -66,6 +68,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   int n = b->n, E = b->experts;
   w->cap_n = n;
   w->nodes = malloc((size_t)n * sizeof(int));
+  w->path = malloc((size_t)n * sizeof(int));
   w->level = calloc(AMOE_MAX_DEPTH * 4 + 256, sizeof(int));
   w->count = malloc((size_t)E * sizeof(int));
   w->rcount = malloc((size_t)(E + 1) * sizeof(int)); /* + amoe_route_sums' spare slot */
@@ -86,7 +89,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->todo = malloc((size_t)n * sizeof(int));
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
   if (!w->nodes || !w->level || !w->count || !w->rcount || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->R ||
-      !w->delta || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo)
+      !w->delta || !w->path || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
 }
@@ -159,7 +162,12 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
     w->level[d]++;
     if (d > maxd) maxd = d;
   }
-  for (int i = 0; i < nn; i++) w->delta[i] = 0;
+  int npath = 0;
+  for (int i = 0; i < nn; i++) {
+    w->delta[i] = 0;
+    w->path[npath] = i;
+    npath += b->accepted[w->nodes[i]];
+  }
   double t_dense = amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 1);
   double T = amoe_cost_draft(M, HW, maxd) + amoe_cost_head(M, HW, nn) +
              (M->layers - M->moe_layers) * amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 0);
@@ -219,11 +227,10 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
         memset(R, 0, (size_t)E + 1);
       const amoe_route_sums ro = {U, by_count ? cnt : NULL, rcnt, R, w->route};
       const int displaced = amoe_route_layer(b, l, k, w->nodes, nn, Sl, &ro);
-      for (int i = 0; i < nn; i++) /* the displaced mass, where §7's acceptance walk reads it */
-        if (b->accepted[w->nodes[i]]) {
-          const int t = w->nodes[i];
-          w->delta[i] = amoe_route_displaced(w->delta[i], amoe_block_ids(b, l, t), P + (size_t)t * k, k, Sl);
-        }
+      for (int q = 0; q < npath; q++) { /* the displaced mass, where §7's acceptance walk reads it */
+        const int i = w->path[q], t = w->nodes[i];
+        w->delta[i] = amoe_route_displaced(w->delta[i], amoe_block_ids(b, l, t), P + (size_t)t * k, k, Sl);
+      }
       if (want_routes)
         for (int i = 0; i < nn; i++) {
           const int got = amoe_route_constrained(b, l, w->nodes[i], k, Sl, w->route);
