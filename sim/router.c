@@ -112,17 +112,23 @@ float amoe_router_softmax_inv(const amoe_f16 *z, int m) {
   return softmax_exps(z, m, ex);
 }
 
+/* Sigmoid scores of n entries, each on its own (so any n of them give the
+ * same values). */
+static AMOE_CLONES void sigmoid_scores(const amoe_f16 *z, int n, float *out) {
+#ifdef AMOE_X86_PATHS
+  if (n % 8 == 0 && amoe_cpu_avx2_f16c()) {
+    sigmoid_avx2(z, n, out);
+    return;
+  }
+#endif
+  for (int j = 0; j < n; j++) out[j] = 1.0f / (1.0f + router_exp(-amoe_f16_to_f32(z[j])));
+}
+
 AMOE_CLONES void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {
   const amoe_f16 *z = amoe_block_logits(b, l, t);
   const int m = b->m;
   if (router == AMOE_ROUTER_SIGMOID_NORM) {
-#ifdef AMOE_X86_PATHS
-    if (m % 8 == 0 && amoe_cpu_avx2_f16c()) {
-      sigmoid_avx2(z, m, out);
-      return;
-    }
-#endif
-    for (int j = 0; j < m; j++) out[j] = 1.0f / (1.0f + router_exp(-amoe_f16_to_f32(z[j])));
+    sigmoid_scores(z, m, out);
     return;
   }
   const float inv = softmax_exps(z, m, out);
@@ -132,13 +138,7 @@ AMOE_CLONES void amoe_router_probs(const amoe_block *b, int l, int t, int router
 void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out) {
   const amoe_f16 *z = amoe_block_logits(b, l, t);
   if (router == AMOE_ROUTER_SIGMOID_NORM) { /* entry by entry: the top-k alone suffice */
-#ifdef AMOE_X86_PATHS
-    if (k % 8 == 0 && amoe_cpu_avx2_f16c()) {
-      sigmoid_avx2(z, k, out);
-      return;
-    }
-#endif
-    for (int j = 0; j < k; j++) out[j] = 1.0f / (1.0f + router_exp(-amoe_f16_to_f32(z[j])));
+    sigmoid_scores(z, k, out);
     return;
   }
   if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv) { /* k exponentials, times the stored 1/Σ */
