@@ -104,10 +104,11 @@ __attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const am
   const unsigned E = (unsigned)b->experts;
   uint8_t *restrict U = o->U, *restrict R = o->R;
   int *restrict cnt = o->cnt, *restrict rcnt = o->rcnt;
+  const uint16_t *const ids = amoe_block_ids(b, l, 0); /* (byte stores may alias *b: read it once) */
   int displaced = 0;
   for (int i = 0; i < nn; i++) {
     const int t = nodes[i];
-    const uint16_t *id = amoe_block_ids(b, l, t);
+    const uint16_t *id = ids + (size_t)t * m;
     for (int j = 0; j < 8; j++) U[id[j]] = 1;
     if (cnt)
       for (int j = 0; j < 8; j++) cnt[id[j]]++;
