@@ -385,6 +385,33 @@ int main(void) {
     amoe_gen_close(g2);
     remove(p3);
   }
+  /* m = k: no third section; every mode reads the same logits */
+  {
+    amoe_gen_params q = params();
+    q.top_k = q.m = 8;
+    amoe_gen *g3;
+    CHECK(amoe_gen_open(&g3, &q, &e) == AMOE_OK, "%s", e.msg);
+    char p4[80];
+    snprintf(p4, sizeof p4, "%s.mk", path);
+    amoe_block kb;
+    amoe_block_init(&kb, 4, 16, 8);
+    amoe_gen_begin_request(g3, 0);
+    CHECK(amoe_gen_next(g3, &kb, &e) == 1, "%s", e.msg);
+    kb.index = 0;
+    CHECK(amoe_trace_create(&w, p4, 4, 16, 8, 8, "{}", &e) == AMOE_OK && amoe_trace_write(w, &kb, &e) == AMOE_OK &&
+              amoe_trace_close(w, &e) == AMOE_OK,
+          "%s", e.msg);
+    for (int want = AMOE_LOGITS_ALL; want >= AMOE_LOGITS_TOP; want--) {
+      CHECK(amoe_trace_open(&r, p4, &e) == AMOE_OK, "%s", e.msg);
+      amoe_trace_want_logits(r, (amoe_logits)want);
+      CHECK(amoe_trace_next(r, &b, &e) == 1 && b.lm == 8 && same_block(&b, &kb) && amoe_trace_next(r, &b, &e) == 0,
+            "m = k round trip (logits %d): %s", want, e.msg);
+      amoe_trace_close_reader(r);
+    }
+    amoe_block_free(&kb);
+    amoe_gen_close(g3);
+    remove(p4);
+  }
   free(copy);
   free(data);
   remove(bad);
