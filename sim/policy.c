@@ -131,6 +131,34 @@ static inline vkey value_key(double v, int id) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+/* The want-th largest of k[0..len) (1 <= want <= len <= 16) without a
+ * branch: every key's count of greater keys, sixteen at a time (the padding
+ * is below every key, so it is never counted and never chosen), then the
+ * least key with fewer than `want` above it. */
+__attribute__((target("avx2"))) static int64_t small_kth(const int64_t *k, int len, int want) {
+  int64_t x[16];
+  for (int i = 0; i < 16; i++) x[i] = i < len ? k[i] : INT64_MIN;
+  __m256i K[4], gt[4];
+  for (int q = 0; q < 4; q++) {
+    K[q] = _mm256_loadu_si256((const __m256i *)(const void *)(x + 4 * q));
+    gt[q] = _mm256_setzero_si256();
+  }
+  for (int j = 0; j < 16; j++) {
+    const __m256i kj = _mm256_set1_epi64x(x[j]);
+    for (int q = 0; q < 4; q++) gt[q] = _mm256_sub_epi64(gt[q], _mm256_cmpgt_epi64(kj, K[q]));
+  }
+  const __m256i w = _mm256_set1_epi64x(want), top = _mm256_set1_epi64x(INT64_MAX);
+  __m256i best = top;
+  for (int q = 0; q < 4; q++) {
+    const __m256i c = _mm256_blendv_epi8(top, K[q], _mm256_cmpgt_epi64(w, gt[q])); /* fewer than want above */
+    best = _mm256_blendv_epi8(best, c, _mm256_cmpgt_epi64(best, c));
+  }
+  int64_t b[4];
+  _mm256_storeu_si256((__m256i *)(void *)b, best);
+  const int64_t b01 = b[0] < b[1] ? b[0] : b[1], b23 = b[2] < b[3] ? b[2] : b[3];
+  return b01 < b23 ? b01 : b23;
+}
+
 __attribute__((target("avx2"))) static void top_by_value_avx2(const double *value, const uint8_t *cand,
                                                               int experts, int count, uint8_t *S) {
   int64_t buf[3][AMOE_MAX_EXPERTS + 4], key[AMOE_MAX_EXPERTS + 4];
@@ -147,14 +175,8 @@ __attribute__((target("avx2"))) static void top_by_value_avx2(const double *valu
   int64_t *k = buf[0], *hi = buf[1], *lo = buf[2], T;
   int len = n, want = count;
   for (;;) {
-    if (len <= 8) { /* a few left: sort them, descending */
-      for (int i = 1; i < len; i++)
-        for (int j = i; j > 0 && k[j] > k[j - 1]; j--) {
-          const int64_t t = k[j];
-          k[j] = k[j - 1];
-          k[j - 1] = t;
-        }
-      T = k[want - 1];
+    if (len <= 16) { /* a few left: T = the least key with fewer than `want` keys above it */
+      T = small_kth(k, len, want);
       break;
     }
     const int64_t a = k[0], c = k[len >> 1], d = k[len - 1];
