@@ -102,6 +102,35 @@ static void BM_replay_acceptmoe(benchmark::State &st) { run_trace(st, "acceptmoe
 BENCHMARK(BM_replay_natural)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_replay_acceptmoe)->Unit(benchmark::kMillisecond);
 
+// Reading the 400-block trace alone, with each amount of the logits (Arg:
+// amoe_logits): what trace format 4's sections save a replay.
+static void BM_trace_read(benchmark::State &st) {
+  amoe_err e;
+  amoe_trace_reader *r;
+  if (amoe_trace_open(&r, bench_trace().c_str(), &e) != AMOE_OK) {
+    st.SkipWithError(e.msg);
+    return;
+  }
+  amoe_trace_want_logits(r, (amoe_logits)st.range(0));
+  amoe_block b;
+  amoe_block_init(&b, 48, 128, amoe_trace_info_of(r)->m);
+  double blocks = 0;
+  for (auto _ : st) {
+    amoe_trace_rewind(r, &e);
+    int rc;
+    while ((rc = amoe_trace_next(r, &b, &e)) == 1) blocks += 1;
+    if (rc < 0) {
+      st.SkipWithError(e.msg);
+      break;
+    }
+  }
+  st.counters["blocks_per_s"] = benchmark::Counter(blocks, benchmark::Counter::kIsRate);
+  amoe_block_free(&b);
+  amoe_trace_close_reader(r);
+}
+BENCHMARK(BM_trace_read)->Arg(AMOE_LOGITS_NONE)->Arg(AMOE_LOGITS_TOP)->Arg(AMOE_LOGITS_ALL)->ArgName("logits")
+    ->Unit(benchmark::kMillisecond);
+
 // One generated qwen3-30b-a3b block (the caller frees it).
 static void one_block(amoe_block *b) {
   amoe_spec s = qwen_spec();
