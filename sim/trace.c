@@ -454,6 +454,26 @@ static AMOE_CLONES unsigned widen_ids(const uint8_t *restrict src, uint16_t *res
   return over;
 }
 
+/* Each of ln node-layers' m logits from its k in `top` and m − k in `rest`.
+ * In whole 16-byte pieces where the sizes allow (k = 8, m = 32: four per
+ * node-layer), not a library call per piece, which cost more than the read. */
+static void join_logits(amoe_f16 *dst, const unsigned char *top, const unsigned char *rest, size_t ln, size_t m,
+                        size_t k) {
+  const size_t a = 2 * k, b = 2 * (m - k);
+  if (a % 16 == 0 && b % 16 == 0) {
+    for (size_t i = 0; i < ln; i++) {
+      unsigned char *d = (unsigned char *)(dst + i * m);
+      for (size_t c = 0; c < a; c += 16) memcpy(d + c, top + a * i + c, 16);
+      for (size_t c = 0; c < b; c += 16) memcpy(d + a + c, rest + b * i + c, 16);
+    }
+    return;
+  }
+  for (size_t i = 0; i < ln; i++) {
+    memcpy(dst + i * m, top + a * i, a);
+    memcpy(dst + i * m + k, rest + b * i, b);
+  }
+}
+
 int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   uint64_t at = r->pos, bi = r->next_index;
   if (bi == r->info.blocks) {
@@ -559,11 +579,7 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
       r->full = nf;
       r->full_cap = lnm;
     }
-    const unsigned char *top = r->buf + o.top, *rest = r->buf + o.rest;
-    for (size_t i = 0; i < ln; i++) {
-      memcpy(r->full + i * m, top + 2 * k * i, 2 * k);
-      memcpy(r->full + i * m + k, rest + 2 * (m - k) * i, 2 * (m - k));
-    }
+    join_logits(r->full, r->buf + o.top, r->buf + o.rest, ln, m, k);
     b->logits = r->full;
   }
   b->depth = r->depth;

@@ -385,30 +385,44 @@ int main(void) {
     amoe_gen_close(g2);
     remove(p3);
   }
-  /* m = k: no third section; every mode reads the same logits */
-  {
+  /* k = 8: with m = 8 there is no third section and every mode reads the
+   * same logits; with m = 16 and 24 the reader joins the two parts in
+   * 16-byte pieces (m = 12: in two calls) */
+  for (int mm = 8; mm <= 24; mm += 4) {
     amoe_gen_params q = params();
-    q.top_k = q.m = 8;
+    q.experts = 32;
+    q.top_k = 8;
+    q.m = mm;
     amoe_gen *g3;
     CHECK(amoe_gen_open(&g3, &q, &e) == AMOE_OK, "%s", e.msg);
     char p4[80];
     snprintf(p4, sizeof p4, "%s.mk", path);
-    amoe_block kb;
-    amoe_block_init(&kb, 4, 16, 8);
+    amoe_block kb[2];
+    CHECK(amoe_trace_create(&w, p4, 4, 32, 8, mm, "{}", &e) == AMOE_OK, "%s", e.msg);
     amoe_gen_begin_request(g3, 0);
-    CHECK(amoe_gen_next(g3, &kb, &e) == 1, "%s", e.msg);
-    kb.index = 0;
-    CHECK(amoe_trace_create(&w, p4, 4, 16, 8, 8, "{}", &e) == AMOE_OK && amoe_trace_write(w, &kb, &e) == AMOE_OK &&
-              amoe_trace_close(w, &e) == AMOE_OK,
-          "%s", e.msg);
+    for (int i = 0; i < 2; i++) {
+      amoe_block_init(&kb[i], 4, 32, mm);
+      CHECK(amoe_gen_next(g3, &kb[i], &e) == 1, "%s", e.msg);
+      kb[i].index = (uint64_t)i;
+      CHECK(amoe_trace_write(w, &kb[i], &e) == AMOE_OK, "%s", e.msg);
+    }
+    CHECK(amoe_trace_close(w, &e) == AMOE_OK, "%s", e.msg);
     for (int want = AMOE_LOGITS_ALL; want >= AMOE_LOGITS_TOP; want--) {
       CHECK(amoe_trace_open(&r, p4, &e) == AMOE_OK, "%s", e.msg);
       amoe_trace_want_logits(r, (amoe_logits)want);
-      CHECK(amoe_trace_next(r, &b, &e) == 1 && b.lm == 8 && same_block(&b, &kb) && amoe_trace_next(r, &b, &e) == 0,
-            "m = k round trip (logits %d): %s", want, e.msg);
+      int same = 1;
+      for (int i = 0; i < 2; i++) {
+        same &= amoe_trace_next(r, &b, &e) == 1;
+        if (want == AMOE_LOGITS_ALL || mm == 8)
+          same &= b.lm == mm && same_block(&b, &kb[i]);
+        else
+          for (int q2 = 0; q2 < 4 * b.n; q2++)
+            same &= b.lm == 8 && !memcmp(b.logits + 8 * q2, kb[i].logits + mm * q2, 16);
+      }
+      CHECK(same && amoe_trace_next(r, &b, &e) == 0, "k = 8, m = %d round trip (logits %d): %s", mm, want, e.msg);
       amoe_trace_close_reader(r);
     }
-    amoe_block_free(&kb);
+    for (int i = 0; i < 2; i++) amoe_block_free(&kb[i]);
     amoe_gen_close(g3);
     remove(p4);
   }
