@@ -1,7 +1,18 @@
 #include "route.h"
 #include "clones.h"
 
-int amoe_route_unstored(const amoe_block *b, int l, int t, const uint8_t *S, int need, uint16_t *out) {
+/* The first `need` of a node's stored entries id[k..m) inside S; returns
+ * how many (< need only when they run out). */
+static inline int route_scan(const uint16_t *id, int k, int m, const uint8_t *S, int need, uint16_t *out) {
+  int c = 0;
+  for (int j = k; j < m && c < need; j++) /* one stored entry per displaced one: a short scan */
+    if (S[id[j]]) out[c++] = id[j];
+  return c;
+}
+
+/* Then, the rest of S being -inf, the lowest ids of S that node t does not
+ * store, at most `need`; returns how many. */
+static int route_unstored(const amoe_block *b, int l, int t, const uint8_t *S, int need, uint16_t *out) {
   const uint16_t *id = amoe_block_ids(b, l, t);
   int c = 0;
   for (int e = 0; e < b->experts && c < need; e++) {
@@ -23,8 +34,8 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
     out[c] = id[j];
     c += S[id[j]] != 0;
   }
-  c += amoe_route_scan(id, k, b->m, S, k - c, out + c);
-  return c + amoe_route_unstored(b, l, t, S, k - c, out + c);
+  c += route_scan(id, k, b->m, S, k - c, out + c);
+  return c + route_unstored(b, l, t, S, k - c, out + c);
 }
 
 /* One node's natural entries: marks the union (and, with cnt, counts
@@ -43,8 +54,8 @@ static inline int mark_node(const uint16_t *restrict id, int k, const uint8_t *r
 /* One replacement per displaced entry (always inside S). */
 static inline void replace(const amoe_block *b, int l, int t, const uint16_t *id, int k, const uint8_t *S, int ng,
                            const amoe_route_sums *o) {
-  int got = amoe_route_scan(id, k, b->m, S, ng, o->route);
-  if (got < ng) got += amoe_route_unstored(b, l, t, S, ng - got, o->route + got); /* past the stored m */
+  int got = route_scan(id, k, b->m, S, ng, o->route);
+  if (got < ng) got += route_unstored(b, l, t, S, ng - got, o->route + got); /* past the stored m */
   if (o->cnt)
     for (int j = 0; j < got; j++) o->rcnt[o->route[j]]++;
   else
@@ -116,8 +127,7 @@ __attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const am
     displaced += ng;
     /* stored entries 8..15 inside S, a bit each (past them in 0.2% of
      * the nodes of a qwen3 trace) */
-    unsigned f = m >= 16 ? in_s8(id + 8, smask) : 0;
-    const int j0 = m >= 16 ? 16 : 8;
+    const unsigned f = m >= 16 ? in_s8(id + 8, smask) : 0;
     /* the first two replacements' experts, or the spare slot E (tzcnt of
      * 0 is 32; the mask keeps the index inside the row) */
     const unsigned f1 = f & (f - 1);
@@ -132,14 +142,11 @@ __attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const am
       R[x2] = 1;
     }
     const int got = (int)(a1 + a2);
-    if (got < ng) { /* rare: a third displaced entry, or 8..15 ran out */
+    if (got < ng) { /* rare: a third displaced entry, or 8..15 ran out: the plain scan, past the two marked */
       uint16_t *route = o->route;
-      int more = 0;
-      for (f = f1 & (f1 - 1); got + more < ng && f; f &= f - 1) route[more++] = id[8 + __builtin_ctz(f)];
-      for (int j = j0; j < m && got + more < ng; j++)
-        if (S[id[j]]) route[more++] = id[j];
-      if (got + more < ng) more += amoe_route_unstored(b, l, t, S, ng - got - more, route + more);
-      for (int j = 0; j < more; j++) {
+      int c = route_scan(id, 8, m, S, ng, route);
+      if (c < ng) c += route_unstored(b, l, t, S, ng - c, route + c);
+      for (int j = got; j < c; j++) {
         if (cnt)
           rcnt[route[j]]++;
         else

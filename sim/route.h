@@ -15,17 +15,6 @@
  * their replacements. Returns the count (<= k; < k only when S holds fewer
  * than k experts). out has room for k. */
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out);
-/* Its two parts. First the first `need` of a node's stored entries
- * id[k..m) inside S; returns how many (< need only when they run out). */
-static inline int amoe_route_scan(const uint16_t *id, int k, int m, const uint8_t *S, int need, uint16_t *out) {
-  int c = 0;
-  for (int j = k; j < m && c < need; j++) /* one stored entry per displaced one: a short scan */
-    if (S[id[j]]) out[c++] = id[j];
-  return c;
-}
-/* Then the lowest ids of S that node t does not store, at most `need`;
- * returns how many. */
-int amoe_route_unstored(const amoe_block *b, int l, int t, const uint8_t *S, int need, uint16_t *out);
 
 /* What routing a layer's verified nodes under S adds up to. The caller
  * zeroes U, cnt, rcnt and R (all E + 1 of the last two). The last slot of
