@@ -138,6 +138,20 @@ static int little_endian(void) {
   return *(unsigned char *)&x == 1;
 }
 
+/* rows pieces of `bytes` from src (src_stride apart) to dst (dst_stride
+ * apart): how a node-layer's m logits become its k top-k ones and m − k
+ * others in a version-4 block, and back. In whole 16-byte pieces where the
+ * size allows (k = 8, m = 32), not a library call per piece, which cost a
+ * reader more than the read. */
+static void copy_rows(unsigned char *dst, size_t dst_stride, const unsigned char *src, size_t src_stride, size_t rows,
+                      size_t bytes) {
+  if (bytes % 16 == 0)
+    for (size_t i = 0; i < rows; i++)
+      for (size_t c = 0; c < bytes; c += 16) memcpy(dst + dst_stride * i + c, src + src_stride * i + c, 16);
+  else
+    for (size_t i = 0; i < rows; i++) memcpy(dst + dst_stride * i, src + src_stride * i, bytes);
+}
+
 /* ---------------------------------------------------------------- writer */
 
 struct amoe_trace_writer {
@@ -244,10 +258,10 @@ amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err
     for (size_t i = 0; i < lnm; i++) p[o.ids + i] = (unsigned char)b->ids[i];
   else
     memcpy(p + o.ids, b->ids, 2 * lnm);
-  for (size_t i = 0; i < ln; i++) { /* each node-layer's top-k, then the rest */
-    memcpy(p + o.top + 2 * k * i, b->logits + i * m, 2 * k);
-    memcpy(p + o.rest + 2 * (m - k) * i, b->logits + i * m + k, 2 * (m - k));
-    /* computed here from the logits, never taken from the block */
+  const unsigned char *z = (const unsigned char *)b->logits; /* each node-layer's top-k, then the rest */
+  copy_rows(p + o.top, 2 * k, z, 2 * m, ln, 2 * k);
+  copy_rows(p + o.rest, 2 * (m - k), z + 2 * k, 2 * m, ln, 2 * (m - k));
+  for (size_t i = 0; i < ln; i++) { /* computed here from the logits, never taken from the block */
     const float inv = amoe_router_softmax_inv(b->logits + i * m, b->m);
     memcpy(p + o.inv + 4 * i, &inv, 4);
   }
@@ -454,26 +468,6 @@ static AMOE_CLONES unsigned widen_ids(const uint8_t *restrict src, uint16_t *res
   return over;
 }
 
-/* Each of ln node-layers' m logits from its k in `top` and m − k in `rest`.
- * In whole 16-byte pieces where the sizes allow (k = 8, m = 32: four per
- * node-layer), not a library call per piece, which cost more than the read. */
-static void join_logits(amoe_f16 *dst, const unsigned char *top, const unsigned char *rest, size_t ln, size_t m,
-                        size_t k) {
-  const size_t a = 2 * k, b = 2 * (m - k);
-  if (a % 16 == 0 && b % 16 == 0) {
-    for (size_t i = 0; i < ln; i++) {
-      unsigned char *d = (unsigned char *)(dst + i * m);
-      for (size_t c = 0; c < a; c += 16) memcpy(d + c, top + a * i + c, 16);
-      for (size_t c = 0; c < b; c += 16) memcpy(d + a + c, rest + b * i + c, 16);
-    }
-    return;
-  }
-  for (size_t i = 0; i < ln; i++) {
-    memcpy(dst + i * m, top + a * i, a);
-    memcpy(dst + i * m + k, rest + b * i, b);
-  }
-}
-
 int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   uint64_t at = r->pos, bi = r->next_index;
   if (bi == r->info.blocks) {
@@ -579,7 +573,9 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
       r->full = nf;
       r->full_cap = lnm;
     }
-    join_logits(r->full, r->buf + o.top, r->buf + o.rest, ln, m, k);
+    unsigned char *z = (unsigned char *)r->full;
+    copy_rows(z, 2 * m, r->buf + o.top, 2 * k, ln, 2 * k);
+    copy_rows(z + 2 * k, 2 * m, r->buf + o.rest, 2 * (m - k), ln, 2 * (m - k));
     b->logits = r->full;
   }
   b->depth = r->depth;
