@@ -291,6 +291,83 @@ __attribute__((target("avx2"))) static inline void merge_top32(__m256i a[4], con
   v3 = I(v3, 1, -1, 0, -1, 0, -1, 0, -1, 0);
   a[0] = v0, a[1] = v1, a[2] = v2, a[3] = v3;
 }
+/* The network above from its k = 16 stage, for v0, v2 sorted descending
+ * and v1, v3 ascending (what its first stages leave). */
+__attribute__((target("avx2"))) static inline void sort32_from8(__m256i v[4]) {
+  __m256i v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
+  X(0, 1, 1);
+  X(2, 3, 0);
+  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v1 = I(v1, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v2 = I(v2, 4, 0, 0, 0, 0, -1, -1, -1, -1);
+  v3 = I(v3, 4, 0, 0, 0, 0, -1, -1, -1, -1);
+  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v1 = I(v1, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v2 = I(v2, 2, 0, 0, -1, -1, 0, 0, -1, -1);
+  v3 = I(v3, 2, 0, 0, -1, -1, 0, 0, -1, -1);
+  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v2 = I(v2, 1, 0, -1, 0, -1, 0, -1, 0, -1);
+  v3 = I(v3, 1, 0, -1, 0, -1, 0, -1, 0, -1);
+  X(0, 2, 1);
+  X(1, 3, 1);
+  X(0, 1, 1);
+  X(2, 3, 1);
+  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v1 = I(v1, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v2 = I(v2, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v3 = I(v3, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v1 = I(v1, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v2 = I(v2, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v3 = I(v3, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v2 = I(v2, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v3 = I(v3, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v[0] = v0, v[1] = v1, v[2] = v2, v[3] = v3;
+}
+
+/* Eight registers of keys: each register sorted descending, by an 8-input
+ * network across registers (two instructions per comparator for eight
+ * columns at once) and an 8x8 transpose; cheaper than the in-register
+ * stages. Which keys share a register changes, which the top-32 does not
+ * care about. */
+#define C(a, b)                                                                                             \
+  do {                                                                                                      \
+    const __m256i hi_ = _mm256_max_epi32(r##a, r##b);                                                       \
+    r##b = _mm256_min_epi32(r##a, r##b);                                                                    \
+    r##a = hi_;                                                                                             \
+  } while (0)
+__attribute__((target("avx2"))) static inline void sort8x8(__m256i v[8]) {
+  __m256i r0 = v[0], r1 = v[1], r2 = v[2], r3 = v[3], r4 = v[4], r5 = v[5], r6 = v[6], r7 = v[7];
+  C(0, 2); C(1, 3); C(4, 6); C(5, 7); /* 19 comparators, depth 6 */
+  C(0, 4); C(1, 5); C(2, 6); C(3, 7);
+  C(0, 1); C(2, 3); C(4, 5); C(6, 7);
+  C(2, 4); C(3, 5);
+  C(1, 4); C(3, 6);
+  C(1, 2); C(3, 4); C(5, 6);
+  const __m256 t0 = _mm256_castsi256_ps(r0), t1 = _mm256_castsi256_ps(r1), t2 = _mm256_castsi256_ps(r2),
+               t3 = _mm256_castsi256_ps(r3), t4 = _mm256_castsi256_ps(r4), t5 = _mm256_castsi256_ps(r5),
+               t6 = _mm256_castsi256_ps(r6), t7 = _mm256_castsi256_ps(r7);
+  const __m256 u0 = _mm256_unpacklo_ps(t0, t1), u1 = _mm256_unpackhi_ps(t0, t1), u2 = _mm256_unpacklo_ps(t2, t3),
+               u3 = _mm256_unpackhi_ps(t2, t3), u4 = _mm256_unpacklo_ps(t4, t5), u5 = _mm256_unpackhi_ps(t4, t5),
+               u6 = _mm256_unpacklo_ps(t6, t7), u7 = _mm256_unpackhi_ps(t6, t7);
+  const __m256 w0 = _mm256_shuffle_ps(u0, u2, 0x44), w1 = _mm256_shuffle_ps(u0, u2, 0xee),
+               w2 = _mm256_shuffle_ps(u1, u3, 0x44), w3 = _mm256_shuffle_ps(u1, u3, 0xee),
+               w4 = _mm256_shuffle_ps(u4, u6, 0x44), w5 = _mm256_shuffle_ps(u4, u6, 0xee),
+               w6 = _mm256_shuffle_ps(u5, u7, 0x44), w7 = _mm256_shuffle_ps(u5, u7, 0xee);
+  v[0] = _mm256_castps_si256(_mm256_permute2f128_ps(w0, w4, 0x20));
+  v[1] = _mm256_castps_si256(_mm256_permute2f128_ps(w1, w5, 0x20));
+  v[2] = _mm256_castps_si256(_mm256_permute2f128_ps(w2, w6, 0x20));
+  v[3] = _mm256_castps_si256(_mm256_permute2f128_ps(w3, w7, 0x20));
+  v[4] = _mm256_castps_si256(_mm256_permute2f128_ps(w0, w4, 0x31));
+  v[5] = _mm256_castps_si256(_mm256_permute2f128_ps(w1, w5, 0x31));
+  v[6] = _mm256_castps_si256(_mm256_permute2f128_ps(w2, w6, 0x31));
+  v[7] = _mm256_castps_si256(_mm256_permute2f128_ps(w3, w7, 0x31));
+}
+#undef C
+
 #undef I
 #undef PERM
 #undef X
@@ -335,11 +412,11 @@ __attribute__((target("avx2"))) static inline void store_pairs32(uint16_t *id, a
 }
 
 /* The top m <= 32 for E a multiple of 32 (every many-expert preset): each
- * group of 32 pair keys sorted by the network, then folded into the top 32
+ * 64 pair keys cut to their top 32 by networks, then folded into the top 32
  * by merges. No data-dependent branch; on qwen3's 128 experts ~0.7× the
  * time of the threshold search below. */
-/* Group e/32's pair keys (key16 << 16 | 0xffff - expert), sorted. */
-__attribute__((target("avx2,f16c"))) static inline void sorted_group32(const float *zfull, int e, __m256i g[4]) {
+/* Group e/32's pair keys (key16 << 16 | 0xffff - expert) in g[0..4). */
+__attribute__((target("avx2,f16c"))) static inline void pair_keys32(const float *zfull, int e, __m256i g[4]) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int h = 0; h < 2; h++) {
     const __m256i k = f16_keys16(zfull + e + 16 * h);
@@ -348,15 +425,39 @@ __attribute__((target("avx2,f16c"))) static inline void sorted_group32(const flo
     g[2 * h + 1] = _mm256_or_si256(_mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(k, 1)), 16),
                                    _mm256_sub_epi32(id0, _mm256_set1_epi32(8)));
   }
-  sort32_desc(g);
+}
+
+/* Keys e..e+64 as the top 32 of them, sorted, in g[0..4). */
+__attribute__((target("avx2,f16c"))) static inline void top32_of64(const float *zfull, int e, __m256i g[8]) {
+  const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  pair_keys32(zfull, e, g);
+  pair_keys32(zfull, e + 32, g + 4);
+  sort8x8(g);
+  for (int q = 1; q < 8; q += 2) g[q] = _mm256_permutevar8x32_epi32(g[q], rev); /* alternate directions */
+  sort32_from8(g);
+  sort32_from8(g + 4);
+  merge_top32(g, g + 4);
 }
 
 __attribute__((target("avx2,f16c"))) static void set_full_net(uint16_t *id, amoe_f16 *z, int E, int m,
                                                               const float *zfull) {
-  __m256i acc[4], g[4];
-  sorted_group32(zfull, 0, acc);
-  for (int e = 32; e < E; e += 32) {
-    sorted_group32(zfull, e, g);
+  __m256i acc[8], g[8];
+  int e;
+  if (E >= 64) {
+    top32_of64(zfull, 0, acc);
+    e = 64;
+  } else {
+    pair_keys32(zfull, 0, acc);
+    sort32_desc(acc);
+    e = 32;
+  }
+  for (; e + 64 <= E; e += 64) {
+    top32_of64(zfull, e, g);
+    merge_top32(acc, g);
+  }
+  if (e < E) { /* a last group of 32 */
+    pair_keys32(zfull, e, g);
+    sort32_desc(g);
     merge_top32(acc, g);
   }
   store_pairs32(id, z, m, acc);

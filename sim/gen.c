@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Normal quantiles at 65536 evenly spaced probabilities: one 64-bit draw
- * gives four normals, which keeps per-logit noise cheap. */
-static float g_ntab[65536];
+/* Normal quantiles at 4096 evenly spaced probabilities (16 KB: stays in L1
+ * beside a layer's embeddings; ±3.67 at the ends): sixteen normals per
+ * 256-bit draw keep the per-logit noise cheap. */
+static float g_ntab[4096];
 static int g_ntab_ready;
 
 static double inv_norm(double p) { /* Acklam's rational approximation */
@@ -34,24 +35,77 @@ static double inv_norm(double p) { /* Acklam's rational approximation */
 
 static void ntab_init(void) {
   if (g_ntab_ready) return;
-  for (int i = 0; i < 65536; i++) g_ntab[i] = (float)inv_norm((i + 0.5) / 65536.0);
+  for (int i = 0; i < 4096; i++) g_ntab[i] = (float)inv_norm((i + 0.5) / 4096.0);
   g_ntab_ready = 1;
 }
 
-/* Fills out[0..n) with standard normals from the table. */
-static void fast_normals(amoe_rng *r, float *out, int n) {
-  int i = 0;
-  for (; i + 4 <= n; i += 4) {
-    uint64_t x = amoe_rng_next(r);
-    out[i] = g_ntab[x & 0xffff];
-    out[i + 1] = g_ntab[(x >> 16) & 0xffff];
-    out[i + 2] = g_ntab[(x >> 32) & 0xffff];
-    out[i + 3] = g_ntab[x >> 48];
+/* The routing's random stream: four xoshiro256** in lockstep (one 256-bit
+ * step gives sixteen table normals), seeded per block (and per request for
+ * the prompt's state). Plain vector code, so every build draws the same
+ * numbers. */
+typedef uint64_t gen_v4u __attribute__((vector_size(32)));
+typedef struct {
+  gen_v4u s0, s1, s2, s3;
+} gen_rng4;
+
+static void rng4_seed(gen_rng4 *r, uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t x = amoe_rng_hash3(a, b, c), w[16];
+  for (int i = 0; i < 16; i++) w[i] = x = amoe_rng_mix(x + (uint64_t)i);
+  for (int j = 0; j < 4; j++) {
+    r->s0[j] = w[j];
+    r->s1[j] = w[4 + j];
+    r->s2[j] = w[8 + j];
+    r->s3[j] = w[12 + j];
   }
-  if (i < n) {
-    uint64_t x = amoe_rng_next(r);
-    for (; i < n; i++, x >>= 16) out[i] = g_ntab[x & 0xffff];
+}
+
+static inline void rng4_next(gen_rng4 *r, gen_v4u *out) { /* (out: a vector return value would tie the ABI to AVX) */
+  const gen_v4u x = r->s1 + (r->s1 << 2); /* ·5 and ·9 as shifts: AVX2 has no 64-bit multiply */
+  const gen_v4u y = x << 7 | x >> 57;
+  const gen_v4u res = y + (y << 3), t = r->s1 << 17;
+  r->s2 ^= r->s0;
+  r->s3 ^= r->s1;
+  r->s1 ^= r->s2;
+  r->s0 ^= r->s3;
+  r->s2 ^= t;
+  r->s3 = r->s3 << 45 | r->s3 >> 19;
+  *out = res;
+}
+
+/* Fills out[0..n rounded up to 16) with standard normals from the table
+ * (the top 12 bits of each 16-bit piece of a step, in order). */
+static void normals16_plain(gen_rng4 *r, float *out, int n) {
+  for (int i = 0; i < n; i += 16) {
+    gen_v4u x;
+    rng4_next(r, &x);
+    uint16_t u[16];
+    memcpy(u, &x, sizeof u);
+    for (int j = 0; j < 16; j++) out[i + j] = g_ntab[u[j] >> 4];
   }
+}
+#ifdef AMOE_X86_PATHS
+/* The same normals, the table read by two gathers a step. */
+__attribute__((target("avx2"))) static void normals16_avx2(gen_rng4 *r, float *out, int n) {
+  for (int i = 0; i < n; i += 16) {
+    gen_v4u x;
+    rng4_next(r, &x);
+    __m256i v;
+    memcpy(&v, &x, sizeof v);
+    const __m256i a = _mm256_srli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(v)), 4);
+    const __m256i b = _mm256_srli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(v, 1)), 4);
+    _mm256_storeu_ps(out + i, _mm256_i32gather_ps(g_ntab, a, 4));
+    _mm256_storeu_ps(out + i + 8, _mm256_i32gather_ps(g_ntab, b, 4));
+  }
+}
+#endif
+static void normals16(gen_rng4 *r, float *out, int n) {
+#ifdef AMOE_X86_PATHS
+  if (amoe_cpu_avx2_f16c()) {
+    normals16_avx2(r, out, n);
+    return;
+  }
+#endif
+  normals16_plain(r, out, n);
 }
 
 typedef struct {
@@ -77,7 +131,8 @@ struct amoe_gen {
   int *order, *kept, *remap, *frontier, *next_frontier;
   int *child_start, *child_list, *subdepth;
   uint8_t *verified;
-  float *state; /* [node][layer][DIM] */
+  float *state; /* [layer][node][DIM] */
+  float *tok;   /* [node][DIM] token part of the current layer */
   float *zfull, *eps;
 };
 
@@ -321,14 +376,15 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->verified = calloc((size_t)g->pool_cap, 1);
   g->w = calloc((size_t)L * E * AMOE_GEN_DIM, sizeof(float));
   g->bias = calloc((size_t)L * E, sizeof(float));
-  g->s_last = calloc((size_t)L * AMOE_GEN_DIM, sizeof(float));
-  if (p->request_bias > 0) g->req_bias = calloc((size_t)L * E, sizeof(float));
+  g->s_last = calloc((size_t)L * AMOE_GEN_DIM + 16, sizeof(float)); /* + 16: normals16 fills whole steps */
+  if (p->request_bias > 0) g->req_bias = calloc((size_t)L * E + 16, sizeof(float));
   g->state = calloc((size_t)c * L * AMOE_GEN_DIM, sizeof(float));
+  g->tok = calloc((size_t)c * AMOE_GEN_DIM, sizeof(float));
   g->zfull = calloc((size_t)E, sizeof(float));
-  g->eps = calloc((size_t)E + AMOE_GEN_DIM, sizeof(float));
+  g->eps = calloc((size_t)E + AMOE_GEN_DIM + 16, sizeof(float));
   if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
       !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->w ||
-      !g->bias || !g->s_last || !g->state || !g->zfull || !g->eps || (p->request_bias > 0 && !g->req_bias)) {
+      !g->bias || !g->s_last || !g->state || !g->tok || !g->zfull || !g->eps || (p->request_bias > 0 && !g->req_bias)) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
   }
@@ -373,6 +429,7 @@ void amoe_gen_close(amoe_gen *g) {
   free(g->s_last);
   free(g->req_bias);
   free(g->state);
+  free(g->tok);
   free(g->zfull);
   free(g->eps);
   free(g);
@@ -393,13 +450,13 @@ void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
   g->step = 0;
   g->committed = 0;
   g->replay_start = g->p.replay ? (uint32_t)(amoe_rng_hash3(g->p.seed, req, 7) % (uint64_t)g->p.replay_n) : 0;
-  /* the prompt's last token */
-  fast_normals(&g->rng, g->s_last, g->p.layers * AMOE_GEN_DIM);
+  gen_rng4 r4; /* the prompt's last token */
+  rng4_seed(&r4, g->p.seed ^ 0x70726f6d7074ULL, req, 0);
+  normals16(&r4, g->s_last, g->p.layers * AMOE_GEN_DIM);
   if (g->req_bias) { /* its own stream: results without it stay as they were */
-    amoe_rng rb;
-    amoe_rng_seed(&rb, g->p.seed, 0x6269617351ULL, req);
+    rng4_seed(&r4, g->p.seed, 0x6269617351ULL, req);
     int n = g->p.layers * g->p.experts;
-    fast_normals(&rb, g->req_bias, n);
+    normals16(&r4, g->req_bias, n);
     for (int i = 0; i < n; i++) g->req_bias[i] *= (float)g->p.request_bias;
   }
 }
@@ -507,23 +564,29 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   const float rho = (float)g->p.locality, crho = (float)sqrt(1 - g->p.locality * g->p.locality);
   const float lc = (float)g->p.layer_correlation, clc = (float)sqrt(1 - lc * (double)lc);
   const float inv_t = (float)(1.0 / g->p.temperature), sig = (float)g->p.noise, sk = (float)g->p.skew;
-  float tok[AMOE_GEN_DIM], xi[AMOE_GEN_DIM];
-  for (int t = 0; t < n; t++) {
-    const float *ps = t ? g->state + (size_t)b->parent[t] * L * D : g->s_last;
-    float *st = g->state + (size_t)t * L * D;
-    for (int l = 0; l < L; l++) {
-      fast_normals(&g->rng, xi, D);
+  float *tok = g->tok;
+  gen_rng4 r4;
+  rng4_seed(&r4, g->p.seed ^ 0x726f757465ULL, g->request, g->step);
+  /* layer by layer, so that a layer's embeddings (E·D floats) stay in L1
+   * for every node; tok carries each node's token part to the next layer */
+  for (int l = 0; l < L; l++) {
+    const float *wl = g->w + (size_t)l * E * D, *bl = g->bias + (size_t)l * E;
+    const float *rbl = g->req_bias ? g->req_bias + (size_t)l * E : NULL;
+    float *sl = g->state + (size_t)l * g->p.candidates * D;
+    for (int t = 0; t < n; t++) {
+      const float *ps = t ? sl + (size_t)b->parent[t] * D : g->s_last + (size_t)l * D;
+      float *st = sl + (size_t)t * D, *tk = tok + (size_t)t * D;
+      normals16(&r4, g->eps, D + E); /* the token's part, then the logits' noise */
       for (int i = 0; i < D; i++) {
-        tok[i] = l ? lc * tok[i] + clc * xi[i] : xi[i];
-        st[l * D + i] = rho * ps[l * D + i] + crho * tok[i];
+        tk[i] = l ? lc * tk[i] + clc * g->eps[i] : g->eps[i];
+        st[i] = rho * ps[i] + crho * tk[i];
       }
-      fast_normals(&g->rng, g->eps, E);
-      layer_logits(g->w + (size_t)l * E * D, st + l * D, g->eps, g->bias + (size_t)l * E,
-                   g->req_bias ? g->req_bias + (size_t)l * E : NULL, E, sig, inv_t, sk, g->zfull);
+      layer_logits(wl, st, g->eps + D, bl, rbl, E, sig, inv_t, sk, g->zfull);
       amoe_block_set_full(b, l, t, g->zfull);
     }
   }
-  memcpy(g->s_last, g->state + (size_t)last * L * D, (size_t)L * D * sizeof(float));
+  for (int l = 0; l < L; l++)
+    memcpy(g->s_last + (size_t)l * D, g->state + ((size_t)l * g->p.candidates + last) * D, D * sizeof(float));
   g->committed += amoe_block_accepted_count(b);
   g->step++;
   return amoe_block_finish(b, AMOE_CHECK_TREE, e) == AMOE_OK ? 1 : -1;

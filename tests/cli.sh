@@ -94,21 +94,25 @@ for P in 'policies=[{draft: ecospec, verifier: acceptmoe}]' \
 done
 [ "$(sort -u "$T/pc.rows" | wc -l)" -eq 2 ] && [ "$(wc -l < "$T/pc.rows")" -eq 4 ] && ok ||
   bad "a row's results depend on the rows before it"
-# traces of older versions replay like a fresh one (tests/fixtures/tiny_v2.amt
-# and tiny_v3.amt, written from tiny.yaml by those versions' writers: version 2
-# stores no normalisers, version 3 all logits in one section); without
-# moe-spec a fresh trace is read without the logits past the top-k
-"$A" gen tests/fixtures/tiny.yaml -o "$T/tiny.amt" >/dev/null 2>&1
+# traces of older versions replay like a version-4 trace of the same blocks
+# (tests/fixtures/tiny_v2.amt and tiny_v3.amt, written from tiny.yaml by
+# those versions' writers: version 2 stores no normalisers, version 3 all
+# logits in one section; `gen` from such a trace writes version 4); without
+# moe-spec a version-4 trace is read without the logits past the top-k
+for v in tiny_v2 tiny_v3; do
+  "$A" gen tests/fixtures/tiny.yaml --set workload.source=trace --set workload.path=tests/fixtures/$v.amt \
+    --set workload.blocks=0 -o "$T/$v.v4.amt" >/dev/null 2>&1 || bad "gen from $v.amt failed"
+done
 for pol in all top; do
-  for v in tiny_v2 tiny_v3 fresh; do
-    p=tests/fixtures/$v.amt; [ $v = fresh ] && p="$T/tiny.amt"
+  for v in tiny_v2 tiny_v3 tiny_v2.v4 tiny_v3.v4; do
+    p=tests/fixtures/$v.amt; [ -e "$p" ] || p="$T/$v.amt"
     args=(--set workload.source=trace --set workload.path="$p" --set workload.blocks=0)
     [ $pol = top ] && args+=(--set 'policies=[natural, acceptmoe, oracle]')
     "$A" run tests/fixtures/tiny.yaml "${args[@]}" --out "$T/$v$pol" --quiet >/dev/null 2>&1
   done
   for v in tiny_v2 tiny_v3; do
-    [ -s "$T/fresh$pol/summary.csv" ] && cmp -s "$T/$v$pol/summary.csv" "$T/fresh$pol/summary.csv" &&
-      cmp -s "$T/$v$pol/layers.csv" "$T/fresh$pol/layers.csv" && ok || bad "a trace of $v replays differently ($pol)"
+    [ -s "$T/$v.v4$pol/summary.csv" ] && cmp -s "$T/$v$pol/summary.csv" "$T/$v.v4$pol/summary.csv" &&
+      cmp -s "$T/$v$pol/layers.csv" "$T/$v.v4$pol/layers.csv" && ok || bad "a trace of $v replays differently ($pol)"
   done
 done
 cp tests/fixtures/tiny_v2.amt "$T/v9.amt"; printf '\011' | dd of="$T/v9.amt" bs=1 seek=8 conv=notrunc 2>/dev/null
