@@ -19,7 +19,9 @@
  * and logits z[t,l,e] = (<s[t,l], w[l,e]> + σ·ε) / temperature + skew·b[l,e]
  * + request_bias·c[r,l,e], with fixed expert embeddings w, popularity biases
  * b, per-logit noise ε and (off by default) a bias c drawn per request, which
- * concentrates one request's tokens on a subset of experts.
+ * concentrates one request's tokens on a subset of experts. ξ and ε are
+ * normals from a table of 4,096 quantiles, drawn from a stream seeded per
+ * block; a block is generated layer by layer.
  * The root's parent is the last committed token of the previous block.
  * A request (tokens_per_request committed tokens) depends only on
  * (seed, request index). See docs/generator.md for the fit to real data. */
