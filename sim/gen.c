@@ -74,7 +74,7 @@ static inline void rng4_next(gen_rng4 *r, gen_v4u *out) { /* (out: a vector retu
 
 /* Fills out[0..n rounded up to 16) with standard normals from the table
  * (the top 12 bits of each 16-bit piece of a step, in order). */
-static void normals16_plain(gen_rng4 *r, float *out, int n) {
+static void normals16(gen_rng4 *r, float *out, int n) {
   for (int i = 0; i < n; i += 16) {
     gen_v4u x;
     rng4_next(r, &x);
@@ -82,30 +82,6 @@ static void normals16_plain(gen_rng4 *r, float *out, int n) {
     memcpy(u, &x, sizeof u);
     for (int j = 0; j < 16; j++) out[i + j] = g_ntab[u[j] >> 4];
   }
-}
-#ifdef AMOE_X86_PATHS
-/* The same normals, the table read by two gathers a step. */
-__attribute__((target("avx2"))) static void normals16_avx2(gen_rng4 *r, float *out, int n) {
-  for (int i = 0; i < n; i += 16) {
-    gen_v4u x;
-    rng4_next(r, &x);
-    __m256i v;
-    memcpy(&v, &x, sizeof v);
-    const __m256i a = _mm256_srli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(v)), 4);
-    const __m256i b = _mm256_srli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(v, 1)), 4);
-    _mm256_storeu_ps(out + i, _mm256_i32gather_ps(g_ntab, a, 4));
-    _mm256_storeu_ps(out + i + 8, _mm256_i32gather_ps(g_ntab, b, 4));
-  }
-}
-#endif
-static void normals16(gen_rng4 *r, float *out, int n) {
-#ifdef AMOE_X86_PATHS
-  if (amoe_cpu_avx2_f16c()) {
-    normals16_avx2(r, out, n);
-    return;
-  }
-#endif
-  normals16_plain(r, out, n);
 }
 
 typedef struct {
@@ -133,6 +109,7 @@ struct amoe_gen {
   uint8_t *verified;
   float *state; /* [layer][node][DIM] */
   float *tok;   /* [node][DIM] token part of the current layer */
+  float *xi;    /* [node][DIM] its fresh normals */
   float *zfull, *eps;
 };
 
@@ -380,11 +357,12 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   if (p->request_bias > 0) g->req_bias = calloc((size_t)L * E + 16, sizeof(float));
   g->state = calloc((size_t)c * L * AMOE_GEN_DIM, sizeof(float));
   g->tok = calloc((size_t)c * AMOE_GEN_DIM, sizeof(float));
+  g->xi = calloc((size_t)c * AMOE_GEN_DIM + 16, sizeof(float));
   g->zfull = calloc((size_t)E, sizeof(float));
-  g->eps = calloc((size_t)E + AMOE_GEN_DIM + 16, sizeof(float));
+  g->eps = calloc((size_t)E + 16, sizeof(float));
   if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
       !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->w ||
-      !g->bias || !g->s_last || !g->state || !g->tok || !g->zfull || !g->eps || (p->request_bias > 0 && !g->req_bias)) {
+      !g->bias || !g->s_last || !g->state || !g->tok || !g->xi || !g->zfull || !g->eps || (p->request_bias > 0 && !g->req_bias)) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
   }
@@ -430,6 +408,7 @@ void amoe_gen_close(amoe_gen *g) {
   free(g->req_bias);
   free(g->state);
   free(g->tok);
+  free(g->xi);
   free(g->zfull);
   free(g->eps);
   free(g);
@@ -545,6 +524,56 @@ static AMOE_CLONES void layer_logits(const float *restrict w, const float *restr
     for (int x = 0; x < E; x++) zf[x] += req_bias[x];
 }
 
+#ifdef AMOE_X86_PATHS
+/* layer_logits with its noise drawn inside (normals16 of E, then
+ * layer_logits, to the bit): sixteen experts a step, so the table reads
+ * overlap the dot products instead of waiting in a loop of their own.
+ * E a multiple of 16. */
+__attribute__((target("avx2"))) static void layer_logits_noise_avx2(
+    const float *restrict w, const float *restrict s, gen_rng4 *r, const float *restrict bias,
+    const float *restrict req_bias, int E, float sig, float inv_t, float sk, float *restrict zf) {
+  const __m256 vsig = _mm256_set1_ps(sig), vinv = _mm256_set1_ps(inv_t), vsk = _mm256_set1_ps(sk);
+  __m256 sv[AMOE_GEN_DIM];
+  for (int i = 0; i < AMOE_GEN_DIM; i++) sv[i] = _mm256_set1_ps(s[i]);
+  for (int x0 = 0; x0 < E; x0 += 16) {
+    gen_v4u x;
+    rng4_next(r, &x);
+    uint16_t u[16]; /* (scalar table reads: ~0.8x the time of two gathers here) */
+    memcpy(u, &x, sizeof u);
+    const __m256 e0 = _mm256_setr_ps(g_ntab[u[0] >> 4], g_ntab[u[1] >> 4], g_ntab[u[2] >> 4], g_ntab[u[3] >> 4],
+                                     g_ntab[u[4] >> 4], g_ntab[u[5] >> 4], g_ntab[u[6] >> 4], g_ntab[u[7] >> 4]);
+    const __m256 e1 = _mm256_setr_ps(g_ntab[u[8] >> 4], g_ntab[u[9] >> 4], g_ntab[u[10] >> 4], g_ntab[u[11] >> 4],
+                                     g_ntab[u[12] >> 4], g_ntab[u[13] >> 4], g_ntab[u[14] >> 4], g_ntab[u[15] >> 4]);
+    __m256 a0 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0)), a1 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0 + 8));
+    for (int i = 1; i < AMOE_GEN_DIM; i++) {
+      a0 = _mm256_add_ps(a0, _mm256_mul_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0)));
+      a1 = _mm256_add_ps(a1, _mm256_mul_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0 + 8)));
+    }
+    a0 = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a0, _mm256_mul_ps(vsig, e0)), vinv), _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0)));
+    a1 = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a1, _mm256_mul_ps(vsig, e1)), vinv), _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0 + 8)));
+    if (req_bias) {
+      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(req_bias + x0));
+      a1 = _mm256_add_ps(a1, _mm256_loadu_ps(req_bias + x0 + 8));
+    }
+    _mm256_storeu_ps(zf + x0, a0);
+    _mm256_storeu_ps(zf + x0 + 8, a1);
+  }
+}
+#endif
+
+/* One node-layer's logits with their noise drawn from r. */
+static void node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
+                        const float *req_bias, int E, float sig, float inv_t, float sk, float *zf) {
+#ifdef AMOE_X86_PATHS
+  if (E % 16 == 0 && amoe_cpu_avx2_f16c()) {
+    layer_logits_noise_avx2(w, s, r, bias, req_bias, E, sig, inv_t, sk, zf);
+    return;
+  }
+#endif
+  normals16(r, eps, E);
+  layer_logits(w, s, eps, bias, req_bias, E, sig, inv_t, sk, zf);
+}
+
 int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   if (g->committed >= g->p.tokens_per_request) return 0;
   int n = build_tree(g, &g->rng);
@@ -573,15 +602,16 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
     const float *wl = g->w + (size_t)l * E * D, *bl = g->bias + (size_t)l * E;
     const float *rbl = g->req_bias ? g->req_bias + (size_t)l * E : NULL;
     float *sl = g->state + (size_t)l * g->p.candidates * D;
+    normals16(&r4, g->xi, n * D); /* every node's token part, then node by node the logits' noise */
     for (int t = 0; t < n; t++) {
       const float *ps = t ? sl + (size_t)b->parent[t] * D : g->s_last + (size_t)l * D;
       float *st = sl + (size_t)t * D, *tk = tok + (size_t)t * D;
-      normals16(&r4, g->eps, D + E); /* the token's part, then the logits' noise */
+      const float *xi = g->xi + (size_t)t * D;
       for (int i = 0; i < D; i++) {
-        tk[i] = l ? lc * tk[i] + clc * g->eps[i] : g->eps[i];
+        tk[i] = l ? lc * tk[i] + clc * xi[i] : xi[i];
         st[i] = rho * ps[i] + crho * tk[i];
       }
-      layer_logits(wl, st, g->eps + D, bl, rbl, E, sig, inv_t, sk, g->zfull);
+      node_logits(&r4, g->eps, wl, st, bl, rbl, E, sig, inv_t, sk, g->zfull);
       amoe_block_set_full(b, l, t, g->zfull);
     }
   }

@@ -33,6 +33,20 @@ for f in summary.csv layers.csv; do cmp -s "$T/g1/$f" "$T/g2/$f" && ok || bad "$
 cmp -s "$T/t1/summary.csv" "$T/t3/summary.csv" && cmp -s "$T/t1/summary.csv" "$T/g1/summary.csv" && ok \
   || bad "results depend on --threads"
 for f in meta.json spec.resolved.yaml; do [ -s "$T/g1/$f" ] && ok || bad "missing $f"; done
+# the hand-written AVX2 paths give the portable code's bytes
+# (ACCEPTMOE_NO_AVX2=1 turns them off; a no-op on a CPU without them): a
+# qwen3 trace (128 experts: the fused noise, the network selection) and its
+# replay by every verifier
+for v in 0 1; do
+  ACCEPTMOE_NO_AVX2=$v "$A" gen workloads/specs/quickstart.yaml --set workload.blocks=6 -o "$T/p$v.amt" >/dev/null 2>&1
+  ACCEPTMOE_NO_AVX2=$v "$A" run workloads/specs/quickstart.yaml --set workload.source=trace --set workload.path="$T/p0.amt" \
+    --set workload.blocks=0 --set 'policies=[natural, acceptmoe, oracle, {verifier: moe-spec, budget: 32}, {verifier: acceptmoe-fix, budget: 24}]' \
+    --out "$T/p$v" --quiet >/dev/null 2>&1
+done
+[ -s "$T/p0.amt" ] && cmp -s "$T/p0.amt" "$T/p1.amt" && ok || bad "the generator's vector and portable paths differ"
+[ -s "$T/p0/summary.csv" ] && cmp -s "$T/p0/summary.csv" "$T/p1/summary.csv" && cmp -s "$T/p0/layers.csv" "$T/p1/layers.csv" &&
+  ok || bad "the replay's vector and portable paths differ"
+
 # the resolved spec runs again to the same summary
 "$A" run "$T/g1/spec.resolved.yaml" --out "$T/g3" --quiet >/dev/null 2>"$T/err" || bad "resolved spec: $(cat "$T/err")"
 cmp -s "$T/g1/summary.csv" "$T/g3/summary.csv" && ok || bad "resolved spec gives another summary"
