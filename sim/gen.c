@@ -385,7 +385,8 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->eps = calloc((size_t)E + 16, sizeof(float));
   if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
       !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->sort_keys || !g->w ||
-      !g->bias || !g->s_last || !g->state || !g->tok || !g->xi || !g->zfull || !g->eps || (p->request_bias > 0 && !g->req_bias)) {
+      !g->bias || !g->s_last || !g->state || !g->tok || !g->xi || !g->zfull || !g->eps ||
+      (p->request_bias > 0 && !g->req_bias)) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
   }
@@ -568,13 +569,17 @@ __attribute__((target("avx2"))) static void layer_logits_noise_avx2(
                                      g_ntab[u[4] >> 4], g_ntab[u[5] >> 4], g_ntab[u[6] >> 4], g_ntab[u[7] >> 4]);
     const __m256 e1 = _mm256_setr_ps(g_ntab[u[8] >> 4], g_ntab[u[9] >> 4], g_ntab[u[10] >> 4], g_ntab[u[11] >> 4],
                                      g_ntab[u[12] >> 4], g_ntab[u[13] >> 4], g_ntab[u[14] >> 4], g_ntab[u[15] >> 4]);
-    __m256 a0 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0)), a1 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0 + 8));
+    __m256 a0 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0));
+    __m256 a1 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0 + 8));
     for (int i = 1; i < AMOE_GEN_DIM; i++) {
       a0 = _mm256_add_ps(a0, _mm256_mul_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0)));
       a1 = _mm256_add_ps(a1, _mm256_mul_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0 + 8)));
     }
-    a0 = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a0, _mm256_mul_ps(vsig, e0)), vinv), _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0)));
-    a1 = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a1, _mm256_mul_ps(vsig, e1)), vinv), _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0 + 8)));
+    /* (a + sig·eps)·inv_t + sk·bias, as layer_logits rounds it */
+    a0 = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a0, _mm256_mul_ps(vsig, e0)), vinv),
+                       _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0)));
+    a1 = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a1, _mm256_mul_ps(vsig, e1)), vinv),
+                       _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0 + 8)));
     if (req_bias) {
       a0 = _mm256_add_ps(a0, _mm256_loadu_ps(req_bias + x0));
       a1 = _mm256_add_ps(a1, _mm256_loadu_ps(req_bias + x0 + 8));

@@ -39,8 +39,9 @@ for f in meta.json spec.resolved.yaml; do [ -s "$T/g1/$f" ] && ok || bad "missin
 # replay by every verifier
 for v in 0 1; do
   ACCEPTMOE_NO_AVX2=$v "$A" gen workloads/specs/quickstart.yaml --set workload.blocks=6 -o "$T/p$v.amt" >/dev/null 2>&1
-  ACCEPTMOE_NO_AVX2=$v "$A" run workloads/specs/quickstart.yaml --set workload.source=trace --set workload.path="$T/p0.amt" \
-    --set workload.blocks=0 --set 'policies=[natural, acceptmoe, oracle, {verifier: moe-spec, budget: 32}, {verifier: acceptmoe-fix, budget: 24}]' \
+  ACCEPTMOE_NO_AVX2=$v "$A" run workloads/specs/quickstart.yaml --set workload.source=trace \
+    --set workload.path="$T/p0.amt" --set workload.blocks=0 \
+    --set 'policies=[natural, acceptmoe, oracle, {verifier: moe-spec, budget: 32}, {verifier: acceptmoe-fix, budget: 24}]' \
     --out "$T/p$v" --quiet >/dev/null 2>&1
 done
 [ -s "$T/p0.amt" ] && cmp -s "$T/p0.amt" "$T/p1.amt" && ok || bad "the generator's vector and portable paths differ"
