@@ -190,8 +190,8 @@ __attribute__((target("avx2"))) static inline int hsum_epi32(__m256i v) {
   return _mm_cvtsi128_si32(t);
 }
 
-/* Sorts 32 int32 keys in four registers (key 8r + lane) descending: a
- * bitonic network, written out (generated: pair (i, i ^ j) within blocks of
+/* Bitonic networks on 32 int32 keys in four registers (key 8r + lane),
+ * written out (generated: pair (i, i ^ j) within blocks of
  * k, the lower index takes the larger key where i & k is 0, the smaller
  * elsewhere). I: partners in the same register, lanes taking the max set
  * in the mask; X: partners in two registers, same lane. */
@@ -208,6 +208,29 @@ __attribute__((target("avx2"))) static inline int hsum_epi32(__m256i v) {
     v##a = (desc) ? hi_ : lo_;                                                                              \
     v##b = (desc) ? lo_ : hi_;                                                                              \
   } while (0)
+/* The network's k = 32 stage: sorts a bitonic sequence of 32 keys in
+ * v[0..4) descending. */
+__attribute__((target("avx2"))) static inline void bitonic32_desc(__m256i v[4]) {
+  __m256i v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
+  X(0, 2, 1);
+  X(1, 3, 1);
+  X(0, 1, 1);
+  X(2, 3, 1);
+  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v1 = I(v1, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v2 = I(v2, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v3 = I(v3, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v1 = I(v1, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v2 = I(v2, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v3 = I(v3, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v2 = I(v2, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v3 = I(v3, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v[0] = v0, v[1] = v1, v[2] = v2, v[3] = v3;
+}
+/* Sorts 32 keys descending. */
 __attribute__((target("avx2"))) static inline void sort32_desc(__m256i v[4]) {
   __m256i v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
   v0 = I(v0, 1, -1, 0, 0, -1, -1, 0, 0, -1); /* k=2 j=1 */
@@ -248,50 +271,16 @@ __attribute__((target("avx2"))) static inline void sort32_desc(__m256i v[4]) {
   v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=16 j=1 */
   v2 = I(v2, 1, 0, -1, 0, -1, 0, -1, 0, -1); /* k=16 j=1 */
   v3 = I(v3, 1, 0, -1, 0, -1, 0, -1, 0, -1); /* k=16 j=1 */
-  X(0, 2, 1); /* k=32 j=16 */
-  X(1, 3, 1); /* k=32 j=16 */
-  X(0, 1, 1); /* k=32 j=8 */
-  X(2, 3, 1); /* k=32 j=8 */
-  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=32 j=4 */
-  v1 = I(v1, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=32 j=4 */
-  v2 = I(v2, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=32 j=4 */
-  v3 = I(v3, 4, -1, -1, -1, -1, 0, 0, 0, 0); /* k=32 j=4 */
-  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=32 j=2 */
-  v1 = I(v1, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=32 j=2 */
-  v2 = I(v2, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=32 j=2 */
-  v3 = I(v3, 2, -1, -1, 0, 0, -1, -1, 0, 0); /* k=32 j=2 */
-  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=32 j=1 */
-  v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=32 j=1 */
-  v2 = I(v2, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=32 j=1 */
-  v3 = I(v3, 1, -1, 0, -1, 0, -1, 0, -1, 0); /* k=32 j=1 */
   v[0] = v0, v[1] = v1, v[2] = v2, v[3] = v3;
+  bitonic32_desc(v); /* k=32 */
 }
 /* a and b each hold 32 keys sorted descending; a becomes the top 32 of
  * both, sorted descending: a[i] vs b[31-i] keeps the larger half (a bitonic
  * sequence), which the k = 32 stage of the network above sorts. */
 __attribute__((target("avx2"))) static inline void merge_top32(__m256i a[4], const __m256i b[4]) {
   const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
-  __m256i v0 = _mm256_max_epi32(a[0], _mm256_permutevar8x32_epi32(b[3], rev)),
-          v1 = _mm256_max_epi32(a[1], _mm256_permutevar8x32_epi32(b[2], rev)),
-          v2 = _mm256_max_epi32(a[2], _mm256_permutevar8x32_epi32(b[1], rev)),
-          v3 = _mm256_max_epi32(a[3], _mm256_permutevar8x32_epi32(b[0], rev));
-  X(0, 2, 1);
-  X(1, 3, 1);
-  X(0, 1, 1);
-  X(2, 3, 1);
-  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0);
-  v1 = I(v1, 4, -1, -1, -1, -1, 0, 0, 0, 0);
-  v2 = I(v2, 4, -1, -1, -1, -1, 0, 0, 0, 0);
-  v3 = I(v3, 4, -1, -1, -1, -1, 0, 0, 0, 0);
-  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0);
-  v1 = I(v1, 2, -1, -1, 0, 0, -1, -1, 0, 0);
-  v2 = I(v2, 2, -1, -1, 0, 0, -1, -1, 0, 0);
-  v3 = I(v3, 2, -1, -1, 0, 0, -1, -1, 0, 0);
-  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0);
-  v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0);
-  v2 = I(v2, 1, -1, 0, -1, 0, -1, 0, -1, 0);
-  v3 = I(v3, 1, -1, 0, -1, 0, -1, 0, -1, 0);
-  a[0] = v0, a[1] = v1, a[2] = v2, a[3] = v3;
+  for (int r = 0; r < 4; r++) a[r] = _mm256_max_epi32(a[r], _mm256_permutevar8x32_epi32(b[3 - r], rev));
+  bitonic32_desc(a);
 }
 /* The network above from its k = 16 stage, for v0, v2 sorted descending
  * and v1, v3 ascending (what its first stages leave). */
@@ -311,23 +300,8 @@ __attribute__((target("avx2"))) static inline void sort32_from8(__m256i v[4]) {
   v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0);
   v2 = I(v2, 1, 0, -1, 0, -1, 0, -1, 0, -1);
   v3 = I(v3, 1, 0, -1, 0, -1, 0, -1, 0, -1);
-  X(0, 2, 1);
-  X(1, 3, 1);
-  X(0, 1, 1);
-  X(2, 3, 1);
-  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0);
-  v1 = I(v1, 4, -1, -1, -1, -1, 0, 0, 0, 0);
-  v2 = I(v2, 4, -1, -1, -1, -1, 0, 0, 0, 0);
-  v3 = I(v3, 4, -1, -1, -1, -1, 0, 0, 0, 0);
-  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0);
-  v1 = I(v1, 2, -1, -1, 0, 0, -1, -1, 0, 0);
-  v2 = I(v2, 2, -1, -1, 0, 0, -1, -1, 0, 0);
-  v3 = I(v3, 2, -1, -1, 0, 0, -1, -1, 0, 0);
-  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0);
-  v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0);
-  v2 = I(v2, 1, -1, 0, -1, 0, -1, 0, -1, 0);
-  v3 = I(v3, 1, -1, 0, -1, 0, -1, 0, -1, 0);
   v[0] = v0, v[1] = v1, v[2] = v2, v[3] = v3;
+  bitonic32_desc(v);
 }
 
 /* Eight registers of keys: each register sorted descending, by an 8-input
