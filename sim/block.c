@@ -195,9 +195,9 @@ __attribute__((target("avx2"))) static inline int hsum_epi32(__m256i v) {
  * k, the lower index takes the larger key where i & k is 0, the smaller
  * elsewhere). I: partners in the same register, lanes taking the max set
  * in the mask; X: partners in two registers, same lane. */
-#define I(v, j, ...)                                                                                        \
-  _mm256_blendv_epi8(_mm256_min_epi32(v, PERM(v, j)), _mm256_max_epi32(v, PERM(v, j)),                    \
-                     _mm256_setr_epi32(__VA_ARGS__))
+#define I(v, j, ...) _mm256_blend_epi32(_mm256_min_epi32(v, PERM(v, j)), _mm256_max_epi32(v, PERM(v, j)), IMM8(__VA_ARGS__))
+#define IMM8(a, b, c, d, e, f, g, h) /* lanes set to -1 take the max: an immediate blend, no mask register */   \
+  (((a)&1) | ((b)&1) << 1 | ((c)&1) << 2 | ((d)&1) << 3 | ((e)&1) << 4 | ((f)&1) << 5 | ((g)&1) << 6 | ((h)&1) << 7)
 #define PERM(v, j)                                                                                          \
   ((j) == 4   ? _mm256_permute2x128_si256(v, v, 1)                                                          \
    : (j) == 2 ? _mm256_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2))                                           \
@@ -210,7 +210,7 @@ __attribute__((target("avx2"))) static inline int hsum_epi32(__m256i v) {
   } while (0)
 /* The network's k = 32 stage: sorts a bitonic sequence of 32 keys in
  * v[0..4) descending. */
-__attribute__((target("avx2"))) static inline void bitonic32_desc(__m256i v[4]) {
+__attribute__((target("avx2"), always_inline)) static inline void bitonic32_desc(__m256i v[4]) {
   __m256i v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
   X(0, 2, 1);
   X(1, 3, 1);
@@ -231,7 +231,7 @@ __attribute__((target("avx2"))) static inline void bitonic32_desc(__m256i v[4]) 
   v[0] = v0, v[1] = v1, v[2] = v2, v[3] = v3;
 }
 /* Sorts 32 keys descending. */
-__attribute__((target("avx2"))) static inline void sort32_desc(__m256i v[4]) {
+__attribute__((target("avx2"), always_inline)) static inline void sort32_desc(__m256i v[4]) {
   __m256i v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
   v0 = I(v0, 1, -1, 0, 0, -1, -1, 0, 0, -1); /* k=2 j=1 */
   v1 = I(v1, 1, -1, 0, 0, -1, -1, 0, 0, -1); /* k=2 j=1 */
@@ -277,14 +277,14 @@ __attribute__((target("avx2"))) static inline void sort32_desc(__m256i v[4]) {
 /* a and b each hold 32 keys sorted descending; a becomes the top 32 of
  * both, sorted descending: a[i] vs b[31-i] keeps the larger half (a bitonic
  * sequence), which the k = 32 stage of the network above sorts. */
-__attribute__((target("avx2"))) static inline void merge_top32(__m256i a[4], const __m256i b[4]) {
+__attribute__((target("avx2"), always_inline)) static inline void merge_top32(__m256i a[4], const __m256i b[4]) {
   const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
   for (int r = 0; r < 4; r++) a[r] = _mm256_max_epi32(a[r], _mm256_permutevar8x32_epi32(b[3 - r], rev));
   bitonic32_desc(a);
 }
 /* The network above from its k = 16 stage, for v0, v2 sorted descending
  * and v1, v3 ascending (what its first stages leave). */
-__attribute__((target("avx2"))) static inline void sort32_from8(__m256i v[4]) {
+__attribute__((target("avx2"), always_inline)) static inline void sort32_from8(__m256i v[4]) {
   __m256i v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
   X(0, 1, 1);
   X(2, 3, 0);
@@ -315,7 +315,7 @@ __attribute__((target("avx2"))) static inline void sort32_from8(__m256i v[4]) {
     r##b = _mm256_min_epi32(r##a, r##b);                                                                    \
     r##a = hi_;                                                                                             \
   } while (0)
-__attribute__((target("avx2"))) static inline void sort8x8(__m256i v[8]) {
+__attribute__((target("avx2"), always_inline)) static inline void sort8x8(__m256i v[8]) {
   __m256i r0 = v[0], r1 = v[1], r2 = v[2], r3 = v[3], r4 = v[4], r5 = v[5], r6 = v[6], r7 = v[7];
   C(0, 2); C(1, 3); C(4, 6); C(5, 7); /* 19 comparators, depth 6 */
   C(0, 4); C(1, 5); C(2, 6); C(3, 7);
@@ -345,13 +345,14 @@ __attribute__((target("avx2"))) static inline void sort8x8(__m256i v[8]) {
 #undef C
 
 #undef I
+#undef IMM8
 #undef PERM
 #undef X
 
 /* Sixteen logits rounded to f16 (canonicalised as amoe_f16_from_f32 does:
  * -0 to +0, NaN to sign|0x7e00) and turned into keys ^ 0x8000, so signed
  * 16-bit compares order them as logits. */
-__attribute__((target("avx2,f16c"))) static inline __m256i f16_keys16(const float *zf) {
+__attribute__((target("avx2,f16c"), always_inline)) static inline __m256i f16_keys16(const float *zf) {
   const __m256i c8000 = _mm256_set1_epi16((short)0x8000), c7fff = _mm256_set1_epi16(0x7fff),
                 c7c00 = _mm256_set1_epi16(0x7c00), c7e00 = _mm256_set1_epi16(0x7e00);
   const __m128i ha = _mm256_cvtps_ph(_mm256_loadu_ps(zf), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -365,7 +366,7 @@ __attribute__((target("avx2,f16c"))) static inline __m256i f16_keys16(const floa
 
 /* Stores the first m (<= 32) of 32 sorted pair keys as ids and f16 logits,
  * eight of each per instruction. */
-__attribute__((target("avx2"))) static inline void store_pairs32(uint16_t *id, amoe_f16 *z, int m,
+__attribute__((target("avx2"), always_inline)) static inline void store_pairs32(uint16_t *id, amoe_f16 *z, int m,
                                                                   const __m256i g[4]) {
   const __m256i lo16 = _mm256_set1_epi32(0xffff), c7fff = _mm256_set1_epi16(0x7fff);
   uint16_t ib[32];
@@ -389,7 +390,7 @@ __attribute__((target("avx2"))) static inline void store_pairs32(uint16_t *id, a
 }
 
 /* Group e/32's pair keys (key16 << 16 | 0xffff - expert) in g[0..4). */
-__attribute__((target("avx2,f16c"))) static inline void pair_keys32(const float *zfull, int e, __m256i g[4]) {
+__attribute__((target("avx2,f16c"), always_inline)) static inline void pair_keys32(const float *zfull, int e, __m256i g[4]) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int h = 0; h < 2; h++) {
     const __m256i k = f16_keys16(zfull + e + 16 * h);
@@ -401,7 +402,7 @@ __attribute__((target("avx2,f16c"))) static inline void pair_keys32(const float 
 }
 
 /* Keys e..e+64 as the top 32 of them, sorted, in g[0..4). */
-__attribute__((target("avx2,f16c"))) static inline void top32_of64(const float *zfull, int e, __m256i g[8]) {
+__attribute__((target("avx2,f16c"), always_inline)) static inline void top32_of64(const float *zfull, int e, __m256i g[8]) {
   const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
   pair_keys32(zfull, e, g);
   pair_keys32(zfull, e + 32, g + 4);
@@ -416,7 +417,7 @@ __attribute__((target("avx2,f16c"))) static inline void top32_of64(const float *
  * 64 pair keys cut to their top 32 by networks, then folded into the top 32
  * by merges. No data-dependent branch; on 200,000 node-layers of real qwen3
  * logits (128 experts) 0.55-0.6x the time of the threshold search below. */
-__attribute__((target("avx2,f16c"))) static void set_full_net(uint16_t *id, amoe_f16 *z, int E, int m,
+__attribute__((target("avx2,f16c"), always_inline)) static inline void set_full_net(uint16_t *id, amoe_f16 *z, int E, int m,
                                                               const float *zfull) {
   __m256i acc[8], g[8];
   int e;
@@ -438,6 +439,21 @@ __attribute__((target("avx2,f16c"))) static void set_full_net(uint16_t *id, amoe
     merge_top32(acc, g);
   }
   store_pairs32(id, z, m, acc);
+}
+
+/* set_full_net compiled for the usual shapes with E and m constant (the
+ * groups then unroll and stay in registers: half the instructions of the
+ * general loop), and once for any other. */
+__attribute__((target("avx2,f16c"))) static void set_full_net_any(uint16_t *id, amoe_f16 *z, int E, int m,
+                                                                  const float *zfull) {
+  if (m == 32 && E == 128)
+    set_full_net(id, z, 128, 32, zfull);
+  else if (m == 32 && E == 256)
+    set_full_net(id, z, 256, 32, zfull);
+  else if (m == 32 && E == 64)
+    set_full_net(id, z, 64, 32, zfull);
+  else
+    set_full_net(id, z, E, m, zfull);
 }
 
 /* The same top m with AVX2 and F16C, for E a multiple of 16 and m <= 64
@@ -553,7 +569,7 @@ void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
   amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
 #ifdef AMOE_X86_PATHS
   if (g_avx2_f16c && b->experts % 32 == 0 && b->m <= 32) {
-    set_full_net(id, z, b->experts, b->m, zfull);
+    set_full_net_any(id, z, b->experts, b->m, zfull);
     return;
   }
   if (g_avx2_f16c && b->experts % 16 == 0 && b->m <= 64) {
