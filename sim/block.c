@@ -208,29 +208,6 @@ __attribute__((target("avx2"))) static inline int hsum_epi32(__m256i v) {
     v##a = (desc) ? hi_ : lo_;                                                                              \
     v##b = (desc) ? lo_ : hi_;                                                                              \
   } while (0)
-/* One stage at distance j (1, 2 or 4 lanes) on two registers whose every
- * pair goes the same way (desc: the lower lane takes the larger key): the
- * partners gathered into two registers by shuffles, min and max, and
- * shuffled back; six instructions for two registers, where I takes four
- * for one. */
-#define PAIR(a, b, j, desc)                                                                                 \
-  do {                                                                                                      \
-    const __m256 fa_ = _mm256_castsi256_ps(v##a), fb_ = _mm256_castsi256_ps(v##b);                         \
-    const __m256i lo_ = _mm256_castps_si256((j) == 4   ? _mm256_permute2f128_ps(fa_, fb_, 0x20)             \
-                                            : (j) == 2 ? _mm256_shuffle_ps(fa_, fb_, 0x44)                  \
-                                                       : _mm256_shuffle_ps(fa_, fb_, 0x88));                \
-    const __m256i hi_ = _mm256_castps_si256((j) == 4   ? _mm256_permute2f128_ps(fa_, fb_, 0x31)             \
-                                            : (j) == 2 ? _mm256_shuffle_ps(fa_, fb_, 0xee)                  \
-                                                       : _mm256_shuffle_ps(fa_, fb_, 0xdd));                \
-    const __m256 f_ = _mm256_castsi256_ps((desc) ? _mm256_max_epi32(lo_, hi_) : _mm256_min_epi32(lo_, hi_)); \
-    const __m256 s_ = _mm256_castsi256_ps((desc) ? _mm256_min_epi32(lo_, hi_) : _mm256_max_epi32(lo_, hi_)); \
-    v##a = _mm256_castps_si256((j) == 4   ? _mm256_permute2f128_ps(f_, s_, 0x20)                            \
-                               : (j) == 2 ? _mm256_shuffle_ps(f_, s_, 0x44)                                 \
-                                          : _mm256_unpacklo_ps(f_, s_));                                    \
-    v##b = _mm256_castps_si256((j) == 4   ? _mm256_permute2f128_ps(f_, s_, 0x31)                            \
-                               : (j) == 2 ? _mm256_shuffle_ps(f_, s_, 0xee)                                 \
-                                          : _mm256_unpackhi_ps(f_, s_));                                    \
-  } while (0)
 /* The network's k = 32 stage: sorts a bitonic sequence of 32 keys in
  * v[0..4) descending. */
 __attribute__((target("avx2"), always_inline)) static inline void bitonic32_desc(__m256i v[4]) {
@@ -239,12 +216,18 @@ __attribute__((target("avx2"), always_inline)) static inline void bitonic32_desc
   X(1, 3, 1);
   X(0, 1, 1);
   X(2, 3, 1);
-  PAIR(0, 1, 4, 1);
-  PAIR(2, 3, 4, 1);
-  PAIR(0, 1, 2, 1);
-  PAIR(2, 3, 2, 1);
-  PAIR(0, 1, 1, 1);
-  PAIR(2, 3, 1, 1);
+  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v1 = I(v1, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v2 = I(v2, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v3 = I(v3, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v1 = I(v1, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v2 = I(v2, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v3 = I(v3, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v2 = I(v2, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v3 = I(v3, 1, -1, 0, -1, 0, -1, 0, -1, 0);
   v[0] = v0, v[1] = v1, v[2] = v2, v[3] = v3;
 }
 /* Sorts 32 keys descending. */
@@ -305,12 +288,18 @@ __attribute__((target("avx2"), always_inline)) static inline void sort32_from8(_
   __m256i v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
   X(0, 1, 1);
   X(2, 3, 0);
-  PAIR(0, 1, 4, 1);
-  PAIR(2, 3, 4, 0);
-  PAIR(0, 1, 2, 1);
-  PAIR(2, 3, 2, 0);
-  PAIR(0, 1, 1, 1);
-  PAIR(2, 3, 1, 0);
+  v0 = I(v0, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v1 = I(v1, 4, -1, -1, -1, -1, 0, 0, 0, 0);
+  v2 = I(v2, 4, 0, 0, 0, 0, -1, -1, -1, -1);
+  v3 = I(v3, 4, 0, 0, 0, 0, -1, -1, -1, -1);
+  v0 = I(v0, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v1 = I(v1, 2, -1, -1, 0, 0, -1, -1, 0, 0);
+  v2 = I(v2, 2, 0, 0, -1, -1, 0, 0, -1, -1);
+  v3 = I(v3, 2, 0, 0, -1, -1, 0, 0, -1, -1);
+  v0 = I(v0, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v1 = I(v1, 1, -1, 0, -1, 0, -1, 0, -1, 0);
+  v2 = I(v2, 1, 0, -1, 0, -1, 0, -1, 0, -1);
+  v3 = I(v3, 1, 0, -1, 0, -1, 0, -1, 0, -1);
   v[0] = v0, v[1] = v1, v[2] = v2, v[3] = v3;
   bitonic32_desc(v);
 }
@@ -357,7 +346,6 @@ __attribute__((target("avx2"), always_inline)) static inline void sort8x8(__m256
 
 #undef I
 #undef IMM8
-#undef PAIR
 #undef PERM
 #undef X
 
