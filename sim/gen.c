@@ -11,12 +11,6 @@
 static float g_ntab[4096];
 static int g_ntab_ready;
 
-/* A layer's expert embeddings, in blocks of eight experts: for each block
- * its D rows of eight (so the logit loop reads one stream); E padded to a
- * multiple of eight. */
-#define GEN_EPAD(E) (((E) + 7) & ~7)
-#define GEN_W(x, i) ((size_t)((x) >> 3) * (8 * AMOE_GEN_DIM) + (size_t)(i)*8 + ((x)&7))
-
 static double inv_norm(double p) { /* Acklam's rational approximation */
   static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
                              1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00};
@@ -382,7 +376,7 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->subdepth = calloc((size_t)g->pool_cap, sizeof(int));
   g->verified = calloc((size_t)g->pool_cap, 1);
   g->sort_keys = calloc(2 * (size_t)g->pool_cap, sizeof(uint64_t));
-  g->w = calloc((size_t)L * GEN_EPAD(E) * AMOE_GEN_DIM, sizeof(float));
+  g->w = calloc((size_t)L * E * AMOE_GEN_DIM, sizeof(float));
   g->bias = calloc((size_t)L * E, sizeof(float));
   g->s_last = calloc((size_t)L * AMOE_GEN_DIM + 16, sizeof(float)); /* + 16: normals16 fills whole steps */
   if (p->request_bias > 0) g->req_bias = calloc((size_t)L * E + 16, sizeof(float));
@@ -403,10 +397,11 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   amoe_rng r;
   amoe_rng_seed(&r, 0x6d6f64656cULL, (uint64_t)L << 32 | (uint64_t)E, (uint64_t)p->top_k);
   double ws = 1.0 / sqrt((double)AMOE_GEN_DIM);
+  /* stored [layer][dim][expert] so the logit loop runs over experts */
   for (int l = 0; l < L; l++)
     for (int x = 0; x < E; x++)
       for (int i = 0; i < AMOE_GEN_DIM; i++)
-        g->w[(size_t)l * GEN_EPAD(E) * AMOE_GEN_DIM + GEN_W(x, i)] = (float)(amoe_rng_normal(&r) * ws);
+        g->w[((size_t)l * AMOE_GEN_DIM + i) * E + x] = (float)(amoe_rng_normal(&r) * ws);
   for (size_t i = 0; i < (size_t)L * E; i++) g->bias[i] = (float)amoe_rng_normal(&r);
   if (!p->replay && p->accept_scale > 0) {
     g->h = p->accept_scale;
@@ -536,10 +531,10 @@ static AMOE_CLONES void layer_logits(const float *restrict w, const float *restr
   typedef float v8f __attribute__((vector_size(32)));
   for (; x0 + 8 <= E; x0 += 8) { /* eight experts at a time, the sums kept in a register */
     v8f acc, wv, ev, bv;
-    memcpy(&wv, w + GEN_W(x0, 0), 32);
+    memcpy(&wv, w + x0, 32);
     acc = s[0] * wv;
     for (int i = 1; i < AMOE_GEN_DIM; i++) {
-      memcpy(&wv, w + GEN_W(x0, i), 32);
+      memcpy(&wv, w + (size_t)i * E + x0, 32);
       acc += s[i] * wv;
     }
     memcpy(&ev, eps + x0, 32);
@@ -548,8 +543,8 @@ static AMOE_CLONES void layer_logits(const float *restrict w, const float *restr
     memcpy(zf + x0, &acc, 32);
   }
   for (int x = x0; x < E; x++) { /* the same sums, in the same order, for the rest */
-    float a = s[0] * w[GEN_W(x, 0)];
-    for (int i = 1; i < AMOE_GEN_DIM; i++) a += s[i] * w[GEN_W(x, i)];
+    float a = s[0] * w[x];
+    for (int i = 1; i < AMOE_GEN_DIM; i++) a += s[i] * w[(size_t)i * E + x];
     zf[x] = (a + sig * eps[x]) * inv_t + sk * bias[x];
   }
   if (req_bias)
@@ -560,46 +555,42 @@ static AMOE_CLONES void layer_logits(const float *restrict w, const float *restr
 /* layer_logits with its noise drawn inside (normals16 of E, then
  * layer_logits, to the bit): sixteen experts a step, so the table reads
  * overlap the dot products instead of waiting in a loop of their own.
- * E a multiple of 32. */
+ * E a multiple of 16. */
 __attribute__((target("avx2"))) static void layer_logits_noise_avx2(
     const float *restrict w, const float *restrict s, gen_rng4 *r, const float *restrict bias,
     const float *restrict req_bias, int E, float sig, float inv_t, float sk, float *restrict zf) {
   const __m256 vsig = _mm256_set1_ps(sig), vinv = _mm256_set1_ps(inv_t), vsk = _mm256_set1_ps(sk);
-  for (int x0 = 0; x0 < E; x0 += 32) { /* 32 experts: four blocks of eight */
-    /* the dot products dimension by dimension: one broadcast per dimension,
-     * four sums in registers (each sum in layer_logits's order) */
-    const float *wb = w + GEN_W(x0, 0);
-    __m256 a[4], e[4];
-    __m256 sb = _mm256_broadcast_ss(s);
-    for (int k = 0; k < 4; k++) a[k] = _mm256_mul_ps(sb, _mm256_loadu_ps(wb + k * 8 * AMOE_GEN_DIM));
+  __m256 sv[AMOE_GEN_DIM];
+  for (int i = 0; i < AMOE_GEN_DIM; i++) sv[i] = _mm256_set1_ps(s[i]);
+  for (int x0 = 0; x0 < E; x0 += 16) {
+    gen_v4u x;
+    rng4_next(r, &x);
+    /* scalar table reads, the compiler extracting the indices from the
+     * register: ~0.8x the time of two gathers here, and of storing the
+     * indices and reading them back (fewer instructions, but slower) */
+    uint16_t u[16];
+    memcpy(u, &x, sizeof u);
+    const __m256 e0 = _mm256_setr_ps(g_ntab[u[0] >> 4], g_ntab[u[1] >> 4], g_ntab[u[2] >> 4], g_ntab[u[3] >> 4],
+                                     g_ntab[u[4] >> 4], g_ntab[u[5] >> 4], g_ntab[u[6] >> 4], g_ntab[u[7] >> 4]);
+    const __m256 e1 = _mm256_setr_ps(g_ntab[u[8] >> 4], g_ntab[u[9] >> 4], g_ntab[u[10] >> 4], g_ntab[u[11] >> 4],
+                                     g_ntab[u[12] >> 4], g_ntab[u[13] >> 4], g_ntab[u[14] >> 4], g_ntab[u[15] >> 4]);
+    __m256 a0 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0));
+    __m256 a1 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0 + 8));
     for (int i = 1; i < AMOE_GEN_DIM; i++) {
-      sb = _mm256_broadcast_ss(s + i);
-      for (int k = 0; k < 4; k++)
-        a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(sb, _mm256_loadu_ps(wb + k * 8 * AMOE_GEN_DIM + 8 * i)));
+      a0 = _mm256_add_ps(a0, _mm256_mul_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0)));
+      a1 = _mm256_add_ps(a1, _mm256_mul_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0 + 8)));
     }
-    for (int h = 0; h < 2; h++) { /* sixteen normals a step */
-      gen_v4u x;
-      rng4_next(r, &x);
-      __m256i v;
-      memcpy(&v, &x, sizeof v);
-      /* the sixteen table indices shifted at once and read back from
-       * memory (the asm hides the values, or the compiler extracts each
-       * from the register: two instructions more apiece); then scalar
-       * table reads, ~0.8x the time of two gathers here */
-      uint16_t u[16];
-      _mm256_storeu_si256((__m256i *)(void *)u, _mm256_srli_epi16(v, 4));
-      __asm__("" : "+m"(u));
-      e[2 * h] = _mm256_setr_ps(g_ntab[u[0]], g_ntab[u[1]], g_ntab[u[2]], g_ntab[u[3]], g_ntab[u[4]],
-                                g_ntab[u[5]], g_ntab[u[6]], g_ntab[u[7]]);
-      e[2 * h + 1] = _mm256_setr_ps(g_ntab[u[8]], g_ntab[u[9]], g_ntab[u[10]], g_ntab[u[11]], g_ntab[u[12]],
-                                    g_ntab[u[13]], g_ntab[u[14]], g_ntab[u[15]]);
+    /* (a + sig·eps)·inv_t + sk·bias, as layer_logits rounds it */
+    a0 = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a0, _mm256_mul_ps(vsig, e0)), vinv),
+                       _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0)));
+    a1 = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a1, _mm256_mul_ps(vsig, e1)), vinv),
+                       _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0 + 8)));
+    if (req_bias) {
+      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(req_bias + x0));
+      a1 = _mm256_add_ps(a1, _mm256_loadu_ps(req_bias + x0 + 8));
     }
-    for (int k = 0; k < 4; k++) { /* (a + sig·eps)·inv_t + sk·bias, as layer_logits rounds it */
-      __m256 z = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a[k], _mm256_mul_ps(vsig, e[k])), vinv),
-                               _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0 + 8 * k)));
-      if (req_bias) z = _mm256_add_ps(z, _mm256_loadu_ps(req_bias + x0 + 8 * k));
-      _mm256_storeu_ps(zf + x0 + 8 * k, z);
-    }
+    _mm256_storeu_ps(zf + x0, a0);
+    _mm256_storeu_ps(zf + x0 + 8, a1);
   }
 }
 #endif
@@ -608,7 +599,7 @@ __attribute__((target("avx2"))) static void layer_logits_noise_avx2(
 static void node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                         const float *req_bias, int E, float sig, float inv_t, float sk, float *zf) {
 #ifdef AMOE_X86_PATHS
-  if (E % 32 == 0 && amoe_cpu_avx2_f16c()) {
+  if (E % 16 == 0 && amoe_cpu_avx2_f16c()) {
     layer_logits_noise_avx2(w, s, r, bias, req_bias, E, sig, inv_t, sk, zf);
     return;
   }
@@ -642,7 +633,7 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   /* layer by layer, so that a layer's embeddings (E·D floats) stay in L1
    * for every node; tok carries each node's token part to the next layer */
   for (int l = 0; l < L; l++) {
-    const float *wl = g->w + (size_t)l * GEN_EPAD(E) * D, *bl = g->bias + (size_t)l * E;
+    const float *wl = g->w + (size_t)l * E * D, *bl = g->bias + (size_t)l * E;
     const float *rbl = g->req_bias ? g->req_bias + (size_t)l * E : NULL;
     float *sl = g->state + (size_t)l * g->p.candidates * D;
     normals16(&r4, g->xi, n * D); /* every node's token part, then node by node the logits' noise */
