@@ -413,15 +413,45 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void top32_of6
   merge_top32(g, g + 4);
 }
 
+/* Keys e..e+128 as the top 32 of them, sorted, in a[0..4): the two halves
+ * stages alternate, so that more independent work is in flight at a time
+ * (0.8-0.87x the time of the halves one after the other, measured
+ * alternating on real qwen3 logits). */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void top32_of128(const float *zfull, int e,
+                                                                                    __m256i a[8]) {
+  const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  __m256i b[8];
+  pair_keys32(zfull, e, a);
+  pair_keys32(zfull, e + 64, b);
+  pair_keys32(zfull, e + 32, a + 4);
+  pair_keys32(zfull, e + 96, b + 4);
+  sort8x8(a);
+  sort8x8(b);
+  for (int q = 1; q < 8; q += 2) { /* alternate directions */
+    a[q] = _mm256_permutevar8x32_epi32(a[q], rev);
+    b[q] = _mm256_permutevar8x32_epi32(b[q], rev);
+  }
+  sort32_from8(a);
+  sort32_from8(b);
+  sort32_from8(a + 4);
+  sort32_from8(b + 4);
+  merge_top32(a, a + 4);
+  merge_top32(b, b + 4);
+  merge_top32(a, b);
+}
+
 /* The top m <= 32 for E a multiple of 32 (every many-expert preset): each
- * 64 pair keys cut to their top 32 by networks, then folded into the top 32
- * by merges. No data-dependent branch; on 200,000 node-layers of real qwen3
+ * 64 pair keys cut to their top 32 by networks (two such at a time where
+ * E allows), then folded into the top 32 by merges. No data-dependent branch; on 200,000 node-layers of real qwen3
  * logits (128 experts) 0.55-0.6x the time of the threshold search below. */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void set_full_net(uint16_t *id, amoe_f16 *z, int E, int m,
                                                               const float *zfull) {
   __m256i acc[8], g[8];
   int e;
-  if (E >= 64) {
+  if (E >= 128) {
+    top32_of128(zfull, 0, acc);
+    e = 128;
+  } else if (E >= 64) {
     top32_of64(zfull, 0, acc);
     e = 64;
   } else {
@@ -429,9 +459,14 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void set_full_
     sort32_desc(acc);
     e = 32;
   }
-  for (; e + 64 <= E; e += 64) {
+  for (; e + 128 <= E; e += 128) {
+    top32_of128(zfull, e, g);
+    merge_top32(acc, g);
+  }
+  if (e + 64 <= E) {
     top32_of64(zfull, e, g);
     merge_top32(acc, g);
+    e += 64;
   }
   if (e < E) { /* a last group of 32 */
     pair_keys32(zfull, e, g);
