@@ -99,8 +99,9 @@ static void test_set_full(void) {
 static void test_set_full_versions(void) {
   amoe_rng r;
   amoe_rng_seed(&r, 12, 0, 0);
-  const int shapes[][2] = {{16, 5}, {32, 32}, {32, 3}, {64, 32}, {96, 20}, {128, 32}, {128, 27}, {128, 8}, {128, 16}, {128, 17},
-                           {128, 64}, {160, 32}, {192, 32}, {256, 32}, {256, 64}, {1024, 32}, {1024, 40}};
+  const int shapes[][2] = {{16, 5},   {32, 32},  {32, 3},   {64, 32},  {96, 20},  {128, 32},
+                           {128, 27}, {128, 8},  {128, 16}, {128, 17}, {128, 64}, {160, 32},
+                           {192, 32}, {256, 32}, {256, 64}, {1024, 32}, {1024, 40}};
   int same = 1;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     const int E = shapes[s][0], m = shapes[s][1];
