@@ -173,16 +173,6 @@ __attribute__((target("avx2"))) static inline int hsum_epi16(__m256i v) {
   t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
   return _mm_cvtsi128_si32(t);
 }
-/* How many of the 128 keys in r[] are at or above t: two compares packed to
- * bytes per mask. */
-__attribute__((target("avx2,popcnt"))) static inline int count_ge128(const __m256i r[8], int t) {
-  const __m256i b = _mm256_set1_epi16((short)(t - 1));
-  int c = 0;
-  for (int q = 0; q < 8; q += 2)
-    c += __builtin_popcount((unsigned)_mm256_movemask_epi8(
-        _mm256_packs_epi16(_mm256_cmpgt_epi16(r[q], b), _mm256_cmpgt_epi16(r[q + 1], b))));
-  return c;
-}
 __attribute__((target("avx2"))) static inline int hsum_epi32(__m256i v) {
   __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
@@ -522,19 +512,8 @@ __attribute__((target("avx2,f16c,popcnt"))) static void set_full_avx2(uint16_t *
     lo = mn[i] < lo ? mn[i] : lo;
     hi = mx[i] > hi ? mx[i] : hi;
   }
-  /* the largest T with #{key >= T} >= m; 128 experts (8 registers) kept in
-   * registers across the passes (m > 32 here: smaller m take the network) */
-  if (E == 128) {
-    __m256i r[8];
-    for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_si256((const __m256i *)(const void *)(kb + 16 * q));
-    while (lo < hi) { /* (branches measured faster here than masks or a four-way split) */
-      const int mid = (lo + hi + 1) >> 1;
-      if (count_ge128(r, mid) >= m)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-  }
+  /* the largest T with #{key >= T} >= m (m <= 32 takes the network above
+   * wherever E allows) */
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
     const __m256i below = _mm256_set1_epi16((short)(mid - 1));

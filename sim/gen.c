@@ -74,15 +74,19 @@ static inline void rng4_next(gen_rng4 *r, gen_v4u *out) { /* (out: a vector retu
   *out = res;
 }
 
-/* Fills out[0..n rounded up to 16) with standard normals from the table
- * (the top 12 bits of each 16-bit piece of a step, in order). */
+/* The normal for a 16-bit piece of a step: its top 12 bits index the
+ * table (one rule for every path, so they draw the same numbers). */
+static inline float gen_normal(uint16_t u) { return g_ntab[u >> 4]; }
+
+/* Fills out[0..n rounded up to 16) with standard normals, the pieces of
+ * each step in order. */
 static void normals16(gen_rng4 *r, float *out, int n) {
   for (int i = 0; i < n; i += 16) {
     gen_v4u x;
     rng4_next(r, &x);
     uint16_t u[16];
     memcpy(u, &x, sizeof u);
-    for (int j = 0; j < 16; j++) out[i + j] = g_ntab[u[j] >> 4];
+    for (int j = 0; j < 16; j++) out[i + j] = gen_normal(u[j]);
   }
 }
 
@@ -570,10 +574,10 @@ __attribute__((target("avx2"))) static void layer_logits_noise_avx2(
      * indices and reading them back (fewer instructions, but slower) */
     uint16_t u[16];
     memcpy(u, &x, sizeof u);
-    const __m256 e0 = _mm256_setr_ps(g_ntab[u[0] >> 4], g_ntab[u[1] >> 4], g_ntab[u[2] >> 4], g_ntab[u[3] >> 4],
-                                     g_ntab[u[4] >> 4], g_ntab[u[5] >> 4], g_ntab[u[6] >> 4], g_ntab[u[7] >> 4]);
-    const __m256 e1 = _mm256_setr_ps(g_ntab[u[8] >> 4], g_ntab[u[9] >> 4], g_ntab[u[10] >> 4], g_ntab[u[11] >> 4],
-                                     g_ntab[u[12] >> 4], g_ntab[u[13] >> 4], g_ntab[u[14] >> 4], g_ntab[u[15] >> 4]);
+    const __m256 e0 = _mm256_setr_ps(gen_normal(u[0]), gen_normal(u[1]), gen_normal(u[2]), gen_normal(u[3]),
+                                     gen_normal(u[4]), gen_normal(u[5]), gen_normal(u[6]), gen_normal(u[7]));
+    const __m256 e1 = _mm256_setr_ps(gen_normal(u[8]), gen_normal(u[9]), gen_normal(u[10]), gen_normal(u[11]),
+                                     gen_normal(u[12]), gen_normal(u[13]), gen_normal(u[14]), gen_normal(u[15]));
     __m256 a0 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0));
     __m256 a1 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0 + 8));
     for (int i = 1; i < AMOE_GEN_DIM; i++) {
