@@ -159,56 +159,105 @@ __attribute__((target("avx2"))) static int64_t small_kth(const int64_t *k, int l
   return b01 < b23 ? b01 : b23;
 }
 
+/* One radix pass: the keys k[0..n) (not all equal) whose 6-bit digit just
+ * below their common prefix is that of the want-th largest, into out;
+ * returns how many, and *want becomes that key's rank among them. The sign
+ * bit flipped, the keys order as unsigned numbers, so the digit orders them
+ * too. On acceptmoe's utilities (~108 keys, the top ~73 wanted) ~8 keys
+ * stay, where the first partition of a quickselect keeps half. */
+__attribute__((target("avx2"))) static int radix_narrow(const int64_t *k, int n, uint64_t diff, int *want,
+                                                        int64_t *out) {
+  const uint64_t sign = 0x8000000000000000ULL;
+  const int hb = 63 - __builtin_clzll(diff), sh = hb >= 5 ? hb - 5 : 0;
+  uint16_t h[4][64], hs[64]; /* four histograms, so equal digits in a row do not wait on each other */
+  memset(h, 0, sizeof h);
+  int i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int q = 0; q < 4; q++) h[q][(((uint64_t)k[i + q] ^ sign) >> sh) & 63]++;
+  for (; i < n; i++) h[0][(((uint64_t)k[i] ^ sign) >> sh) & 63]++;
+  for (int b = 0; b < 64; b++) hs[b] = (uint16_t)(h[0][b] + h[1][b] + h[2][b] + h[3][b]);
+  int above = 0, b = 63;
+  for (; above + hs[b] < *want; b--) above += hs[b]; /* (the digits' counts add up to n >= want) */
+  *want -= above;
+  const __m256i sv = _mm256_set1_epi64x((long long)sign), m63 = _mm256_set1_epi64x(63),
+                bv = _mm256_set1_epi64x(b);
+  const __m128i shv = _mm_cvtsi32_si128(sh);
+  int f = 0;
+  for (i = 0; i + 4 <= n; i += 4) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(k + i));
+    const __m256i dg = _mm256_and_si256(_mm256_srl_epi64(_mm256_xor_si256(v, sv), shv), m63);
+    f += amoe_left_pack(out + f, v, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi64(dg, bv)))) / 2;
+  }
+  for (; i < n; i++) {
+    out[f] = k[i];
+    f += (int)((((uint64_t)k[i] ^ sign) >> sh) & 63) == b;
+  }
+  return f;
+}
+
 __attribute__((target("avx2"))) static void top_by_value_avx2(const double *value, const uint8_t *cand,
                                                               int experts, int count, uint8_t *S) {
   int64_t buf[3][AMOE_MAX_EXPERTS + 4], key[AMOE_MAX_EXPERTS + 4];
   int n = 0;
   for (int e = 0; e < experts; e++) key[e] = skey64(value[e]); /* vectorised */
-  for (int e = 0; e < experts; e++) {
-    buf[0][n] = key[e];
-    n += !cand || cand[e];
-  }
+  const int64_t *all = key; /* the candidates' keys */
+  if (cand) {
+    for (int e = 0; e < experts; e++) {
+      buf[0][n] = key[e];
+      n += cand[e] != 0;
+    }
+    all = buf[0];
+  } else
+    n = experts;
   if (count >= n) {
     for (int e = 0; e < experts; e++) S[e] |= (uint8_t)(!cand || cand[e]);
     return;
   }
-  int64_t *k = buf[0], *hi = buf[1], *lo = buf[2], T;
-  int len = n, want = count;
-  for (;;) {
-    if (len <= 16) { /* a few left: T = the least key with fewer than `want` keys above it */
-      T = small_kth(k, len, want);
-      break;
-    }
-    const int64_t a = k[0], c = k[len >> 1], d = k[len - 1];
-    const int64_t piv = a > c ? (c > d ? c : (a > d ? d : a)) : (a > d ? a : (c > d ? d : c));
-    const __m256i pv = _mm256_set1_epi64x(piv);
-    int f = 0, b = 0, i = 0;
-    for (; i + 4 <= len; i += 4) {
-      const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(k + i));
-      /* two 32-bit lanes per key */
-      f += amoe_left_pack(hi + f, v, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi64(v, pv)))) / 2;
-      b += amoe_left_pack(lo + b, v, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi64(pv, v)))) / 2;
-    }
-    for (; i < len; i++) {
-      hi[f] = k[i];
-      f += k[i] > piv;
-      lo[b] = k[i];
-      b += k[i] < piv;
-    }
-    const int eq = len - f - b;
-    int64_t *spare = k;
-    if (want <= f) {
-      k = hi;
-      hi = spare;
-      len = f;
-    } else if (want <= f + eq) {
-      T = piv;
-      break;
-    } else {
-      want -= f + eq;
-      k = lo;
-      lo = spare;
-      len = b;
+  uint64_t diff = 0;
+  for (int i = 0; i < n; i++) diff |= (uint64_t)(all[i] ^ all[0]);
+  int64_t T;
+  int want = count;
+  if (!diff)
+    T = all[0];
+  else { /* a radix pass, then quickselect on the few left */
+    int64_t *k = buf[1], *hi = buf[0], *lo = buf[2];
+    int len = radix_narrow(all, n, diff, &want, k);
+    for (;;) {
+      if (len <= 16) { /* a few left: T = the least key with fewer than `want` keys above it */
+        T = small_kth(k, len, want);
+        break;
+      }
+      const int64_t a = k[0], c = k[len >> 1], d = k[len - 1];
+      const int64_t piv = a > c ? (c > d ? c : (a > d ? d : a)) : (a > d ? a : (c > d ? d : c));
+      const __m256i pv = _mm256_set1_epi64x(piv);
+      int f = 0, b = 0, i = 0;
+      for (; i + 4 <= len; i += 4) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(k + i));
+        /* two 32-bit lanes per key */
+        f += amoe_left_pack(hi + f, v, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi64(v, pv)))) / 2;
+        b += amoe_left_pack(lo + b, v, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi64(pv, v)))) / 2;
+      }
+      for (; i < len; i++) {
+        hi[f] = k[i];
+        f += k[i] > piv;
+        lo[b] = k[i];
+        b += k[i] < piv;
+      }
+      const int eq = len - f - b;
+      int64_t *spare = k;
+      if (want <= f) {
+        k = hi;
+        hi = spare;
+        len = f;
+      } else if (want <= f + eq) {
+        T = piv;
+        break;
+      } else {
+        want -= f + eq;
+        k = lo;
+        lo = spare;
+        len = b;
+      }
     }
   }
   int c = 0;

@@ -328,7 +328,13 @@ static void ranking_helpers(void) {
     double v[300];
     uint8_t cand[300], S1[300], S2[300];
     for (int e = 0; e < n; e++) {
-      v[e] = trial % 2 ? (double)((int)(amoe_rng_unif(&r) * 9) - 2) : amoe_rng_normal(&r);
+      const double x = amoe_rng_unif(&r);
+      switch (trial % 4) { /* ties and signs; utilities' spread; one digit shared by many keys */
+      case 0: v[e] = amoe_rng_normal(&r); break;
+      case 1: v[e] = (double)((int)(x * 9) - 2); break;
+      case 2: v[e] = exp(-12 * x); break;
+      default: v[e] = x < 0.7 ? 1.0 : 1.0 + (double)(int)(x * 64) * 0x1p-40; break;
+      }
       cand[e] = amoe_rng_unif(&r) < 0.85;
     }
     const int count = (int)(amoe_rng_unif(&r) * (n + 2));
