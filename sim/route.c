@@ -105,11 +105,11 @@ __attribute__((target("avx2"))) static inline unsigned in_s8(const uint16_t *id,
  * (at most two displaced entries, replaced from stored entries 8..15): the
  * first two replacements are plain stores, to the spare slot when there is
  * none. A third displaced entry, or a scan past entry 15 or past the stored
- * m, takes a branch that is rarely taken. */
-__attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const amoe_block *b, int l,
-                                                                         const int *nodes, int nn,
-                                                                         const uint8_t *S,
-                                                                         const amoe_route_sums *o) {
+ * m, takes a branch that is rarely taken. Compiled once per (counts or
+ * marks, m >= 16 or not), so that the loop holds no test of either. */
+__attribute__((target("avx2,bmi,popcnt"), always_inline)) static inline int
+route8(const amoe_block *b, int l, const int *nodes, int nn, const uint8_t *S, const amoe_route_sums *o,
+       const int with_cnt, const int m16) {
   const __m256i smask = s_mask256(S, b->experts);
   const int m = b->m;
   const unsigned E = (unsigned)b->experts;
@@ -121,20 +121,20 @@ __attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const am
     const int t = nodes[i];
     const uint16_t *id = ids + (size_t)t * m;
     for (int j = 0; j < 8; j++) U[id[j]] = 1;
-    if (cnt)
+    if (with_cnt)
       for (int j = 0; j < 8; j++) cnt[id[j]]++;
     const int ng = __builtin_popcount(0xffu & ~in_s8(id, smask)); /* entries leaving S */
     displaced += ng;
     /* stored entries 8..15 inside S, a bit each (past them in 0.2% of
      * the nodes of a qwen3 trace) */
-    const unsigned f = m >= 16 ? in_s8(id + 8, smask) : 0;
+    const unsigned f = m16 ? in_s8(id + 8, smask) : 0;
     /* the first two replacements' experts, or the spare slot E (tzcnt of
      * 0 is 32; the mask keeps the index inside the row) */
     const unsigned f1 = f & (f - 1);
     const unsigned a1 = (ng >= 1) & (f != 0), a2 = (ng >= 2) & (f1 != 0), m1 = 0u - a1, m2 = 0u - a2;
     const unsigned x1 = (id[(8 + _tzcnt_u32(f)) & m1] & m1) | (E & ~m1);
     const unsigned x2 = (id[(8 + _tzcnt_u32(f1)) & m2] & m2) | (E & ~m2);
-    if (cnt) {
+    if (with_cnt) {
       rcnt[x1]++;
       rcnt[x2]++;
     } else {
@@ -147,7 +147,7 @@ __attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const am
       int c = route_scan(id, 8, m, S, ng, route);
       if (c < ng) c += route_unstored(b, l, t, S, ng - c, route + c);
       for (int j = got; j < c; j++) {
-        if (cnt)
+        if (with_cnt)
           rcnt[route[j]]++;
         else
           R[route[j]] = 1;
@@ -155,6 +155,15 @@ __attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const am
     }
   }
   return displaced;
+}
+
+__attribute__((target("avx2,bmi,popcnt"))) static int route_layer8_avx2(const amoe_block *b, int l,
+                                                                         const int *nodes, int nn,
+                                                                         const uint8_t *S,
+                                                                         const amoe_route_sums *o) {
+  if (b->m >= 16)
+    return o->cnt ? route8(b, l, nodes, nn, S, o, 1, 1) : route8(b, l, nodes, nn, S, o, 0, 1);
+  return o->cnt ? route8(b, l, nodes, nn, S, o, 1, 0) : route8(b, l, nodes, nn, S, o, 0, 0);
 }
 #endif
 
