@@ -163,35 +163,45 @@ __attribute__((target("avx2"))) static int64_t small_kth(const int64_t *k, int l
  * below their common prefix is that of the want-th largest, into out;
  * returns how many, and *want becomes that key's rank among them. The sign
  * bit flipped, the keys order as unsigned numbers, so the digit orders them
- * too. On acceptmoe's utilities (~108 keys, the top ~73 wanted) ~8 keys
- * stay, where the first partition of a quickselect keeps half. */
+ * too. The digit is found by a binary search, each step counting the
+ * digits (bytes, 32 per compare) at or above it: no histogram, whose
+ * increments wait on each other. On acceptmoe's utilities (~108 keys, the
+ * top ~73 wanted) ~8 keys stay, where a quickselect's first partition
+ * keeps half. */
 __attribute__((target("avx2"))) static int radix_narrow(const int64_t *k, int n, uint64_t diff, int *want,
                                                         int64_t *out) {
   const uint64_t sign = 0x8000000000000000ULL;
   const int hb = 63 - __builtin_clzll(diff), sh = hb >= 5 ? hb - 5 : 0;
-  uint16_t h[4][64], hs[64]; /* four histograms, so equal digits in a row do not wait on each other */
-  memset(h, 0, sizeof h);
-  int i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int q = 0; q < 4; q++) h[q][(((uint64_t)k[i + q] ^ sign) >> sh) & 63]++;
-  for (; i < n; i++) h[0][(((uint64_t)k[i] ^ sign) >> sh) & 63]++;
-  for (int b = 0; b < 64; b++) hs[b] = (uint16_t)(h[0][b] + h[1][b] + h[2][b] + h[3][b]);
-  int above = 0, b = 63;
-  for (; above + hs[b] < *want; b--) above += hs[b]; /* (the digits' counts add up to n >= want) */
+  const int nv = (n + 31) / 32;
+  int8_t dg[AMOE_MAX_EXPERTS + 32];
+  for (int i = 0; i < n; i++) dg[i] = (int8_t)((((uint64_t)k[i] ^ sign) >> sh) & 63);
+  for (int i = n; i < nv * 32; i++) dg[i] = -1; /* below every digit: never counted */
+  /* the largest digit b with #{digit >= b} >= want (b = 0 always qualifies) */
+  int lo = 0, hi = 63;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    const __m256i below = _mm256_set1_epi8((char)(mid - 1));
+    __m256i c = _mm256_setzero_si256();
+    for (int v = 0; v < nv; v++) /* (each byte lane counts at most nv <= 32) */
+      c = _mm256_sub_epi8(c, _mm256_cmpgt_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(dg + 32 * v)), below));
+    const __m256i s4 = _mm256_sad_epu8(c, _mm256_setzero_si256());
+    const int cnt = _mm256_extract_epi32(s4, 0) + _mm256_extract_epi32(s4, 2) + _mm256_extract_epi32(s4, 4) +
+                    _mm256_extract_epi32(s4, 6);
+    if (cnt >= *want)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  /* the keys of digit lo, in order; those above it counted */
+  const __m256i bv = _mm256_set1_epi8((char)lo);
+  int f = 0, above = 0;
+  for (int v = 0; v < nv; v++) {
+    const __m256i d = _mm256_loadu_si256((const __m256i *)(const void *)(dg + 32 * v));
+    above += __builtin_popcount((unsigned)_mm256_movemask_epi8(_mm256_cmpgt_epi8(d, bv)));
+    for (unsigned bits = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(d, bv)); bits; bits &= bits - 1)
+      out[f++] = k[32 * v + __builtin_ctz(bits)];
+  }
   *want -= above;
-  const __m256i sv = _mm256_set1_epi64x((long long)sign), m63 = _mm256_set1_epi64x(63),
-                bv = _mm256_set1_epi64x(b);
-  const __m128i shv = _mm_cvtsi32_si128(sh);
-  int f = 0;
-  for (i = 0; i + 4 <= n; i += 4) {
-    const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(k + i));
-    const __m256i dg = _mm256_and_si256(_mm256_srl_epi64(_mm256_xor_si256(v, sv), shv), m63);
-    f += amoe_left_pack(out + f, v, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi64(dg, bv)))) / 2;
-  }
-  for (; i < n; i++) {
-    out[f] = k[i];
-    f += (int)((((uint64_t)k[i] ^ sign) >> sh) & 63) == b;
-  }
   return f;
 }
 
