@@ -143,9 +143,7 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
    * ids: the effective rank is over them, and the top n_er (n_er <= their
    * count) lies among them, so the selection runs on them alone */
   const int np = pack(u, anchor, E, pu, pid);
-  memcpy(v, pu, (size_t)np * sizeof *v);
-  const double rank = amoe_effective_rank_packed(v, np);
-  const int ner = rank > 0 ? (int)ceil(rank - AMOE_NER_EPS) : 0;
+  const int ner = amoe_effective_rank_ceil(pu, np, AMOE_NER_EPS, v);
   memcpy(S, anchor, (size_t)E);
   int size = na + ner; /* the top n_er are not anchors */
   if (ner > np) { /* rounding could only just allow it: then as stated, over all of them */

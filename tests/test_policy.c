@@ -359,6 +359,28 @@ static void ranking_helpers(void) {
   CHECK(worst < 1e-12, "effective rank relative error %.3g", worst);
   double flat[10] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, sc[10];
   CHECK(fabs(amoe_effective_rank(flat, NULL, 10, sc) - 10) < 1e-12, "uniform over 10: rank 10");
+  /* ceil(rank - eps) (its float path where this CPU has one) is the double
+   * computation's, also where exp(H) sits next to an integer: (nearly)
+   * uniform weights, one weight nudged by 1e-4 to 1e-15 */
+  int agree = 1, near = 0;
+  for (int trial = 0; trial < 40000 && agree; trial++) {
+    const int c = 1 + (int)(amoe_rng_unif(&r) * 300);
+    double q[300], cp[300], scr[300];
+    for (int i = 0; i < c; i++) {
+      const double x = amoe_rng_unif(&r);
+      q[i] = trial % 3 == 0 ? exp(-12 * x) : trial % 3 == 1 ? exp(-40 * x * x) + 1e-300 : 1.0;
+    }
+    if (trial % 3 == 2) q[0] += (amoe_rng_unif(&r) - 0.5) * pow(10, -4 - (trial / 3) % 12);
+    memcpy(cp, q, (size_t)c * sizeof *q);
+    const double rank = amoe_effective_rank_packed(cp, c);
+    const int want = rank > 0 ? (int)ceil(rank - 1e-9) : 0, got = amoe_effective_rank_ceil(q, c, 1e-9, scr);
+    near += fabs(rank - round(rank)) < 1e-6;
+    agree = got == want;
+    if (!agree) fprintf(stderr, "trial %d: c %d rank %.17g: ceil %d, got %d\n", trial, c, rank, want, got);
+  }
+  CHECK(agree && near > 5000, "ceil of the effective rank differs from the double computation (%d near integers)", near);
+  CHECK(amoe_effective_rank_ceil(flat, 0, 1e-9, sc) == 0 && amoe_effective_rank_ceil(flat, 10, 1e-9, sc) == 10,
+        "ceil of the rank: none, and uniform over 10");
 }
 
 /* What a hand-made trace can still hold after the reader's checks (a valid
