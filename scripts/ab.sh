@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# A revision's simulator against the working tree's, in one process,
+# alternating: the way to tell a change of a few percent on this noisy
+# machine (separate invocations swing by ±30%). Builds REV's libamoe_sim in
+# a temporary worktree and this tree's in build/, prefixes their public
+# names, links both into harness/bench/ab_driver.c and runs it.
+#   scripts/ab.sh REV replay [POLICY [ROUNDS]]   (default acceptmoe, 12:
+#                                                   a 400-block qwen3 trace each)
+#   scripts/ab.sh REV generate [ROUNDS]          (default 40, 10 qwen3 blocks each)
+# Needs binutils (nm, objcopy; they come with gcc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+usage() { echo "usage: scripts/ab.sh REV replay [POLICY [ROUNDS]] | scripts/ab.sh REV generate [ROUNDS]" >&2; exit 2; }
+(( $# >= 2 )) || usage
+rev=$1 mode=$2
+case $mode in
+  replay) policy=${3:-acceptmoe} rounds=${4:-12} ;;
+  generate) rounds=${3:-40} ;;
+  *) usage ;;
+esac
+git rev-parse --verify -q "$rev^{commit}" >/dev/null || { echo "scripts/ab.sh: no revision '$rev'" >&2; exit 2; }
+# the driver hands structs from this tree's headers to both copies
+if ! git diff --quiet "$rev" -- sim/spec.h sim/run.h sim/source.h sim/block.h sim/model.h; then
+  echo "scripts/ab.sh: warning: $rev's struct headers differ from this tree's; the comparison may be invalid" >&2
+fi
+tmp=$(mktemp -d)
+cleanup() {
+  git worktree remove --force "$tmp/old" >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+git worktree add -q --detach "$tmp/old" "$rev"
+echo "building $rev and the working tree..." >&2
+cmake -S "$tmp/old" -B "$tmp/old/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$tmp/old/build" -j"$(nproc)" --target amoe_sim >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" --target amoe_sim amoe_harness acceptmoe >/dev/null
+for v in b n; do
+  lib=$tmp/old/build/sim/libamoe_sim.a
+  [[ $v == n ]] && lib=$PWD/build/sim/libamoe_sim.a
+  mkdir "$tmp/$v"
+  (cd "$tmp/$v" && ar x "$lib")
+  nm -g --defined-only "$tmp/$v"/*.o | awk -v p="$v" 'NF == 3 && $3 ~ /^amoe_/ {print $3, p "_" $3}' | sort -u >"$tmp/$v.syms"
+  for f in "$tmp/$v"/*.o; do objcopy --redefine-syms="$tmp/$v.syms" "$f"; done
+done
+# (a third, unprefixed copy serves the spec loader)
+# shellcheck disable=SC2046 # (the linker flags split into words)
+cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Isim -Iharness harness/bench/ab_driver.c "$tmp"/b/*.o "$tmp"/n/*.o \
+  build/harness/libamoe_harness.a build/sim/libamoe_sim.a $(pkg-config --libs yaml-0.1 jansson) -lpthread -lm \
+  -o "$tmp/ab"
+echo "old = $(git rev-parse --short=12 "$rev"), new = the working tree" >&2
+if [[ $mode == replay ]]; then
+  cat >"$tmp/trace.yaml" <<'EOF'
+name: ab
+model: qwen3-30b-a3b
+hardware: h200
+workload: {source: synthetic, blocks: 400, seed: 1}
+policies: [natural]
+EOF
+  build/acceptmoe gen "$tmp/trace.yaml" -o "$tmp/trace.amt" >"$tmp/gen.log" 2>&1 || { cat "$tmp/gen.log" >&2; exit 1; }
+  "$tmp/ab" replay "$tmp/trace.amt" "$policy" "$rounds"
+else
+  "$tmp/ab" generate "$rounds"
+fi
