@@ -140,8 +140,9 @@ int main(void) {
           float all[AMOE_MAX_NODES * 8];
           int nodes[AMOE_MAX_NODES];
           for (int t = 0; t < b.n; t++) nodes[t] = b.n - 1 - t; /* any order */
-          amoe_router_probs_nodes(&b, l, nodes, b.n, AMOE_ROUTER_SOFTMAX, k, all);
-          for (int t = 0; t < b.n; t++) {
+          const int nn = b.n - l % 4 > 0 ? b.n - l % 4 : b.n; /* (and counts that are not multiples of 4) */
+          amoe_router_probs_nodes(&b, l, nodes, nn, AMOE_ROUTER_SOFTMAX, k, all);
+          for (int t = b.n - nn; t < b.n; t++) { /* the nodes listed */
             float x[8], y[8];
             amoe_router_probs_top(&b, l, t, AMOE_ROUTER_SOFTMAX, k, x);
             amoe_router_probs_top(&blocks[i], l, t, AMOE_ROUTER_SOFTMAX, k, y);
