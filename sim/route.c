@@ -10,17 +10,31 @@ static inline int route_scan(const uint16_t *id, int k, int m, const uint8_t *S,
   return c;
 }
 
-/* Then, the rest of S being -inf, the lowest ids of S that node t does not
- * store, at most `need`; returns how many. */
-static int route_unstored(const amoe_block *b, int l, int t, const uint8_t *S, int need, uint16_t *out) {
-  const uint16_t *id = amoe_block_ids(b, l, t);
-  int c = 0;
-  for (int e = 0; e < b->experts && c < need; e++) {
-    if (!S[e]) continue;
-    int stored = 0;
-    for (int q = 0; q < b->m && !stored; q++) stored = id[q] == e;
-    if (!stored) out[c++] = (uint16_t)e;
+/* S as bits, 64 experts a word, for route_unstored (once per layer). */
+#define ROUTE_WORDS (AMOE_MAX_EXPERTS / 64)
+static void route_s_bits(const uint8_t *S, int E, uint64_t *w) {
+  for (int i = 0; i < (E + 63) / 64; i++) {
+    uint64_t x = 0;
+    const int e0 = 64 * i, n = E - e0 < 64 ? E - e0 : 64;
+    for (int j = 0; j < n; j++) x |= (uint64_t)(S[e0 + j] != 0) << j;
+    w[i] = x;
   }
+}
+
+/* Then, the rest of S being -inf, the lowest ids of S that node t does not
+ * store, at most `need`; returns how many. S's bits less the stored ids',
+ * lowest first: with a small S (moe-spec, oracle) many nodes come here,
+ * and an expert-by-expert scan with a search of the stored ids for each
+ * member of S took most of those rows' time. */
+static int route_unstored(const amoe_block *b, int l, int t, const uint64_t *sbits, int need, uint16_t *out) {
+  const uint16_t *id = amoe_block_ids(b, l, t);
+  const int nw = (b->experts + 63) / 64;
+  uint64_t st[ROUTE_WORDS];
+  for (int i = 0; i < nw; i++) st[i] = 0;
+  for (int q = 0; q < b->m; q++) st[id[q] >> 6] |= (uint64_t)1 << (id[q] & 63);
+  int c = 0;
+  for (int i = 0; i < nw && c < need; i++)
+    for (uint64_t x = sbits[i] & ~st[i]; x && c < need; x &= x - 1) out[c++] = (uint16_t)(64 * i + __builtin_ctzll(x));
   return c;
 }
 
@@ -35,7 +49,10 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
     c += S[id[j]] != 0;
   }
   c += route_scan(id, k, b->m, S, k - c, out + c);
-  return c + route_unstored(b, l, t, S, k - c, out + c);
+  if (c == k) return c;
+  uint64_t sbits[ROUTE_WORDS];
+  route_s_bits(S, b->experts, sbits);
+  return c + route_unstored(b, l, t, sbits, k - c, out + c);
 }
 
 /* One node's natural entries: marks the union (and, with cnt, counts
@@ -52,10 +69,10 @@ static inline int mark_node(const uint16_t *restrict id, int k, const uint8_t *r
 }
 
 /* One replacement per displaced entry (always inside S). */
-static inline void replace(const amoe_block *b, int l, int t, const uint16_t *id, int k, const uint8_t *S, int ng,
-                           const amoe_route_sums *o) {
+static inline void replace(const amoe_block *b, int l, int t, const uint16_t *id, int k, const uint8_t *S,
+                           const uint64_t *sbits, int ng, const amoe_route_sums *o) {
   int got = route_scan(id, k, b->m, S, ng, o->route);
-  if (got < ng) got += route_unstored(b, l, t, S, ng - got, o->route + got); /* past the stored m */
+  if (got < ng) got += route_unstored(b, l, t, sbits, ng - got, o->route + got); /* past the stored m */
   if (o->cnt)
     for (int j = 0; j < got; j++) o->rcnt[o->route[j]]++;
   else
@@ -64,6 +81,8 @@ static inline void replace(const amoe_block *b, int l, int t, const uint16_t *id
 
 AMOE_CLONES int amoe_route_layer_portable(const amoe_block *b, int l, int k, const int *nodes, int nn,
                                           const uint8_t *S, const amoe_route_sums *o) {
+  uint64_t sbits[ROUTE_WORDS];
+  int have_bits = 0; /* (built when a node first needs them) */
   int displaced = 0;
   for (int i = 0; i < nn; i++) {
     const int t = nodes[i];
@@ -76,7 +95,11 @@ AMOE_CLONES int amoe_route_layer_portable(const amoe_block *b, int l, int k, con
     else
       ng = o->cnt ? mark_node(id, k, S, o->U, o->cnt) : mark_node(id, k, S, o->U, NULL);
     displaced += ng;
-    if (ng) replace(b, l, t, id, k, S, ng, o);
+    if (ng && !have_bits) {
+      route_s_bits(S, b->experts, sbits);
+      have_bits = 1;
+    }
+    if (ng) replace(b, l, t, id, k, S, sbits, ng, o);
   }
   return displaced;
 }
@@ -111,6 +134,8 @@ __attribute__((target("avx2,bmi,popcnt"), always_inline)) static inline int
 route8(const amoe_block *b, int l, const int *nodes, int nn, const uint8_t *S, const amoe_route_sums *o,
        const int with_cnt, const int m16) {
   const __m256i smask = s_mask256(S, b->experts);
+  uint64_t sbits[ROUTE_WORDS]; /* the same bits as 64-bit words (E <= 256) */
+  _mm256_storeu_si256((__m256i *)(void *)sbits, smask);
   const int m = b->m;
   const unsigned E = (unsigned)b->experts;
   uint8_t *restrict U = o->U, *restrict R = o->R;
@@ -145,7 +170,7 @@ route8(const amoe_block *b, int l, const int *nodes, int nn, const uint8_t *S, c
     if (got < ng) { /* rare: a third displaced entry, or 8..15 ran out: the plain scan, past the two marked */
       uint16_t *route = o->route;
       int c = route_scan(id, 8, m, S, ng, route);
-      if (c < ng) c += route_unstored(b, l, t, S, ng - c, route + c);
+      if (c < ng) c += route_unstored(b, l, t, sbits, ng - c, route + c);
       for (int j = got; j < c; j++) {
         if (with_cnt)
           rcnt[route[j]]++;

@@ -73,6 +73,28 @@ static void by_hand(void) {
     CHECK(ok, "vec %d: S smaller than k", vec);
   }
   amoe_block_free(&b);
+  /* m = 8 of 16: S = {1, 3, 10, 12, 14}; the node keeps 1 and 3, and its
+   * six other entries find only 10, 12 and 14, none of them stored */
+  amoe_block_init(&b, 1, 16, 8);
+  CHECK(amoe_block_reserve(&b, 1, &e) == AMOE_OK, "%s", e.msg);
+  b.parent[0] = -1;
+  b.accepted[0] = 1;
+  amoe_block_set_full(&b, 0, 0, z);
+  CHECK(amoe_block_finish(&b, AMOE_CHECK_ALL, &e) == AMOE_OK, "%s", e.msg);
+  memset(S, 0, sizeof S);
+  S[1] = S[3] = S[10] = S[12] = S[14] = 1;
+  uint16_t out[8];
+  const int got = amoe_route_constrained(&b, 0, 0, 8, S, out);
+  CHECK(got == 5 && out[0] == 1 && out[1] == 3 && out[2] == 10 && out[3] == 12 && out[4] == 14,
+        "past the stored m: the lowest unstored ids of S");
+  for (int vec = 0; vec < 2; vec++) {
+    sums o;
+    run(vec, &b, 0, 8, &node0, 1, S, 0, &o);
+    int ok = o.displaced == 6;
+    for (int x = 0; x < 16; x++) ok &= o.R[x] == (x == 10 || x == 12 || x == 14);
+    CHECK(ok, "vec %d: replacements past the stored m", vec);
+  }
+  amoe_block_free(&b);
 }
 
 /* Random blocks: per (E, k, m) many layers of random logits; random node
@@ -83,7 +105,7 @@ static void vector_vs_portable(void) {
                                {256, 8, 32}, {256, 8, 256}, {64, 8, 64}, {40, 8, 24}, {128, 4, 16}};
   amoe_rng r;
   amoe_rng_seed(&r, 11, 22, 33);
-  int cases = 0, differ = 0, rare = 0;
+  int cases = 0, differ = 0, rare = 0, bad_routes = 0;
   for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
     const int E = cfg[c][0], k = cfg[c][1], m = cfg[c][2], L = 6, n = 48;
     amoe_block b;
@@ -138,6 +160,21 @@ static void vector_vs_portable(void) {
           uint16_t out[8];
           const int got = amoe_route_constrained(&b, l, nodes[i], k, S, out);
           for (int j = 0; j < got; j++) X[out[j]] = 1;
+          /* and the route itself, written out the plain way: S's stored
+           * entries in logit order, then S's unstored experts by id */
+          const uint16_t *id = amoe_block_ids(&b, l, nodes[i]);
+          int want[MAXE], nw = 0;
+          for (int j = 0; j < m; j++)
+            if (S[id[j]]) want[nw++] = id[j];
+          for (int x = 0; x < E; x++) {
+            int stored = 0;
+            for (int j = 0; j < m; j++) stored |= id[j] == x;
+            if (S[x] && !stored) want[nw++] = x;
+          }
+          int same_route = got == (nw < k ? nw : k);
+          for (int j = 0; j < got && same_route; j++) same_route = out[j] == want[j];
+          if (!same_route && bad_routes++ < 5)
+            fprintf(stderr, "E %d m %d layer %d trial %d node %d: constrained route differs\n", E, m, l, trial, nodes[i]);
         }
         int xs = 1;
         for (int x = 0; x < E; x++)
@@ -148,6 +185,7 @@ static void vector_vs_portable(void) {
     amoe_block_free(&b);
   }
   CHECK(differ == 0, "%d of %d cases differ", differ, cases);
+  CHECK(bad_routes == 0, "%d constrained routes differ from the plain ones", bad_routes);
   CHECK(rare > cases / 10, "too few cases with more than two displaced entries per node (%d of %d)", rare, cases);
   if (!amoe_cpu_avx2_f16c()) printf("(no AVX2 here: the vector version was the portable one)\n");
 }
