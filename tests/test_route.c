@@ -25,19 +25,25 @@ static void run(int vec, const amoe_block *b, int l, int k, const int *nodes, in
   o->displaced = vec ? amoe_route_layer(b, l, k, nodes, nn, S, &ro) : amoe_route_layer_portable(b, l, k, nodes, nn, S, &ro);
 }
 
-/* One node, top-8 of 16 experts, logits 16 - e (so entry j is expert j);
- * S leaves out experts 1, 4 and 6 and holds 0, 2, 3, 5, 7 and 9, 12, 13. */
-static void by_hand(void) {
-  amoe_block b;
+/* A block of one node and one layer over 16 experts, logits 16 - e (so
+ * entry j is expert j), m of them stored. */
+static void one_node(amoe_block *b, int m) {
   amoe_err e;
-  amoe_block_init(&b, 1, 16, 16);
-  CHECK(amoe_block_reserve(&b, 1, &e) == AMOE_OK, "%s", e.msg);
+  amoe_block_init(b, 1, 16, m);
+  CHECK(amoe_block_reserve(b, 1, &e) == AMOE_OK, "%s", e.msg);
   float z[16];
   for (int x = 0; x < 16; x++) z[x] = 16.0f - (float)x;
-  b.parent[0] = -1;
-  b.accepted[0] = 1;
-  amoe_block_set_full(&b, 0, 0, z);
-  CHECK(amoe_block_finish(&b, AMOE_CHECK_ALL, &e) == AMOE_OK, "%s", e.msg);
+  b->parent[0] = -1;
+  b->accepted[0] = 1;
+  amoe_block_set_full(b, 0, 0, z);
+  CHECK(amoe_block_finish(b, AMOE_CHECK_ALL, &e) == AMOE_OK, "%s", e.msg);
+}
+
+/* One node, top-8 of 16 experts, all stored; S leaves out experts 1, 4
+ * and 6 and holds 0, 2, 3, 5, 7 and 9, 12, 13. */
+static void by_hand(void) {
+  amoe_block b;
+  one_node(&b, 16);
   const float P[8] = {0.3f, 0.2f, 0.1f, 0.1f, 0.1f, 0.1f, 0.05f, 0.05f};
   uint8_t S[16] = {0};
   const int in[] = {0, 2, 3, 5, 7, 9, 12, 13};
@@ -75,12 +81,7 @@ static void by_hand(void) {
   amoe_block_free(&b);
   /* m = 8 of 16: S = {1, 3, 10, 12, 14}; the node keeps 1 and 3, and its
    * six other entries find only 10, 12 and 14, none of them stored */
-  amoe_block_init(&b, 1, 16, 8);
-  CHECK(amoe_block_reserve(&b, 1, &e) == AMOE_OK, "%s", e.msg);
-  b.parent[0] = -1;
-  b.accepted[0] = 1;
-  amoe_block_set_full(&b, 0, 0, z);
-  CHECK(amoe_block_finish(&b, AMOE_CHECK_ALL, &e) == AMOE_OK, "%s", e.msg);
+  one_node(&b, 8);
   memset(S, 0, sizeof S);
   S[1] = S[3] = S[10] = S[12] = S[14] = 1;
   uint16_t out[8];
