@@ -55,6 +55,28 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
   return c + route_unstored(b, l, t, sbits, k - c, out + c);
 }
 
+void amoe_route_natural(const amoe_block *b, int l, int k, const int *restrict nodes, int nn, uint8_t *restrict U,
+                        int *restrict cnt) {
+  const uint16_t *ids = amoe_block_ids(b, l, 0); /* (a byte store may alias *b: read it once) */
+  const size_t m = (size_t)b->m;
+  if (k == 8 && U) /* eight fixed statements per node: see route.h */
+    for (int i = 0; i < nn; i++) {
+      const uint16_t *id = ids + (size_t)nodes[i] * m;
+      for (int j = 0; j < 8; j++) U[id[j]] = 1;
+    }
+  else if (k == 8)
+    for (int i = 0; i < nn; i++) {
+      const uint16_t *id = ids + (size_t)nodes[i] * m;
+      for (int j = 0; j < 8; j++) cnt[id[j]]++;
+    }
+  else if (U)
+    for (int i = 0; i < nn; i++)
+      for (int j = 0; j < k; j++) U[ids[(size_t)nodes[i] * m + j]] = 1;
+  else
+    for (int i = 0; i < nn; i++)
+      for (int j = 0; j < k; j++) cnt[ids[(size_t)nodes[i] * m + j]]++;
+}
+
 /* One node's natural entries: marks the union (and, with cnt, counts
  * them); returns how many leave S. */
 static inline int mark_node(const uint16_t *restrict id, int k, const uint8_t *restrict S, uint8_t *restrict U,

@@ -16,6 +16,13 @@
  * than k experts). out has room for k. */
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out);
 
+/* Natural routing (S = every expert) of nodes[0..nn) at layer l: their
+ * top-k entries marked in U (zeroed by the caller), or, with U NULL,
+ * counted in cnt. For top-8, eight fixed statements per node: a loop of k
+ * stores ran at one or two cycles a store depending on where the code
+ * landed (natural replay differed by up to 30% between two builds). */
+void amoe_route_natural(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt);
+
 /* What routing a layer's verified nodes under S adds up to. The caller
  * zeroes U, cnt, rcnt and R (all E + 1 of the last two). The last slot of
  * rcnt and R is a spare, written to instead of branching; what it holds

@@ -140,37 +140,6 @@ static void record_route(const amoe_block *b, int l, work *w, int i, int k, cons
   for (int j = 0; j < got; j++) w->rw[i * k + j] = sum > 0 ? w->rw[i * k + j] / sum : 1.0f / got;
 }
 
-/* Layer l's natural top-k entries of the listed nodes: marked in U, or
- * counted in cnt. Top-8 as eight fixed statements per node: a loop of k
- * stores ran at one or two cycles a store depending on where the code
- * landed (natural replay differed by up to 30% between two builds of the
- * same code). The pointers are locals: a byte store may alias anything. */
-static void natural_entries(const amoe_block *b, int l, const int *restrict nodes, int nn, int k,
-                            uint8_t *restrict U, int *restrict cnt) {
-  const uint16_t *ids = amoe_block_ids(b, l, 0);
-  const size_t m = (size_t)b->m;
-  if (k == 8 && U)
-    for (int i = 0; i < nn; i++) {
-      const uint16_t *id = ids + (size_t)nodes[i] * m;
-      for (int j = 0; j < 8; j++) U[id[j]] = 1;
-    }
-  else if (k == 8)
-    for (int i = 0; i < nn; i++) {
-      const uint16_t *id = ids + (size_t)nodes[i] * m;
-      for (int j = 0; j < 8; j++) cnt[id[j]]++;
-    }
-  else
-    for (int i = 0; i < nn; i++) {
-      const uint16_t *id = ids + (size_t)nodes[i] * m;
-      for (int j = 0; j < k; j++) {
-        if (U)
-          U[id[j]] = 1;
-        else
-          cnt[id[j]]++;
-      }
-    }
-}
-
 /* One row on one block. */
 static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
                              const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
@@ -213,11 +182,11 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
     int nu = 0, ns = E, nx = 0, nf = 0;
     if (natural && by_count) { /* the union is where the counts are nonzero */
       memset(w->count, 0, (size_t)E * sizeof(int));
-      natural_entries(b, l, w->nodes, nn, k, NULL, w->count);
+      amoe_route_natural(b, l, k, w->nodes, nn, NULL, w->count);
       for (int x = 0; x < E; x++) nu += w->U[x] = w->count[x] > 0;
     } else if (natural) { /* (other verifiers mark the union in their node loop below) */
       memset(w->U, 0, (size_t)E);
-      natural_entries(b, l, w->nodes, nn, k, w->U, NULL);
+      amoe_route_natural(b, l, k, w->nodes, nn, w->U, NULL);
       for (int x = 0; x < E; x++) nu += w->U[x];
       memcpy(w->X, w->U, (size_t)E);
     }
