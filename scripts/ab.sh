@@ -8,7 +8,8 @@
 #                                                   a 400-block qwen3 trace each)
 #   scripts/ab.sh REV generate [ROUNDS]          (default 40, 10 qwen3 blocks each)
 # Each comparison runs twice, with the old code placed first in the program
-# and then second.
+# and then second. Exits 3 when the two give different results (a change
+# of the model: both placements are still timed).
 # Needs binutils (nm, objcopy; they come with gcc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,7 +68,14 @@ workload: {source: synthetic, blocks: 400, seed: 1}
 policies: [natural]
 EOF
   build/acceptmoe gen "$tmp/trace.yaml" -o "$tmp/trace.amt" >"$tmp/gen.log" 2>&1 || { cat "$tmp/gen.log" >&2; exit 1; }
-  for order in bn nb; do "$tmp/ab_$order" replay "$tmp/trace.amt" "$policy" "$rounds"; done
-else
-  for order in bn nb; do "$tmp/ab_$order" generate "$rounds"; done
 fi
+rc=0
+for order in bn nb; do
+  if [[ $mode == replay ]]; then
+    "$tmp/ab_$order" replay "$tmp/trace.amt" "$policy" "$rounds" || rc=$?
+  else
+    "$tmp/ab_$order" generate "$rounds" || rc=$?
+  fi
+  (( rc == 0 || rc == 3 )) || exit "$rc"
+done
+exit "$rc"

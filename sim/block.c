@@ -161,7 +161,8 @@ __attribute__((constructor)) static void set_full_init(void) {
   }
   __builtin_cpu_init();
   unsigned a, b, c, d; /* F16C: CPUID leaf 1, ecx bit 29 (not every compiler's builtin knows it) */
-  g_avx2_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+  g_avx2_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("popcnt") &&
+                __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
   const char *off = getenv("ACCEPTMOE_NO_AVX2"); /* tests compare both paths in one build */
   if (off && *off && strcmp(off, "0") != 0) g_avx2_f16c = 0;
 }

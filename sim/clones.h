@@ -15,10 +15,10 @@
 #define AMOE_CLONES
 #endif
 
-/* 1 when this CPU runs AVX2 and F16C (x86-64 builds with GCC or Clang;
- * elsewhere 0), and ACCEPTMOE_NO_AVX2 is unset or 0. Hand-written vector
- * paths check it and fall back to the portable code, which they are tested
- * against bit for bit. */
+/* 1 when this CPU runs AVX2, F16C and FMA (x86-64 builds with GCC or
+ * Clang; elsewhere 0), and ACCEPTMOE_NO_AVX2 is unset or 0. Hand-written
+ * vector paths check it and fall back to the portable code, which they are
+ * tested against bit for bit. */
 int amoe_cpu_avx2_f16c(void);
 /* The left-pack table of those paths: for an 8-bit lane mask, the set
  * lanes in order as eight 3-bit indices, and their count in bits 24..27

@@ -80,7 +80,7 @@ static inline float gen_normal(uint16_t u) { return g_ntab[u >> 4]; }
 
 /* Fills out[0..n rounded up to 16) with standard normals, the pieces of
  * each step in order. */
-static void normals16(gen_rng4 *r, float *out, int n) {
+static AMOE_CLONES void normals16(gen_rng4 *r, float *out, int n) {
   for (int i = 0; i < n; i += 16) {
     gen_v4u x;
     rng4_next(r, &x);
@@ -400,13 +400,15 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
    * another seed is another set of prompts on the same model. */
   amoe_rng r;
   amoe_rng_seed(&r, 0x6d6f64656cULL, (uint64_t)L << 32 | (uint64_t)E, (uint64_t)p->top_k);
-  double ws = 1.0 / sqrt((double)AMOE_GEN_DIM);
-  /* stored [layer][dim][expert] so the logit loop runs over experts */
+  /* stored [layer][dim][expert] so the logit loop runs over experts, and
+   * scaled once here (w by 1/T, b by skew) so that a logit is nine fused
+   * multiply-adds */
+  const double ws = 1.0 / sqrt((double)AMOE_GEN_DIM) / p->temperature;
   for (int l = 0; l < L; l++)
     for (int x = 0; x < E; x++)
       for (int i = 0; i < AMOE_GEN_DIM; i++)
         g->w[((size_t)l * AMOE_GEN_DIM + i) * E + x] = (float)(amoe_rng_normal(&r) * ws);
-  for (size_t i = 0; i < (size_t)L * E; i++) g->bias[i] = (float)amoe_rng_normal(&r);
+  for (size_t i = 0; i < (size_t)L * E; i++) g->bias[i] = (float)(amoe_rng_normal(&r) * p->skew);
   if (!p->replay && p->accept_scale > 0) {
     g->h = p->accept_scale;
   } else if (!p->replay) {
@@ -525,48 +527,38 @@ static int draw_accepted(amoe_gen *g, int n, uint8_t *accepted) {
   }
 }
 
-/* One node-layer's logits over E experts: <s, w_e>, noise, temperature,
- * popularity (and the request's bias when on). */
-static AMOE_CLONES void layer_logits(const float *restrict w, const float *restrict s,
-                                     const float *restrict eps, const float *restrict bias,
-                                     const float *restrict req_bias, int E, float sig, float inv_t, float sk,
-                                     float *restrict zf) {
-  int x0 = 0;
-  typedef float v8f __attribute__((vector_size(32)));
-  for (; x0 + 8 <= E; x0 += 8) { /* eight experts at a time, the sums kept in a register */
-    v8f acc, wv, ev, bv;
-    memcpy(&wv, w + x0, 32);
-    acc = s[0] * wv;
-    for (int i = 1; i < AMOE_GEN_DIM; i++) {
-      memcpy(&wv, w + (size_t)i * E + x0, 32);
-      acc += s[i] * wv;
-    }
-    memcpy(&ev, eps + x0, 32);
-    memcpy(&bv, bias + x0, 32);
-    acc = (acc + sig * ev) * inv_t + sk * bv;
-    memcpy(zf + x0, &acc, 32);
+/* One node-layer's logits over E experts, each as
+ *   z = fma(σ', ε, fma(s7, w7, ... fma(s0, w0, b)))  (+ the request's bias when on)
+ * with w and b already scaled (w/T, skew·b) and σ' = σ/T: the model's
+ * (<s, w> + σ·ε)/T + skew·b in nine roundings. fmaf rounds once wherever it
+ * runs, so this portable loop and the vector path below give the same bits. */
+static void layer_logits(const float *restrict w, const float *restrict s, const float *restrict eps,
+                         const float *restrict bias, const float *restrict req_bias, int E, float sig,
+                         float *restrict zf) {
+  for (int x = 0; x < E; x++) {
+    float a = bias[x];
+    for (int i = 0; i < AMOE_GEN_DIM; i++) a = fmaf(s[i], w[(size_t)i * E + x], a);
+    a = fmaf(sig, eps[x], a);
+    zf[x] = req_bias ? a + req_bias[x] : a;
   }
-  for (int x = x0; x < E; x++) { /* the same sums, in the same order, for the rest */
-    float a = s[0] * w[x];
-    for (int i = 1; i < AMOE_GEN_DIM; i++) a += s[i] * w[(size_t)i * E + x];
-    zf[x] = (a + sig * eps[x]) * inv_t + sk * bias[x];
-  }
-  if (req_bias)
-    for (int x = 0; x < E; x++) zf[x] += req_bias[x];
 }
 
 #ifdef AMOE_X86_PATHS
 /* layer_logits with its noise drawn inside (normals16 of E, then
- * layer_logits, to the bit): sixteen experts a step, so the table reads
- * overlap the dot products instead of waiting in a loop of their own.
- * E a multiple of 16. */
-__attribute__((target("avx2"))) static void layer_logits_noise_avx2(
-    const float *restrict w, const float *restrict s, gen_rng4 *r, const float *restrict bias,
-    const float *restrict req_bias, int E, float sig, float inv_t, float sk, float *restrict zf) {
-  const __m256 vsig = _mm256_set1_ps(sig), vinv = _mm256_set1_ps(inv_t), vsk = _mm256_set1_ps(sk);
+ * layer_logits, to the bit): sixteen experts a step (the last step's
+ * first eight when E % 16 is 8), so the table reads overlap the
+ * multiply-adds instead of waiting in a loop of their own. E a multiple of
+ * 8. */
+__attribute__((target("avx2,fma"))) static void layer_logits_noise_avx2(const float *restrict w,
+                                                                       const float *restrict s, gen_rng4 *r,
+                                                                       const float *restrict bias,
+                                                                       const float *restrict req_bias, int E,
+                                                                       float sig, float *restrict zf) {
+  const __m256 vsig = _mm256_set1_ps(sig);
   __m256 sv[AMOE_GEN_DIM];
   for (int i = 0; i < AMOE_GEN_DIM; i++) sv[i] = _mm256_set1_ps(s[i]);
-  for (int x0 = 0; x0 < E; x0 += 16) {
+  int x0 = 0;
+  for (; x0 + 16 <= E; x0 += 16) {
     gen_v4u x;
     rng4_next(r, &x);
     /* scalar table reads, the compiler extracting the indices from the
@@ -578,17 +570,13 @@ __attribute__((target("avx2"))) static void layer_logits_noise_avx2(
                                      gen_normal(u[4]), gen_normal(u[5]), gen_normal(u[6]), gen_normal(u[7]));
     const __m256 e1 = _mm256_setr_ps(gen_normal(u[8]), gen_normal(u[9]), gen_normal(u[10]), gen_normal(u[11]),
                                      gen_normal(u[12]), gen_normal(u[13]), gen_normal(u[14]), gen_normal(u[15]));
-    __m256 a0 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0));
-    __m256 a1 = _mm256_mul_ps(sv[0], _mm256_loadu_ps(w + x0 + 8));
-    for (int i = 1; i < AMOE_GEN_DIM; i++) {
-      a0 = _mm256_add_ps(a0, _mm256_mul_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0)));
-      a1 = _mm256_add_ps(a1, _mm256_mul_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0 + 8)));
+    __m256 a0 = _mm256_loadu_ps(bias + x0), a1 = _mm256_loadu_ps(bias + x0 + 8);
+    for (int i = 0; i < AMOE_GEN_DIM; i++) {
+      a0 = _mm256_fmadd_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0), a0);
+      a1 = _mm256_fmadd_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0 + 8), a1);
     }
-    /* (a + sig·eps)·inv_t + sk·bias, as layer_logits rounds it */
-    a0 = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a0, _mm256_mul_ps(vsig, e0)), vinv),
-                       _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0)));
-    a1 = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(a1, _mm256_mul_ps(vsig, e1)), vinv),
-                       _mm256_mul_ps(vsk, _mm256_loadu_ps(bias + x0 + 8)));
+    a0 = _mm256_fmadd_ps(vsig, e0, a0);
+    a1 = _mm256_fmadd_ps(vsig, e1, a1);
     if (req_bias) {
       a0 = _mm256_add_ps(a0, _mm256_loadu_ps(req_bias + x0));
       a1 = _mm256_add_ps(a1, _mm256_loadu_ps(req_bias + x0 + 8));
@@ -596,20 +584,33 @@ __attribute__((target("avx2"))) static void layer_logits_noise_avx2(
     _mm256_storeu_ps(zf + x0, a0);
     _mm256_storeu_ps(zf + x0 + 8, a1);
   }
+  if (x0 < E) { /* eight left (a few-expert model): one more step, half used */
+    gen_v4u x;
+    rng4_next(r, &x);
+    uint16_t u[16];
+    memcpy(u, &x, sizeof u);
+    const __m256 e0 = _mm256_setr_ps(gen_normal(u[0]), gen_normal(u[1]), gen_normal(u[2]), gen_normal(u[3]),
+                                     gen_normal(u[4]), gen_normal(u[5]), gen_normal(u[6]), gen_normal(u[7]));
+    __m256 a0 = _mm256_loadu_ps(bias + x0);
+    for (int i = 0; i < AMOE_GEN_DIM; i++) a0 = _mm256_fmadd_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0), a0);
+    a0 = _mm256_fmadd_ps(vsig, e0, a0);
+    if (req_bias) a0 = _mm256_add_ps(a0, _mm256_loadu_ps(req_bias + x0));
+    _mm256_storeu_ps(zf + x0, a0);
+  }
 }
 #endif
 
 /* One node-layer's logits with their noise drawn from r. */
 static void node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
-                        const float *req_bias, int E, float sig, float inv_t, float sk, float *zf) {
+                        const float *req_bias, int E, float sig, float *zf) {
 #ifdef AMOE_X86_PATHS
-  if (E % 16 == 0 && amoe_cpu_avx2_f16c()) {
-    layer_logits_noise_avx2(w, s, r, bias, req_bias, E, sig, inv_t, sk, zf);
+  if (E % 8 == 0 && amoe_cpu_avx2_f16c()) {
+    layer_logits_noise_avx2(w, s, r, bias, req_bias, E, sig, zf);
     return;
   }
 #endif
   normals16(r, eps, E);
-  layer_logits(w, s, eps, bias, req_bias, E, sig, inv_t, sk, zf);
+  layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
 }
 
 int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
@@ -630,7 +631,7 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   const int L = g->p.layers, E = g->p.experts, D = AMOE_GEN_DIM;
   const float rho = (float)g->p.locality, crho = (float)sqrt(1 - g->p.locality * g->p.locality);
   const float lc = (float)g->p.layer_correlation, clc = (float)sqrt(1 - lc * (double)lc);
-  const float inv_t = (float)(1.0 / g->p.temperature), sig = (float)g->p.noise, sk = (float)g->p.skew;
+  const float sig = (float)(g->p.noise / g->p.temperature); /* (w and b were scaled at open) */
   float *tok = g->tok;
   gen_rng4 r4;
   rng4_seed(&r4, g->p.seed ^ 0x726f757465ULL, g->request, g->step);
@@ -652,7 +653,7 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
       const gen_v8f sv = rho * p + crho * k;
       memcpy(tk, &k, sizeof k);
       memcpy(st, &sv, sizeof sv);
-      node_logits(&r4, g->eps, wl, st, bl, rbl, E, sig, inv_t, sk, g->zfull);
+      node_logits(&r4, g->eps, wl, st, bl, rbl, E, sig, g->zfull);
       amoe_block_set_full(b, l, t, g->zfull);
     }
   }

@@ -21,7 +21,9 @@
  * b, per-logit noise ε and (off by default) a bias c drawn per request, which
  * concentrates one request's tokens on a subset of experts. ξ and ε are
  * normals from a table of 4,096 quantiles, drawn from a stream seeded per
- * block; a block is generated layer by layer.
+ * block; a block is generated layer by layer. A logit is computed as nine
+ * fused multiply-adds on stored w/T and skew·b (fmaf: the same bits on
+ * every path).
  * The root's parent is the last committed token of the previous block.
  * A request (tokens_per_request committed tokens) depends only on
  * (seed, request index). See docs/generator.md for the fit to real data. */
