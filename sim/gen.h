@@ -20,8 +20,8 @@
  * + request_bias·c[r,l,e], with fixed expert embeddings w, popularity biases
  * b, per-logit noise ε and (off by default) a bias c drawn per request, which
  * concentrates one request's tokens on a subset of experts. ξ and ε are
- * normals from a table of 4,096 quantiles, drawn from a stream seeded per
- * block; a block is generated layer by layer. A logit is computed as nine
+ * normals (amoe_gen_normal of 16-bit pieces of a stream seeded per block);
+ * a block is generated layer by layer. A logit is computed as nine
  * fused multiply-adds on stored w/T and skew·b (fmaf: the same bits on
  * every path).
  * The root's parent is the last committed token of the previous block.
@@ -38,6 +38,11 @@
 #include "rng.h"
 
 #define AMOE_GEN_DIM 8
+
+/* The standard normal the generator draws for a 16-bit piece u of its
+ * random stream: an approximation of the normal quantile at (u + 1/2)/65536
+ * (scripts/fit_noise.py; tests/test_gen.c checks its distribution). */
+float amoe_gen_normal(uint16_t u);
 
 /* Routing defaults fitted to the real Mixtral-8x7B trace (docs/generator.md). */
 #define AMOE_FIT_TEMPERATURE 0.8
