@@ -567,10 +567,21 @@ static void layer_logits(const float *restrict w, const float *restrict s, const
 }
 
 #ifdef AMOE_X86_PATHS
+/* Experts x0..x0+8 of layer_logits, e their noise. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void logits8(
+    const __m256 sv[AMOE_GEN_DIM], const float *restrict w, const float *restrict bias,
+    const float *restrict req_bias, int E, int x0, __m256 sig, __m256 e, float *restrict zf) {
+  __m256 a = _mm256_loadu_ps(bias + x0);
+  for (int i = 0; i < AMOE_GEN_DIM; i++) a = _mm256_fmadd_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0), a);
+  a = _mm256_fmadd_ps(sig, e, a);
+  if (req_bias) a = _mm256_add_ps(a, _mm256_loadu_ps(req_bias + x0));
+  _mm256_storeu_ps(zf + x0, a);
+}
+
 /* layer_logits with its noise drawn inside (normals16 of E, then
  * layer_logits, to the bit): sixteen experts a step (the last step's
- * first eight when E % 16 is 8), without a pass of its own over the noise.
- * E a multiple of 8. */
+ * first eight when E % 16 is 8, as normals16 leaves the rest unused),
+ * without a pass of its own over the noise. E a multiple of 8. */
 __attribute__((target("avx2,fma"))) static void layer_logits_noise_avx2(const float *restrict w,
                                                                        const float *restrict s, gen_rng4 *r,
                                                                        const float *restrict bias,
@@ -579,37 +590,13 @@ __attribute__((target("avx2,fma"))) static void layer_logits_noise_avx2(const fl
   const __m256 vsig = _mm256_set1_ps(sig);
   __m256 sv[AMOE_GEN_DIM];
   for (int i = 0; i < AMOE_GEN_DIM; i++) sv[i] = _mm256_set1_ps(s[i]);
-  int x0 = 0;
-  for (; x0 + 16 <= E; x0 += 16) {
+  for (int x0 = 0; x0 < E; x0 += 16) {
     gen_v4u x;
     __m256 e0, e1;
     rng4_next(r, &x);
     normals16_avx2(x, &e0, &e1);
-    __m256 a0 = _mm256_loadu_ps(bias + x0), a1 = _mm256_loadu_ps(bias + x0 + 8);
-    for (int i = 0; i < AMOE_GEN_DIM; i++) {
-      a0 = _mm256_fmadd_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0), a0);
-      a1 = _mm256_fmadd_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0 + 8), a1);
-    }
-    a0 = _mm256_fmadd_ps(vsig, e0, a0);
-    a1 = _mm256_fmadd_ps(vsig, e1, a1);
-    if (req_bias) {
-      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(req_bias + x0));
-      a1 = _mm256_add_ps(a1, _mm256_loadu_ps(req_bias + x0 + 8));
-    }
-    _mm256_storeu_ps(zf + x0, a0);
-    _mm256_storeu_ps(zf + x0 + 8, a1);
-  }
-  if (x0 < E) { /* eight left (a few-expert model): one more step, half used */
-    gen_v4u x;
-    __m256 e0, e1;
-    rng4_next(r, &x);
-    normals16_avx2(x, &e0, &e1); /* (the high halves unused, as normals16 leaves them) */
-    (void)e1;
-    __m256 a0 = _mm256_loadu_ps(bias + x0);
-    for (int i = 0; i < AMOE_GEN_DIM; i++) a0 = _mm256_fmadd_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0), a0);
-    a0 = _mm256_fmadd_ps(vsig, e0, a0);
-    if (req_bias) a0 = _mm256_add_ps(a0, _mm256_loadu_ps(req_bias + x0));
-    _mm256_storeu_ps(zf + x0, a0);
+    logits8(sv, w, bias, req_bias, E, x0, vsig, e0, zf);
+    if (x0 + 16 <= E) logits8(sv, w, bias, req_bias, E, x0 + 8, vsig, e1, zf);
   }
 }
 #endif
