@@ -381,16 +381,18 @@ __attribute__((target("avx2"), always_inline)) static inline void store_pairs32(
   }
 }
 
-/* Group e/32's pair keys (key16 << 16 | 0xffff - expert) in g[0..4). */
+/* Group e/32's pair keys (key16 << 16 | 0xffff - expert) in g[0..4): each
+ * 16 keys interleaved with their ids, so a register holds experts 0-3 and
+ * 8-11 of the 16, the next 4-7 and 12-15 (the networks do not care which
+ * keys share a register). */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void pair_keys32(const float *zfull, int e,
                                                                                     __m256i g[4]) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i lane = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int h = 0; h < 2; h++) {
     const __m256i k = f16_keys16(zfull + e + 16 * h);
-    const __m256i id0 = _mm256_sub_epi32(_mm256_set1_epi32(0xffff - e - 16 * h), lane);
-    g[2 * h] = _mm256_or_si256(_mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(k)), 16), id0);
-    g[2 * h + 1] = _mm256_or_si256(_mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(k, 1)), 16),
-                                   _mm256_sub_epi32(id0, _mm256_set1_epi32(8)));
+    const __m256i id = _mm256_sub_epi16(_mm256_set1_epi16((short)(0xffff - e - 16 * h)), lane);
+    g[2 * h] = _mm256_unpacklo_epi16(id, k);
+    g[2 * h + 1] = _mm256_unpackhi_epi16(id, k);
   }
 }
 
