@@ -45,13 +45,13 @@ for v in 0 1; do
     --out "$T/p$v" --quiet >/dev/null 2>&1
 done
 [ -s "$T/p0.amt" ] && cmp -s "$T/p0.amt" "$T/p1.amt" && ok || bad "the generator's vector and portable paths differ"
+[ -s "$T/p0/summary.csv" ] && cmp -s "$T/p0/summary.csv" "$T/p1/summary.csv" && cmp -s "$T/p0/layers.csv" "$T/p1/layers.csv" &&
+  ok || bad "the replay's vector and portable paths differ"
 # and a Mixtral trace (8 experts: the noise loop's half step)
 for v in 0 1; do
   ACCEPTMOE_NO_AVX2=$v "$A" gen workloads/specs/mixtral-fit.yaml --set workload.blocks=6 -o "$T/x$v.amt" >/dev/null 2>&1
 done
 [ -s "$T/x0.amt" ] && cmp -s "$T/x0.amt" "$T/x1.amt" && ok || bad "the generator's vector and portable paths differ (8 experts)"
-[ -s "$T/p0/summary.csv" ] && cmp -s "$T/p0/summary.csv" "$T/p1/summary.csv" && cmp -s "$T/p0/layers.csv" "$T/p1/layers.csv" &&
-  ok || bad "the replay's vector and portable paths differ"
 
 # the resolved spec runs again to the same summary
 "$A" run "$T/g1/spec.resolved.yaml" --out "$T/g3" --quiet >/dev/null 2>"$T/err" || bad "resolved spec: $(cat "$T/err")"
