@@ -1,5 +1,6 @@
 #include "gen.h"
 #include "clones.h"
+#include "fmaf.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ static inline void rng4_next(gen_rng4 *r, gen_v4u *out) { /* (out: a vector retu
  * (u + 1/2)/65536 as an odd (3,3) rational in v = (u + 1/2)/65536 - 1/2
  * (scripts/fit_noise.py: KS distance 1.6e-4 from the normal, variance
  * 0.9997, ±3.60 at the ends). v is exact and each operation rounds once
- * (fmaf, ×, ÷), so the vector version gives the same bits. */
+ * (amoe_fmaf, ×, ÷), so the vector version gives the same bits. */
 #define GEN_P0 2.50145102f
 #define GEN_P1 -17.6695881f
 #define GEN_P2 30.7450409f
@@ -52,9 +53,9 @@ static inline void rng4_next(gen_rng4 *r, gen_v4u *out) { /* (out: a vector retu
 #define GEN_Q1 19.3245029f
 #define GEN_Q2 -10.4786415f
 static inline float gen_normal(uint32_t u) {
-  const float v = fmaf((float)u, 0x1p-16f, -0.5f + 0x1p-17f), r = v * v;
-  const float p = fmaf(fmaf(GEN_P2, r, GEN_P1), r, GEN_P0);
-  const float q = fmaf(fmaf(fmaf(GEN_Q2, r, GEN_Q1), r, GEN_Q0), r, 1.0f);
+  const float v = amoe_fmaf((float)u, 0x1p-16f, -0.5f + 0x1p-17f), r = v * v;
+  const float p = amoe_fmaf(amoe_fmaf(GEN_P2, r, GEN_P1), r, GEN_P0);
+  const float q = amoe_fmaf(amoe_fmaf(amoe_fmaf(GEN_Q2, r, GEN_Q1), r, GEN_Q0), r, 1.0f);
   return v * p / q;
 }
 
@@ -553,15 +554,16 @@ static int draw_accepted(amoe_gen *g, int n, uint8_t *accepted) {
 /* One node-layer's logits over E experts, each as
  *   z = fma(σ', ε, fma(s7, w7, ... fma(s0, w0, b)))  (+ the request's bias when on)
  * with w and b already scaled (w/T, skew·b) and σ' = σ/T: the model's
- * (<s, w> + σ·ε)/T + skew·b in nine roundings. fmaf rounds once wherever it
- * runs, so this portable loop and the vector path below give the same bits. */
+ * (<s, w> + σ·ε)/T + skew·b in nine roundings. A fused multiply-add
+ * rounds once wherever it runs (amoe_fmaf), so this portable loop and the
+ * vector path below give the same bits. */
 static void layer_logits(const float *restrict w, const float *restrict s, const float *restrict eps,
                          const float *restrict bias, const float *restrict req_bias, int E, float sig,
                          float *restrict zf) {
   for (int x = 0; x < E; x++) {
     float a = bias[x];
-    for (int i = 0; i < AMOE_GEN_DIM; i++) a = fmaf(s[i], w[(size_t)i * E + x], a);
-    a = fmaf(sig, eps[x], a);
+    for (int i = 0; i < AMOE_GEN_DIM; i++) a = amoe_fmaf(s[i], w[(size_t)i * E + x], a);
+    a = amoe_fmaf(sig, eps[x], a);
     zf[x] = req_bias ? a + req_bias[x] : a;
   }
 }
