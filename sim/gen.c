@@ -569,21 +569,27 @@ static void layer_logits(const float *restrict w, const float *restrict s, const
 }
 
 #ifdef AMOE_X86_PATHS
-/* Experts x0..x0+8 of layer_logits, e their noise. */
+/* Experts x0..x0+8 of layer_logits, e their noise; with `mask`, only its
+ * lanes are read and written (the experts left past the last whole eight). */
 __attribute__((target("avx2,fma"), always_inline)) static inline void logits8(
     const __m256 sv[AMOE_GEN_DIM], const float *restrict w, const float *restrict bias,
-    const float *restrict req_bias, int E, int x0, __m256 sig, __m256 e, float *restrict zf) {
-  __m256 a = _mm256_loadu_ps(bias + x0);
-  for (int i = 0; i < AMOE_GEN_DIM; i++) a = _mm256_fmadd_ps(sv[i], _mm256_loadu_ps(w + (size_t)i * E + x0), a);
+    const float *restrict req_bias, int E, int x0, __m256 sig, __m256 e, const __m256i *mask, float *restrict zf) {
+#define LOAD(p) (mask ? _mm256_maskload_ps((p), *mask) : _mm256_loadu_ps(p))
+  __m256 a = LOAD(bias + x0);
+  for (int i = 0; i < AMOE_GEN_DIM; i++) a = _mm256_fmadd_ps(sv[i], LOAD(w + (size_t)i * E + x0), a);
   a = _mm256_fmadd_ps(sig, e, a);
-  if (req_bias) a = _mm256_add_ps(a, _mm256_loadu_ps(req_bias + x0));
-  _mm256_storeu_ps(zf + x0, a);
+  if (req_bias) a = _mm256_add_ps(a, LOAD(req_bias + x0));
+#undef LOAD
+  if (mask)
+    _mm256_maskstore_ps(zf + x0, *mask, a);
+  else
+    _mm256_storeu_ps(zf + x0, a);
 }
 
 /* layer_logits with its noise drawn inside (normals16 of E, then
- * layer_logits, to the bit): sixteen experts a step (the last step's
- * first eight when E % 16 is 8, as normals16 leaves the rest unused),
- * without a pass of its own over the noise. E a multiple of 8. */
+ * layer_logits, to the bit): sixteen experts a step, the last step's
+ * pieces past E unused as normals16 leaves them, without a pass of its own
+ * over the noise. */
 __attribute__((target("avx2,fma"))) static void layer_logits_noise_avx2(const float *restrict w,
                                                                        const float *restrict s, gen_rng4 *r,
                                                                        const float *restrict bias,
@@ -592,13 +598,27 @@ __attribute__((target("avx2,fma"))) static void layer_logits_noise_avx2(const fl
   const __m256 vsig = _mm256_set1_ps(sig);
   __m256 sv[AMOE_GEN_DIM];
   for (int i = 0; i < AMOE_GEN_DIM; i++) sv[i] = _mm256_set1_ps(s[i]);
-  for (int x0 = 0; x0 < E; x0 += 16) {
-    gen_v4u x;
-    __m256 e0, e1;
+  int x0 = 0;
+  gen_v4u x;
+  __m256 e0, e1;
+  for (; x0 + 16 <= E; x0 += 16) {
     rng4_next(r, &x);
     normals16_avx2(x, &e0, &e1);
-    logits8(sv, w, bias, req_bias, E, x0, vsig, e0, zf);
-    if (x0 + 16 <= E) logits8(sv, w, bias, req_bias, E, x0 + 8, vsig, e1, zf);
+    logits8(sv, w, bias, req_bias, E, x0, vsig, e0, NULL, zf);
+    logits8(sv, w, bias, req_bias, E, x0 + 8, vsig, e1, NULL, zf);
+  }
+  if (x0 == E) return;
+  rng4_next(r, &x); /* 1..15 experts left: one more step */
+  normals16_avx2(x, &e0, &e1);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  if (x0 + 8 <= E) {
+    logits8(sv, w, bias, req_bias, E, x0, vsig, e0, NULL, zf);
+    x0 += 8;
+    e0 = e1;
+  }
+  if (x0 < E) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(E - x0), lane);
+    logits8(sv, w, bias, req_bias, E, x0, vsig, e0, &m, zf);
   }
 }
 #endif
@@ -607,7 +627,7 @@ __attribute__((target("avx2,fma"))) static void layer_logits_noise_avx2(const fl
 static void node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                         const float *req_bias, int E, float sig, float *zf) {
 #ifdef AMOE_X86_PATHS
-  if (E % 8 == 0 && amoe_cpu_avx2_f16c()) {
+  if (amoe_cpu_avx2_f16c()) {
     layer_logits_noise_avx2(w, s, r, bias, req_bias, E, sig, zf);
     return;
   }

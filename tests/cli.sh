@@ -47,11 +47,16 @@ done
 [ -s "$T/p0.amt" ] && cmp -s "$T/p0.amt" "$T/p1.amt" && ok || bad "the generator's vector and portable paths differ"
 [ -s "$T/p0/summary.csv" ] && cmp -s "$T/p0/summary.csv" "$T/p1/summary.csv" && cmp -s "$T/p0/layers.csv" "$T/p1/layers.csv" &&
   ok || bad "the replay's vector and portable paths differ"
-# and a Mixtral trace (8 experts: the noise loop's half step)
-for v in 0 1; do
-  ACCEPTMOE_NO_AVX2=$v "$A" gen workloads/specs/mixtral-fit.yaml --set workload.blocks=6 -o "$T/x$v.amt" >/dev/null 2>&1
+# and the noise loop's tails: Mixtral (8 experts: half a step), 60 experts
+# (a half and a masked quarter), 5 (masked only)
+for c in "mixtral-fit.yaml" "quickstart.yaml --set model.experts=60" "quickstart.yaml --set model.experts=5 --set model.top_k=2"; do
+  for v in 0 1; do
+    # shellcheck disable=SC2086 # (the case's words)
+    ACCEPTMOE_NO_AVX2=$v "$A" gen workloads/specs/$c --set 'policies=[natural]' --set workload.blocks=6 -o "$T/x$v.amt" >/dev/null 2>&1
+  done
+  [ -s "$T/x0.amt" ] && cmp -s "$T/x0.amt" "$T/x1.amt" && ok || bad "the generator's vector and portable paths differ: $c"
+  rm -f "$T/x0.amt" "$T/x1.amt"
 done
-[ -s "$T/x0.amt" ] && cmp -s "$T/x0.amt" "$T/x1.amt" && ok || bad "the generator's vector and portable paths differ (8 experts)"
 
 # the resolved spec runs again to the same summary
 "$A" run "$T/g1/spec.resolved.yaml" --out "$T/g3" --quiet >/dev/null 2>"$T/err" || bad "resolved spec: $(cat "$T/err")"
