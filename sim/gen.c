@@ -123,8 +123,8 @@ typedef struct {
 struct amoe_gen {
   amoe_gen_params p;
   double h; /* acceptance scale */
-  float *w; /* [layer][expert][DIM] embeddings */
-  float *bias; /* [layer][expert] */
+  float *w;    /* [layer][DIM][expert] embeddings / temperature */
+  float *bias; /* [layer][expert] popularity biases · skew */
   /* per request */
   amoe_rng rng;
   uint32_t request, step;
