@@ -610,14 +610,13 @@ __attribute__((target("avx2,fma"))) static void layer_logits_noise_avx2(const fl
   if (x0 == E) return;
   rng4_next(r, &x); /* 1..15 experts left: one more step */
   normals16_avx2(x, &e0, &e1);
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   if (x0 + 8 <= E) {
     logits8(sv, w, bias, req_bias, E, x0, vsig, e0, NULL, zf);
     x0 += 8;
     e0 = e1;
   }
   if (x0 < E) {
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(E - x0), lane);
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(E - x0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     logits8(sv, w, bias, req_bias, E, x0, vsig, e0, &m, zf);
   }
 }
