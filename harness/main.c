@@ -192,9 +192,9 @@ static double now_s(void) {
 static amoe_status on_block(void *vc, int row, const amoe_block_stats *b, amoe_err *e) {
   run_ctx *c = vc;
   if (!c->blocks) return AMOE_OK;
-  int n = fprintf(c->blocks, "%d%s,%s,%llu,%u,%u,%d,%d,%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", c->point,
+  int n = fprintf(c->blocks, "%d%s,%s,%llu,%u,%u,%d,%d,%d,%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", c->point,
                   c->sweepvals, c->s->policies[row].label, (unsigned long long)b->block, b->request, b->step,
-                  b->verified, b->tau, b->deviated, b->union_mean, b->eligible_mean, b->executed_mean, b->fetched,
+                  b->passes, b->verified, b->tau, b->deviated, b->union_mean, b->eligible_mean, b->executed_mean, b->fetched,
                   b->delta_mean, b->time_s);
   return n < 0 ? amoe_fail(e, AMOE_EIO, "blocks.csv: write failed") : AMOE_OK;
 }
@@ -283,7 +283,7 @@ static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_commitmen
 }
 
 static const char *SUMMARY_COLS =
-    "model,hw,policy,draft_policy,verifier_policy,budget,blocks,committed_tokens,tau_mean,verified_nodes_mean,"
+    "model,hw,policy,draft_policy,verifier_policy,budget,blocks,forward_passes,committed_tokens,tau_mean,verified_nodes_mean,"
     "union_mean,eligible_mean,executed_mean,hbm_expert_bytes_per_token,h2d_bytes_per_token,cache_hit_rate,"
     "fetch_wait_share,time_per_token_s,tokens_per_s,speedup_vs_natural,displaced_assignment_rate,"
     "displaced_mass_mean,deviated_token_rate";
@@ -359,7 +359,7 @@ static int cmd_run(int argc, char **argv) {
   }
   if (fb.f) {
     sweep_header(fb.f, x);
-    fputs(",policy,block,request,step,verified_nodes,tau,deviated,union_mean,eligible_mean,executed_mean,"
+    fputs(",policy,block,request,step,forward_passes,verified_nodes,tau,deviated,union_mean,eligible_mean,executed_mean,"
           "fetched_experts,displaced_mass_mean,time_s\n",
           fb.f);
   }
@@ -443,10 +443,10 @@ static int cmd_run(int argc, char **argv) {
         amoe_summarize(&rows[i].tot, s->offload.enabled, &m);
         double sp = nat.tokens_per_s > 0 ? m.tokens_per_s / nat.tokens_per_s : 0;
         fprintf(fs.f,
-                "%d%s,%s,%s,%s,%s,%s,%d,%.0f,%.0f,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
+                "%d%s,%s,%s,%s,%s,%s,%d,%.0f,%.0f,%.0f,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
                 "%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
                 p, sv, s->model.name, s->hw.name, r->label, amoe_draft_table[r->draft].name,
-                amoe_verifier_table[r->verifier].name, r->budget, rows[i].tot.blocks, rows[i].tot.committed,
+                amoe_verifier_table[r->verifier].name, r->budget, rows[i].tot.blocks, rows[i].tot.passes, rows[i].tot.committed,
                 m.tau_mean, m.verified_nodes_mean, m.union_mean, m.eligible_mean, m.executed_mean,
                 m.hbm_expert_bytes_per_token, m.h2d_bytes_per_token, m.cache_hit_rate, m.fetch_wait_share,
                 m.time_per_token_s, m.tokens_per_s, sp, m.displaced_assignment_rate, m.delta_mean,
@@ -461,11 +461,13 @@ static int cmd_run(int argc, char **argv) {
         printf("| %d | %s | %.3f | %.1f | %.2f | %.2f | %.2f | %.3f | %.1f | %.3f | %.4f |\n", p, r->label,
                m.tau_mean, m.verified_nodes_mean, m.union_mean, m.executed_mean, m.h2d_bytes_per_token / 1e6,
                m.cache_hit_rate, m.tokens_per_s, sp, m.deviated_token_rate);
+        /* sets per forward pass; bytes and time per block */
         double B = rows[i].tot.blocks > 0 ? rows[i].tot.blocks : 1;
+        double P = rows[i].tot.passes > 0 ? rows[i].tot.passes : 1;
         for (int l = 0; l < s->model.moe_layers; l++) {
           const amoe_layer_totals *lt = &rows[i].layers[l];
           fprintf(fl.f, "%d%s,%s,%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g", p, sv, r->label, l,
-                  lt->union_sum / B, lt->eligible_sum / B, lt->executed_sum / B,
+                  lt->union_sum / P, lt->eligible_sum / P, lt->executed_sum / P,
                   s->offload.enabled ? (lt->requests > 0 ? lt->hits / lt->requests : 0) : 1.0, lt->fetched / B,
                   lt->fetched * amoe_model_expert_bytes(&s->model) / B, lt->t_moe / B, lt->t_fetch / B);
           if (ex) fprintf(fl.f, ",%.17g", amoe_exec_layer(ex, i, l, rows[i].tot.blocks));

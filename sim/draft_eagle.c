@@ -1,13 +1,19 @@
 /* eagle: verify the root and the best nodes-1 candidates by cumulative draft
- * score (ties: the earlier node). autoregressive: the root alone. */
+ * score (ties: the earlier node). autoregressive: the tokens the eagle row
+ * commits (its tree's natural accepted path), decoded one per pass. */
 #include <stdlib.h>
 
 #include "policy.h"
 
 int amoe_draft_autoregressive(const amoe_dctx *c, int *out) {
-  (void)c;
-  out[0] = 0;
-  return 1;
+  const amoe_block *b = c->b;
+  int n = amoe_draft_eagle(c, out), m = 0;
+  /* ascending ids with parent[t] < t: the path's nodes come in path order */
+  for (int i = 0; i < n; i++) {
+    const int t = out[i];
+    if (t == 0 || (m > 0 && b->accepted[t] && b->parent[t] == out[m - 1])) out[m++] = t;
+  }
+  return m;
 }
 
 /* A child never outscores its parent and ties go to the earlier node, so

@@ -17,10 +17,10 @@ const amoe_verifier_def amoe_verifier_table[] = {
 const int amoe_verifier_count = (int)(sizeof amoe_verifier_table / sizeof amoe_verifier_table[0]);
 
 const amoe_draft_def amoe_draft_table[] = {
-    {"eagle", amoe_draft_eagle},
-    {"autoregressive", amoe_draft_autoregressive},
-    {"ecospec", amoe_draft_ecospec},
-    {"evict", amoe_draft_evict},
+    {"eagle", amoe_draft_eagle, 0},
+    {"autoregressive", amoe_draft_autoregressive, 1},
+    {"ecospec", amoe_draft_ecospec, 0},
+    {"evict", amoe_draft_evict, 0},
 };
 const int amoe_draft_count = (int)(sizeof amoe_draft_table / sizeof amoe_draft_table[0]);
 

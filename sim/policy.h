@@ -54,6 +54,9 @@ typedef struct {
   const char *name;
   /* Writes verified node ids ascending (root first); returns their count. */
   int (*choose)(const amoe_dctx *c, int *out);
+  /* 1: no tree; the target decodes the chosen nodes one per forward pass,
+   * in order (autoregressive decoding of the accepted path) */
+  int one_token_per_pass;
 } amoe_draft_def;
 
 extern const amoe_verifier_def amoe_verifier_table[];

@@ -24,6 +24,7 @@ typedef struct {
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int *nodes, *level, *count, *rcount, *iscratch;
   int *path; /* indices into nodes[] of the accepted ones */
+  int *seq;  /* tokens decoded one per pass */
   uint8_t *U, *S, *X, *F, *R;
   float *delta; /* [nodes[] index] displaced router mass, on the accepted path */
   double *scratch;
@@ -40,6 +41,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
 static void work_free(work *w) {
   free(w->nodes);
   free(w->path);
+  free(w->seq);
   free(w->level);
   free(w->count);
   free(w->rcount);
@@ -69,6 +71,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->cap_n = n;
   w->nodes = malloc((size_t)n * sizeof(int));
   w->path = malloc((size_t)n * sizeof(int));
+  w->seq = malloc((size_t)n * sizeof(int));
   w->level = calloc(AMOE_MAX_DEPTH * 4 + 256, sizeof(int));
   w->count = malloc((size_t)E * sizeof(int));
   w->rcount = malloc((size_t)(E + 1) * sizeof(int)); /* + amoe_route_sums' spare slot */
@@ -89,7 +92,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->todo = malloc((size_t)n * sizeof(int));
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
   if (!w->nodes || !w->level || !w->count || !w->rcount || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->R ||
-      !w->delta || !w->path || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo)
+      !w->delta || !w->path || !w->seq || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
 }
@@ -140,28 +143,27 @@ static void record_route(const amoe_block *b, int l, work *w, int i, int k, cons
   for (int j = 0; j < got; j++) w->rw[i * k + j] = sum > 0 ? w->rw[i * k + j] / sum : 1.0f / got;
 }
 
-/* One row on one block. */
-static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
-                             const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
-                             amoe_err *e) {
+/* What one forward pass adds to its block's figures. */
+typedef struct {
+  double T, u, s, x, f;
+} pass_sums;
+
+/* One forward pass of the target over w->nodes[0..nn) (ascending, root
+ * first): per MoE layer the verifier's S, constrained routing, the cache
+ * and the cost model (§9), `draft_steps` draft steps before it. Leaves the
+ * displaced mass of the verified accepted nodes in w->delta. */
+static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+                                        const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
+                                        int nn, int draft_steps, pass_sums *ps, amoe_err *e) {
   const amoe_model *M = &s->model;
   const amoe_hw *HW = &s->hw;
   const int E = b->experts, k = M->top_k, L = b->layers;
-  if (E < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
   const int natural = rs->ver->select == amoe_verifier_natural;
   const uint8_t *res_layers[AMOE_MAX_LAYERS];
   if (rs->cache)
     for (int l = 0; l < L; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
-  amoe_dctx dc = {b, s, rs->row, ph, s->workload.nodes, rs->cache ? res_layers : NULL, rs->popularity,
-                  w->dscratch};
-  int nn = rs->draft->choose(&dc, w->nodes);
-  int maxd = 0;
   memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
-  for (int i = 0; i < nn; i++) {
-    int d = b->depth[w->nodes[i]];
-    w->level[d]++;
-    if (d > maxd) maxd = d;
-  }
+  for (int i = 0; i < nn; i++) w->level[b->depth[w->nodes[i]]]++;
   int npath = 0;
   for (int i = 0; i < nn; i++) {
     w->delta[i] = 0;
@@ -169,7 +171,7 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
     npath += b->accepted[w->nodes[i]];
   }
   double t_dense = amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 1);
-  double T = amoe_cost_draft(M, HW, maxd) + amoe_cost_head(M, HW, nn) +
+  double T = amoe_cost_draft(M, HW, draft_steps) + amoe_cost_head(M, HW, nn) +
              (M->layers - M->moe_layers) * amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 0);
   double sum_u = 0, sum_s = 0, sum_x = 0, sum_f = 0;
   amoe_totals *tt = &rs->res->tot;
@@ -300,41 +302,93 @@ static AMOE_CLONES amoe_status row_block(const amoe_spec *s, const amoe_commitme
   if (rs->cache) amoe_cache_end_block(rs->cache);
   if (rs->log && amoe_reqlog_end_block(rs->log) != AMOE_OK)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
-  if (record_only) return AMOE_OK;
-  /* acceptance (§7): walk the natural accepted path inside the verified set */
-  int tau = 1, deviated = 0;
+  ps->T = T;
+  ps->u = sum_u;
+  ps->s = sum_s;
+  ps->x = sum_x;
+  ps->f = sum_f;
+  return AMOE_OK;
+}
+
+/* Whether the target's output at node t changes under the displaced mass d
+ * (§7): a coin keyed by (seed, block, node), the same for every policy. */
+static int flips(const amoe_spec *s, const amoe_block *b, int t, double d) {
+  return d > 0 && s->kappa > 0 && amoe_rng_coin(s->workload.seed, b->index, (uint64_t)t) < 1.0 - exp(-s->kappa * d);
+}
+
+/* One row on one block: the draft policy's nodes verified in one forward
+ * pass, or, for a draft that decodes one token per pass (autoregressive),
+ * each of its nodes in its own pass, in order. */
+static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+                             const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
+                             amoe_err *e) {
+  const int L = b->layers;
+  if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
+  const uint8_t *res_layers[AMOE_MAX_LAYERS];
+  if (rs->cache)
+    for (int l = 0; l < L; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
+  amoe_dctx dc = {b, s, rs->row, ph, s->workload.nodes, rs->cache ? res_layers : NULL, rs->popularity,
+                  w->dscratch};
+  int nn = rs->draft->choose(&dc, w->nodes);
+  pass_sums sum = {0}, ps;
+  int tau = 0, deviated = 0, passes = 0, verified = 0;
   double dsum = 0;
-  int pos = 0; /* index into nodes[] of the current path node (root) */
-  for (;;) {
-    int t = w->nodes[pos];
-    dsum += w->delta[pos];
-    double d = w->delta[pos];
-    if (d > 0 && s->kappa > 0 &&
-        amoe_rng_coin(s->workload.seed, b->index, (uint64_t)t) < 1.0 - exp(-s->kappa * d)) {
-      deviated = 1;
-      break;
+  if (rs->draft->one_token_per_pass) {
+    /* nodes[] is the token sequence: each token alone, its own step */
+    memcpy(w->seq, w->nodes, (size_t)nn * sizeof *w->seq);
+    for (int q = 0; q < nn; q++) {
+      w->nodes[0] = w->seq[q];
+      AMOE_TRY(row_pass(s, ph, rs, ri, b, w, h, record_only, 1, 0, &ps, e));
+      sum.T += ps.T, sum.u += ps.u, sum.s += ps.s, sum.x += ps.x, sum.f += ps.f;
+      /* a token the verifier displaced may come out differently; the
+       * stream stays the natural one's (there is no draft to reject) */
+      dsum += w->delta[0];
+      deviated += flips(s, b, w->seq[q], w->delta[0]);
     }
-    int next = -1;
-    for (int i = pos + 1; i < nn && next < 0; i++)
-      if (b->parent[w->nodes[i]] == t && b->accepted[w->nodes[i]]) next = i;
-    if (next < 0) break;
-    pos = next;
-    tau++;
+    tau = passes = verified = nn;
+  } else {
+    int maxd = 0;
+    for (int i = 0; i < nn; i++)
+      if (b->depth[w->nodes[i]] > maxd) maxd = b->depth[w->nodes[i]];
+    AMOE_TRY(row_pass(s, ph, rs, ri, b, w, h, record_only, nn, maxd, &sum, e));
+    passes = 1;
+    verified = nn;
+    /* acceptance (§7): walk the natural accepted path inside the verified set */
+    tau = 1;
+    int pos = 0; /* index into nodes[] of the current path node (root) */
+    for (;;) {
+      int t = w->nodes[pos];
+      dsum += w->delta[pos];
+      if (flips(s, b, t, w->delta[pos])) {
+        deviated = 1;
+        break;
+      }
+      int next = -1;
+      for (int i = pos + 1; i < nn && next < 0; i++)
+        if (b->parent[w->nodes[i]] == t && b->accepted[w->nodes[i]]) next = i;
+      if (next < 0) break;
+      pos = next;
+      tau++;
+    }
   }
+  if (record_only) return AMOE_OK;
+  amoe_totals *tt = &rs->res->tot;
   tt->blocks += 1;
+  tt->passes += passes;
   tt->committed += tau;
-  tt->verified += nn;
-  tt->layer_blocks += L;
-  tt->union_sum += sum_u;
-  tt->eligible_sum += sum_s;
-  tt->executed_sum += sum_x;
-  tt->t_total += T;
+  tt->verified += verified;
+  tt->layer_blocks += (double)L * passes;
+  tt->union_sum += sum.u;
+  tt->eligible_sum += sum.s;
+  tt->executed_sum += sum.x;
+  tt->t_total += sum.T;
   tt->delta_sum += dsum;
   tt->delta_n += tau;
   tt->deviated += deviated;
   if (h && h->on_block) {
-    amoe_block_stats bs = {b->index, b->request, b->step, nn, tau, deviated, sum_u / L, sum_s / L,
-                           sum_x / L, sum_f, dsum / tau, T};
+    const double lp = (double)L * passes;
+    amoe_block_stats bs = {b->index, b->request, b->step, passes, verified, tau, deviated, sum.u / lp, sum.s / lp,
+                           sum.x / lp, sum.f, dsum / tau, sum.T};
     AMOE_TRY(h->on_block(h->ctx, ri, &bs, e));
   }
   return AMOE_OK;
@@ -501,8 +555,8 @@ amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amo
 
 void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   double c = t->committed > 0 ? t->committed : 1, lb = t->layer_blocks > 0 ? t->layer_blocks : 1;
-  o->tau_mean = t->blocks > 0 ? t->committed / t->blocks : 0;
-  o->verified_nodes_mean = t->blocks > 0 ? t->verified / t->blocks : 0;
+  o->tau_mean = t->passes > 0 ? t->committed / t->passes : 0;
+  o->verified_nodes_mean = t->passes > 0 ? t->verified / t->passes : 0;
   o->union_mean = t->union_sum / lb;
   o->eligible_mean = t->eligible_sum / lb;
   o->executed_mean = t->executed_sum / lb;

@@ -17,7 +17,7 @@
 #define AMOE_DEFAULT_KAPPA 0.05
 
 typedef struct {
-  double blocks, committed, verified, layer_blocks;
+  double blocks, passes, committed, verified, layer_blocks; /* passes: target forward passes */
   double union_sum, eligible_sum, executed_sum;
   double hbm_expert_bytes, h2d_bytes, hits, requests;
   double t_fetch, t_total;
@@ -36,7 +36,7 @@ typedef struct {
 typedef struct {
   uint64_t block;
   uint32_t request, step;
-  int verified, tau, deviated;
+  int passes, verified, tau, deviated; /* passes: forward passes (autoregressive: one per token) */
   double union_mean, eligible_mean, executed_mean, fetched, delta_mean, time_s;
 } amoe_block_stats;
 

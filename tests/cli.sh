@@ -24,6 +24,13 @@ if awk -F, 'NR==FNR{for(i=1;i<=NF;i++)a[FNR,i]=$i;n[FNR]=NF;next}
    if(x==y)continue; if(x+0!=x||y+0!=y)exit 1; d=x-y; if(d<0)d=-d; s=(x<0?-x:x);
    if(d>1e-9*(s>1e-12?s:1e-12))exit 1}} END{if(FNR!=length(n))exit 1}' \
    tests/fixtures/golden_summary.csv "$T/g1/summary.csv"; then ok; else bad "golden summary differs"; fi
+# every row covers the same token stream: autoregressive decoding commits
+# what natural verification commits, at every point, in one pass per token
+if awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next}
+  {k=$c["point"]; if($c["policy"]=="natural")n[k]=$c["committed_tokens"];
+   if($c["draft_policy"]=="autoregressive"){a[k]=$c["committed_tokens"];p[k]=$c["forward_passes"]}}
+  END{m=0; for(k in a){m++; if(a[k]!=n[k]||p[k]!=a[k]||a[k]<=0)exit 1} exit m==0}' "$T/g1/summary.csv"; then ok
+else bad "autoregressive and natural rows commit different token counts"; fi
 # determinism: byte-identical CSVs
 "$A" run tests/fixtures/golden.yaml --out "$T/g2" --quiet >/dev/null 2>&1
 for f in summary.csv layers.csv; do cmp -s "$T/g1/$f" "$T/g2/$f" && ok || bad "$f differs between two runs"; done

@@ -179,8 +179,82 @@ static void executed_is_routed(void) {
   }
 }
 
+/* The autoregressive baseline (DESIGN §6) decodes the natural accepted path
+ * 0 -> 1 -> 3 one token per forward pass: routes {0,1}, {2,3}, {2,5}. */
+static void autoregressive_by_hand(amoe_source *src, amoe_spec s) {
+  static amoe_commitment ph;
+  amoe_err e;
+  amoe_row_result rows[2];
+  s.npolicies = 2; /* natural and autoregressive on the same block */
+  s.policies[1].draft = amoe_draft_find("autoregressive");
+  s.policies[1].verifier = amoe_verifier_find("natural");
+  s.offload.enabled = 1;
+  s.offload.slots_per_layer = 2;
+  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  const amoe_totals *ar = &rows[1].tot;
+  /* per token, one MoE layer, a 2-slot LRU cache from cold:
+   *   token 0 {0,1}: 2 misses             -> {0,1}
+   *   token 1 {2,3}: 2 misses (evict 0,1) -> {2,3}
+   *   token 3 {2,5}: 2 hits, 5 misses (evicts 3)
+   * each pass (n = 1, all memory-bound, no draft): dense of the MoE layer
+   * 2.01e-3 + 1e-6, dense layer 2.13e-3 + 1e-6, two experts 2e-3 + 1e-6,
+   * head 4e-3 + 1e-6; fetches 5 · 1e6 / 1e8 = 0.05 s. */
+  double pass = (2.01e-3 + 1e-6) + (2.13e-3 + 1e-6) + (2e-3 + 1e-6) + (4e-3 + 1e-6);
+  CHECK(ar->blocks == 1 && ar->passes == 3 && ar->committed == 3 && ar->verified == 3,
+        "autoregressive: blocks %g passes %g committed %g verified %g", ar->blocks, ar->passes, ar->committed,
+        ar->verified);
+  CHECK(ar->committed == rows[0].tot.committed, "autoregressive commits %g tokens, natural %g", ar->committed,
+        rows[0].tot.committed);
+  CHECK(ar->requests == 6 && ar->hits == 1 && ar->h2d_bytes == 5e6, "autoregressive: requests %g hits %g h2d %g",
+        ar->requests, ar->hits, ar->h2d_bytes);
+  CHECK(fabs(ar->t_fetch - 0.05) < 1e-12 && fabs(ar->t_total - (3 * pass + 0.05)) < 1e-12,
+        "autoregressive: fetch %.9g total %.9g, by hand %.9g", ar->t_fetch, ar->t_total, 3 * pass + 0.05);
+  CHECK(ar->union_sum == 6 && ar->executed_sum == 6 && ar->layer_blocks == 3, "per-pass sets: union %g layers %g",
+        ar->union_sum, ar->layer_blocks);
+  amoe_summary m;
+  amoe_summarize(ar, 1, &m);
+  CHECK(m.tau_mean == 1 && m.verified_nodes_mean == 1 && m.union_mean == 2 && fabs(m.cache_hit_rate - 1.0 / 6) < 1e-15,
+        "autoregressive summary: tau %g verified %g union %g hit %g", m.tau_mean, m.verified_nodes_mean, m.union_mean,
+        m.cache_hit_rate);
+  for (int i = 0; i < 2; i++) amoe_row_result_free(&rows[i]);
+}
+
+/* On blocks of one node, autoregressive decoding and natural verification
+ * are the same forward passes: every total is identical. */
+static void autoregressive_single_nodes(void) {
+  const char *blocks =
+      "{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"topk\":[[[[0,0],[1,-1]]]]}\n"
+      "{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"topk\":[[[[2,0],[1,-1]]]]}\n"
+      "{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"topk\":[[[[3,0],[4,-1]]]]}\n"
+      "{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"topk\":[[[[1,0],[0,-1]]]]}\n";
+  char path[] = "/tmp/amoe_ar_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(write(fd, blocks, strlen(blocks)) == (ssize_t)strlen(blocks), "write fixture");
+  close(fd);
+  amoe_spec s = spec();
+  snprintf(s.workload.path, sizeof s.workload.path, "%s", path);
+  s.npolicies = 2;
+  s.policies[1].draft = amoe_draft_find("autoregressive");
+  s.policies[1].verifier = amoe_verifier_find("natural");
+  s.offload.enabled = 1;
+  s.offload.slots_per_layer = 3;
+  amoe_err e;
+  amoe_source *src;
+  CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+  static amoe_commitment ph;
+  amoe_row_result rows[2];
+  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(memcmp(&rows[0].tot, &rows[1].tot, sizeof rows[0].tot) == 0, "single-node blocks: rows differ");
+  CHECK(memcmp(rows[0].layers, rows[1].layers, sizeof *rows[0].layers) == 0, "single-node blocks: layers differ");
+  CHECK(rows[0].tot.passes == 4 && rows[0].tot.hits == 1, /* {0,1} {1,2} {3,4} {0,1} in 3 slots */ "passes %g hits %g", rows[0].tot.passes, rows[0].tot.hits);
+  for (int i = 0; i < 2; i++) amoe_row_result_free(&rows[i]);
+  amoe_source_close(src);
+  remove(path);
+}
+
 int main(void) {
   executed_is_routed();
+  autoregressive_single_nodes();
   char path[] = "/tmp/amoe_cost_XXXXXX";
   int fd = mkstemp(path);
   CHECK(write(fd, BLOCK, strlen(BLOCK)) == (ssize_t)strlen(BLOCK), "write fixture");
@@ -235,6 +309,7 @@ int main(void) {
         rows[0].tot.displaced);
   CHECK(rows[0].tot.committed == 3 && rows[0].tot.deviated == 0, "off-path displacement never deviates");
   amoe_row_result_free(&rows[0]);
+  autoregressive_by_hand(src, spec());
   amoe_source_close(src);
   remove(path);
   return check_done();
