@@ -52,7 +52,10 @@ static const char *const ROUTERS[] = {"softmax", "sigmoid-normalized", NULL};
 static const char *const FORMATS[] = {"bf16", "fp8-block128", "mxfp4", NULL};
 static const char *const SOURCES[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl", NULL};
 static const char *const ROUTING_BLOCKS[] = {"chain", "hybrid", NULL};
-static const char *const CACHES[] = {"lru", "lfu", "belady", NULL};
+static const char *const CACHES[] = {"lru", "lfu", "belady", "lfru", NULL}; /* amoe_cache_policy order */
+static const char *const ORDERS[] = {"hits-first", "ascending", NULL};
+static const char *const OVERFLOWS[] = {"evict", "bypass", NULL};
+static const char *const RESETS[] = {"run", "request", NULL};
 
 typedef struct {
   const char *path;
@@ -91,6 +94,12 @@ static const krow KEYS[] = {
     {"hardware.peak_flops", T_DBL, F(hw.peak_flops), 1e6, BIG, NULL, 0},
     {"hardware.launch_s", T_DBL, F(hw.launch_s), 0, 1, NULL, 0},
     {"hardware.memory_bytes", T_DBL, F(hw.memory_bytes), 0, BIG, NULL, 0},
+    {"hardware.step_s", T_DBL, F(hw.step_s), 0, 1, NULL, 0},
+    {"hardware.layer_fixed_s", T_DBL, F(hw.layer_fixed_s), 0, 1, NULL, 0},
+    {"hardware.moe_t0_s", T_DBL, F(hw.moe_t0_s), 0, 1, NULL, 0},
+    {"hardware.moe_eta", T_DBL, F(hw.moe_eta), 0.01, 2, NULL, 0},
+    {"hardware.draft_step_fixed_s", T_DBL, F(hw.draft_step_fixed_s), 0, 1, NULL, 0},
+    {"hardware.copy_latency_s", T_DBL, F(hw.copy_latency_s), 0, 1, NULL, 0},
     {"workload.source", T_ENUM, F(workload.source), 0, 0, SOURCES, 0},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1},
     {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0},
@@ -117,7 +126,11 @@ static const krow KEYS[] = {
     {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1},
     {"offload.slots_per_layer", T_INT, F(offload.slots_per_layer), 1, AMOE_MAX_EXPERTS, NULL, 0},
     {"offload.policy", T_ENUM, F(offload.policy), 0, 0, CACHES, 0},
+    {"offload.order", T_ENUM, F(offload.order), 0, 0, ORDERS, 0},
+    {"offload.overflow", T_ENUM, F(offload.overflow), 0, 0, OVERFLOWS, 0},
+    {"offload.reset", T_ENUM, F(offload.reset), 0, 0, RESETS, 0},
     {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0},
+    {"offload.host_overhead_per_layer_s", T_DBL, F(offload.host_overhead_per_layer_s), 0, 1, NULL, 0},
     {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0},
     {"output.dir", T_STR, F(output.dir), 0, 0, NULL, 1},
     {"output.blocks_csv", T_BOOL, F(output.blocks_csv), 0, 0, NULL, 0},
@@ -340,8 +353,10 @@ int amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *wh
   int before = d->n;
   if (!load_file(&y, path, d)) return 0;
   yaml_node_t *root = yaml_document_get_root_node(&y.doc);
-  if (hw)
+  if (hw) {
     memset(&s->hw, 0, sizeof s->hw);
+    s->hw.moe_eta = 1; /* a preset without it: expert streaming at hbm_bw */
+  }
   else
     memset(&s->model, 0, sizeof s->model);
   if (!root || root->type != YAML_MAPPING_NODE)
@@ -664,6 +679,8 @@ void amoe_spec_defaults(amoe_spec *s) {
   s->commitment.seed = 0; /* 0: workload.seed + 1000 */
   s->offload.slots_per_layer = 48;
   s->offload.policy = AMOE_CACHE_LRU;
+  s->offload.host_overhead_per_layer_s = AMOE_DEFAULT_HOST_OVERHEAD_S;
+  s->hw.moe_eta = 1; /* a hardware shape given in full without it: streaming at hbm_bw */
   s->kappa = AMOE_DEFAULT_KAPPA;
 }
 

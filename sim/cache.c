@@ -1,18 +1,18 @@
 #include "cache.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct amoe_reqlog {
   int layers, experts;
-  uint32_t blocks;
-  /* per layer: sequence of expert ids; block_start[l][b] */
+  uint32_t passes;
+  /* per layer: (pass, expert) pairs in request order */
+  uint32_t **pass_of;
   uint16_t **seq;
   uint32_t *len, *cap;
-  uint32_t **bstart;
-  uint32_t bcap;
-  /* after finalize: per (layer, expert) sorted positions */
-  uint32_t **occ;   /* [l*E+e] -> positions */
+  /* after finalize: per (layer, expert) the passes that request it, ascending */
+  uint32_t **occ;
   uint32_t *occn;
 };
 
@@ -22,10 +22,10 @@ amoe_reqlog *amoe_reqlog_new(int layers, int experts) {
   g->layers = layers;
   g->experts = experts;
   g->seq = calloc((size_t)layers, sizeof *g->seq);
+  g->pass_of = calloc((size_t)layers, sizeof *g->pass_of);
   g->len = calloc((size_t)layers, sizeof *g->len);
   g->cap = calloc((size_t)layers, sizeof *g->cap);
-  g->bstart = calloc((size_t)layers, sizeof *g->bstart);
-  if (!g->seq || !g->len || !g->cap || !g->bstart) {
+  if (!g->seq || !g->pass_of || !g->len || !g->cap) {
     amoe_reqlog_free(g);
     return NULL;
   }
@@ -36,16 +36,16 @@ void amoe_reqlog_free(amoe_reqlog *g) {
   if (!g) return;
   for (int l = 0; l < g->layers; l++) {
     if (g->seq) free(g->seq[l]);
-    if (g->bstart) free(g->bstart[l]);
+    if (g->pass_of) free(g->pass_of[l]);
   }
   if (g->occ)
     for (int i = 0; i < g->layers * g->experts; i++) free(g->occ[i]);
   free(g->occ);
   free(g->occn);
   free(g->seq);
+  free(g->pass_of);
   free(g->len);
   free(g->cap);
-  free(g->bstart);
   free(g);
 }
 
@@ -55,25 +55,18 @@ amoe_status amoe_reqlog_add(amoe_reqlog *g, int l, int e) {
     uint16_t *ns = realloc(g->seq[l], nc * sizeof *ns);
     if (!ns) return AMOE_ENOMEM;
     g->seq[l] = ns;
+    uint32_t *np = realloc(g->pass_of[l], nc * sizeof *np);
+    if (!np) return AMOE_ENOMEM;
+    g->pass_of[l] = np;
     g->cap[l] = nc;
   }
-  g->seq[l][g->len[l]++] = (uint16_t)e;
+  g->seq[l][g->len[l]] = (uint16_t)e;
+  g->pass_of[l][g->len[l]++] = g->passes;
   return AMOE_OK;
 }
 
-amoe_status amoe_reqlog_end_block(amoe_reqlog *g) {
-  if (g->blocks + 1 >= g->bcap) {
-    uint32_t nc = g->bcap ? 2 * g->bcap : 1024;
-    for (int l = 0; l < g->layers; l++) {
-      uint32_t *nb = realloc(g->bstart[l], nc * sizeof *nb);
-      if (!nb) return AMOE_ENOMEM;
-      if (!g->bcap) nb[0] = 0;
-      g->bstart[l] = nb;
-    }
-    g->bcap = nc;
-  }
-  g->blocks++;
-  for (int l = 0; l < g->layers; l++) g->bstart[l][g->blocks] = g->len[l];
+amoe_status amoe_reqlog_end_pass(amoe_reqlog *g) {
+  g->passes++;
   return AMOE_OK;
 }
 
@@ -92,13 +85,14 @@ amoe_status amoe_reqlog_finalize(amoe_reqlog *g) {
   for (int l = 0; l < g->layers; l++)
     for (uint32_t i = 0; i < g->len[l]; i++) {
       size_t k = (size_t)l * g->experts + g->seq[l][i];
-      g->occ[k][g->occn[k]++] = i;
+      g->occ[k][g->occn[k]++] = g->pass_of[l][i];
     }
   return AMOE_OK;
 }
 
 struct amoe_cache {
-  int layers, experts, slots, policy;
+  int layers, experts, slots;
+  amoe_cache_cfg cfg;
   uint8_t *res;       /* [l][e] */
   uint64_t *last;     /* [l][e] last request time */
   uint64_t *count;    /* [l][e] requests so far */
@@ -107,20 +101,21 @@ struct amoe_cache {
   int *rpos;          /* [l][e] index in rlist, or -1 */
   uint64_t clock;
   const amoe_reqlog *future;
-  uint32_t block;     /* Belady cursor */
+  uint32_t pass;      /* Belady cursor */
   uint32_t *ptr;      /* [l][e] index into occ */
+  int *order;         /* [E] this pass's request order (scratch) */
+  int *at;            /* [E] position of e in it, or -1 (scratch) */
 };
 
-amoe_cache *amoe_cache_new(int layers, int experts, int slots, amoe_cache_policy policy,
-                           const amoe_reqlog *future) {
-  if (policy == AMOE_CACHE_BELADY && !future) return NULL;
+amoe_cache *amoe_cache_new(int layers, int experts, int slots, amoe_cache_cfg cfg, const amoe_reqlog *future) {
+  if (cfg.policy == AMOE_CACHE_BELADY && !future) return NULL;
   amoe_cache *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   size_t ne = (size_t)layers * experts;
   c->layers = layers;
   c->experts = experts;
   c->slots = slots;
-  c->policy = policy;
+  c->cfg = cfg;
   c->future = future;
   c->res = calloc(ne, 1);
   c->last = calloc(ne, sizeof *c->last);
@@ -129,12 +124,14 @@ amoe_cache *amoe_cache_new(int layers, int experts, int slots, amoe_cache_policy
   c->ptr = calloc(ne, sizeof *c->ptr);
   c->rlist = calloc((size_t)layers * (slots > 0 ? slots : 1), sizeof *c->rlist);
   c->rpos = malloc(ne * sizeof *c->rpos);
-  if (c->rpos)
-    for (size_t i = 0; i < ne; i++) c->rpos[i] = -1;
-  if (!c->res || !c->last || !c->count || !c->used || !c->ptr || !c->rlist || !c->rpos) {
+  c->order = malloc((size_t)experts * sizeof *c->order);
+  c->at = malloc((size_t)experts * sizeof *c->at);
+  if (!c->res || !c->last || !c->count || !c->used || !c->ptr || !c->rlist || !c->rpos || !c->order || !c->at) {
     amoe_cache_free(c);
     return NULL;
   }
+  for (size_t i = 0; i < ne; i++) c->rpos[i] = -1;
+  for (int x = 0; x < experts; x++) c->at[x] = -1;
   return c;
 }
 
@@ -147,54 +144,61 @@ void amoe_cache_free(amoe_cache *c) {
   free(c->ptr);
   free(c->rlist);
   free(c->rpos);
+  free(c->order);
+  free(c->at);
   free(c);
+}
+
+void amoe_cache_reset(amoe_cache *c) {
+  size_t ne = (size_t)c->layers * c->experts;
+  memset(c->res, 0, ne);
+  memset(c->count, 0, ne * sizeof *c->count);
+  memset(c->used, 0, (size_t)c->layers * sizeof *c->used);
+  for (size_t i = 0; i < ne; i++) c->rpos[i] = -1;
 }
 
 const uint8_t *amoe_cache_resident(const amoe_cache *c, int l) { return c->res + (size_t)l * c->experts; }
 
-/* Position of expert e's next request at layer l after position `now`. */
-static uint64_t next_use(amoe_cache *c, int l, int e, uint32_t now) {
+/* The next pass after the current one that requests expert e at layer l. */
+static uint64_t next_use(amoe_cache *c, int l, int e) {
   const amoe_reqlog *g = c->future;
   size_t k = (size_t)l * c->experts + e;
   uint32_t p = c->ptr[k];
-  while (p < g->occn[k] && g->occ[k][p] <= now) p++;
+  while (p < g->occn[k] && g->occ[k][p] <= c->pass) p++;
   c->ptr[k] = p;
   return p < g->occn[k] ? g->occ[k][p] : UINT64_MAX;
 }
 
-/* The resident expert to evict. Keys are unique (timestamps break every tie),
- * so scanning the resident list in any order gives the same victim. */
-static int victim(amoe_cache *c, int l, int j) {
-  size_t base = (size_t)l * c->experts;
+/* The resident to evict among those at positions before `wave` in this
+ * pass's order or outside it (at[e] < 0); -1 when every resident is pinned.
+ * Residents outside the pass go first. Keys are unique (timestamps break
+ * every tie), so the scan order of the resident list does not matter. */
+static int victim(amoe_cache *c, int l, int wave) {
+  const size_t base = (size_t)l * c->experts;
   const uint16_t *rl = c->rlist + (size_t)l * c->slots;
-  int best = -1;
-  uint64_t bkey = 0, blast = 0;
-  uint32_t now = 0;
-  if (c->policy == AMOE_CACHE_BELADY) {
-    const amoe_reqlog *g = c->future;
-    if (c->block < g->blocks) {
-      uint32_t s = g->bstart[l][c->block], end = g->bstart[l][c->block + 1];
-      now = s + (uint32_t)j < end ? s + (uint32_t)j : (end ? end - 1 : 0);
-    } else {
-      now = g->len[l];
-    }
-  }
+  int best = -1, bout = 0;
+  double bkey = 0;
+  uint64_t blast = 0;
   for (int i = 0; i < c->used[l]; i++) {
-    int e = rl[i];
-    uint64_t last = c->last[base + e], key;
-    int better;
-    if (c->policy == AMOE_CACHE_LRU) {
-      better = best < 0 || last < blast;
-      key = 0;
-    } else if (c->policy == AMOE_CACHE_LFU) {
-      key = c->count[base + e];
-      better = best < 0 || key < bkey || (key == bkey && last < blast);
-    } else {
-      key = next_use(c, l, e, now);
-      better = best < 0 || key > bkey || (key == bkey && last < blast);
+    const int e = rl[i], pos = c->at[e];
+    if (pos >= wave) continue; /* pinned: not computed yet */
+    const int out = pos < 0;
+    const uint64_t last = c->last[base + e];
+    double key; /* lower goes first */
+    switch (c->cfg.policy) {
+    case AMOE_CACHE_LFU: key = (double)c->count[base + e]; break;
+    case AMOE_CACHE_LFRU: key = (double)c->count[base + e] / (double)(c->clock - last + 1); break;
+    case AMOE_CACHE_BELADY: {
+      const uint64_t nu = next_use(c, l, e);
+      key = nu == UINT64_MAX ? -HUGE_VAL : -(double)nu; /* never again: first */
+      break;
     }
+    default: key = 0; break;
+    }
+    int better = best < 0 || out > bout || (out == bout && (key < bkey || (key == bkey && last < blast)));
     if (better) {
       best = e;
+      bout = out;
       bkey = key;
       blast = last;
     }
@@ -202,40 +206,91 @@ static int victim(amoe_cache *c, int l, int j) {
   return best;
 }
 
-int amoe_cache_request(amoe_cache *c, int l, int e, int j) {
-  size_t k = (size_t)l * c->experts + e;
-  uint16_t *rl = c->rlist + (size_t)l * c->slots;
+static void touch(amoe_cache *c, int l, int e) {
+  const size_t k = (size_t)l * c->experts + e;
   c->clock++;
   c->count[k]++;
-  int hit = c->res[k];
-  if (!hit) {
-    if (c->used[l] >= c->slots) {
-      int v = victim(c, l, j);
-      size_t kv = (size_t)l * c->experts + v;
-      int at = c->rpos[kv], lastv = rl[c->used[l] - 1];
-      rl[at] = (uint16_t)lastv; /* swap-remove from the resident list */
-      c->rpos[(size_t)l * c->experts + lastv] = at;
-      c->rpos[kv] = -1;
-      c->res[kv] = 0;
-      c->used[l]--;
-    }
-    c->res[k] = 1;
-    c->rpos[k] = c->used[l];
-    rl[c->used[l]++] = (uint16_t)e;
-  }
   c->last[k] = c->clock;
-  return hit;
 }
 
-void amoe_cache_end_block(amoe_cache *c) { c->block++; }
+static void evict(amoe_cache *c, int l, int v) {
+  uint16_t *rl = c->rlist + (size_t)l * c->slots;
+  const size_t kv = (size_t)l * c->experts + v;
+  const int at = c->rpos[kv], lastv = rl[c->used[l] - 1];
+  rl[at] = (uint16_t)lastv; /* swap-remove from the resident list */
+  c->rpos[(size_t)l * c->experts + lastv] = at;
+  c->rpos[kv] = -1;
+  c->res[kv] = 0;
+  c->used[l]--;
+}
+
+static void insert(amoe_cache *c, int l, int e) {
+  const size_t k = (size_t)l * c->experts + e;
+  uint16_t *rl = c->rlist + (size_t)l * c->slots;
+  c->res[k] = 1;
+  c->rpos[k] = c->used[l];
+  rl[c->used[l]++] = (uint16_t)e;
+}
+
+void amoe_cache_pass(amoe_cache *c, int l, const uint8_t *X, uint8_t *fetched, amoe_cache_pass_stats *st) {
+  const int E = c->experts, naive = c->cfg.order == AMOE_ORDER_ASCENDING;
+  const uint8_t *res = c->res + (size_t)l * E;
+  int n = 0, hits = 0, nf = 0, bypassed = 0;
+  /* the request order: hits, then misses, each ascending (naive: ascending) */
+  if (naive) {
+    for (int x = 0; x < E; x++)
+      if (X[x]) c->order[n++] = x;
+  } else {
+    for (int x = 0; x < E; x++)
+      if (X[x] && res[x]) c->order[n++] = x;
+    for (int x = 0; x < E; x++)
+      if (X[x] && !res[x]) c->order[n++] = x;
+  }
+  /* the naive engine pins nothing: every resident is a candidate */
+  for (int p = 0; p < n; p++) c->at[c->order[p]] = naive ? -1 : p;
+  for (int p = 0; p < n; p++) {
+    const int x = c->order[p];
+    fetched[x] = 0;
+    if (res[x]) {
+      hits++;
+      touch(c, l, x);
+      continue;
+    }
+    fetched[x] = 1;
+    nf++;
+    touch(c, l, x);
+    if (c->used[l] < c->slots) {
+      insert(c, l, x);
+      continue;
+    }
+    /* a victim from outside the pass or from a computed wave */
+    int v = victim(c, l, naive ? n : (p / c->slots) * c->slots);
+    if (c->cfg.overflow == AMOE_OVERFLOW_BYPASS && (v < 0 || c->at[v] >= 0)) {
+      bypassed = 1; /* staged, not inserted: nothing the pass needs is evicted */
+      continue;
+    }
+    if (v < 0) continue; /* (cannot happen: a wave holds at most `slots` residents) */
+    evict(c, l, v);
+    insert(c, l, x);
+  }
+  for (int p = 0; p < n; p++) c->at[c->order[p]] = -1;
+  st->hits = hits;
+  st->fetched = nf;
+  st->waves = n == 0 ? 0 : bypassed || n <= c->slots ? 1 : (n + c->slots - 1) / c->slots;
+  for (int x = 0; x < E; x++)
+    if (!X[x]) fetched[x] = 0;
+}
+
+void amoe_cache_end_pass(amoe_cache *c) { c->pass++; }
 
 int amoe_cache_policy_parse(const char *name) {
   if (!strcmp(name, "lru")) return AMOE_CACHE_LRU;
   if (!strcmp(name, "lfu")) return AMOE_CACHE_LFU;
+  if (!strcmp(name, "lfru")) return AMOE_CACHE_LFRU;
   if (!strcmp(name, "belady")) return AMOE_CACHE_BELADY;
   return -1;
 }
 
 const char *amoe_cache_policy_name(int p) {
-  return p == AMOE_CACHE_LFU ? "lfu" : p == AMOE_CACHE_BELADY ? "belady" : "lru";
+  return p == AMOE_CACHE_LFU ? "lfu" : p == AMOE_CACHE_BELADY ? "belady" : p == AMOE_CACHE_LFRU ? "lfru" : "lru";
 }

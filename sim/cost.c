@@ -11,11 +11,11 @@ double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int contex
   double kv = m->kv_bytes_per_token_layer * (double)context;
   /* bf16 weights: 2 FLOPs per parameter per token; attention ~4·ctx·d per token */
   double flops = (double)n * (w + 4.0 * context * (double)m->hidden);
-  return mx((w + kv) / hw->hbm_bw, flops / hw->peak_flops) + hw->launch_s;
+  return mx((w + kv) / hw->hbm_bw, flops / hw->peak_flops) + hw->layer_fixed_s;
 }
 
 double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, int fetched) {
-  return fetched * amoe_model_expert_bytes(m) / hw->h2d_bw;
+  return fetched * (amoe_model_expert_bytes(m) / hw->h2d_bw + hw->copy_latency_s);
 }
 
 double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n) {
@@ -24,5 +24,5 @@ double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n) {
 }
 
 double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps) {
-  return steps * (m->draft_head_bytes / hw->hbm_bw + hw->launch_s);
+  return steps * (m->draft_head_bytes / hw->hbm_bw + hw->draft_step_fixed_s);
 }

@@ -89,9 +89,10 @@ int amoe_draft_evict(const amoe_dctx *c, int *out) {
     }
     double u = union_at(c, i);
     int per = (int)ceil(i * (double)M->top_k / (u > 0 ? u : 1));
-    double layer = amoe_cost_dense(M, HW, i, s->workload.context_tokens, 1) + HW->launch_s +
-                   u * amoe_cost_expert(M, HW, per) + u * miss * amoe_cost_fetch(M, HW, 1);
-    double T = amoe_cost_draft(M, HW, maxd) + amoe_cost_head(M, HW, i) +
+    double layer = amoe_cost_dense(M, HW, i, s->workload.context_tokens, 1) + amoe_cost_moe_fixed(HW, 1) +
+                   u * amoe_cost_expert(M, HW, per) + u * miss * amoe_cost_fetch(M, HW, 1) +
+                   (s->offload.enabled ? s->offload.host_overhead_per_layer_s : 0);
+    double T = HW->step_s + amoe_cost_draft(M, HW, amoe_cost_draft_steps(maxd)) + amoe_cost_head(M, HW, i) +
                (M->layers - M->moe_layers) * amoe_cost_dense(M, HW, i, s->workload.context_tokens, 0) +
                M->moe_layers * layer;
     double v = etau / T;

@@ -68,8 +68,8 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
       }
     }
   /* costs */
-  double c_hbm = amoe_model_expert_bytes(&s->model) / s->hw.hbm_bw;
-  double c_pcie = c_hbm + amoe_model_expert_bytes(&s->model) / s->hw.h2d_bw;
+  double c_hbm = amoe_cost_expert(&s->model, &s->hw, 1);
+  double c_pcie = c_hbm + amoe_cost_fetch(&s->model, &s->hw, 1);
   double norm = (double)L * k * c_hbm;
   memset(cov, 0, (size_t)L * E);
   for (int l = 0; l < L; l++) {

@@ -39,8 +39,15 @@ typedef struct {
   double hbm_bw;          /* effective device-memory bandwidth, bytes/s */
   double h2d_bw;          /* pinned host-to-device bandwidth, bytes/s */
   double peak_flops;      /* dense bf16 FLOP/s */
-  double launch_s;        /* per-kernel launch overhead, s */
+  double launch_s;        /* per-kernel launch overhead, s (the lm head) */
   double memory_bytes;    /* device memory */
+  /* fixed costs (DESIGN §9); each preset says where its numbers come from */
+  double step_s;          /* per target forward pass: sampling, scheduling, tree masks */
+  double layer_fixed_s;   /* per decoder layer: its ~8-10 small dense kernels */
+  double moe_t0_s;        /* per fused-MoE call (per wave) */
+  double moe_eta;         /* share of hbm_bw that expert streaming reaches */
+  double draft_step_fixed_s; /* per draft step, beside the draft head's bytes */
+  double copy_latency_s;  /* per host-to-device expert copy */
 } amoe_hw;
 
 /* Bytes of one routed expert: the explicit value if set, else bf16 3·d·f·2. */

@@ -19,6 +19,7 @@ typedef struct {
   amoe_reqlog *log; /* pass 1 of a Belady run records here */
   amoe_row_result *res;
   uint32_t *popularity; /* [layer][E] requests so far (ecospec's predictor) */
+  int64_t request;      /* the current block's request (offload.reset: request) */
 } row_state;
 
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
@@ -150,11 +151,11 @@ typedef struct {
 
 /* One forward pass of the target over w->nodes[0..nn) (ascending, root
  * first): per MoE layer the verifier's S, constrained routing, the cache
- * and the cost model (§9), `draft_steps` draft steps before it. Leaves the
+ * and the cost model (§9), after drafting a tree of `depth` (0: none). Leaves the
  * displaced mass of the verified accepted nodes in w->delta. */
 static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
                                         const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
-                                        int nn, int draft_steps, pass_sums *ps, amoe_err *e) {
+                                        int nn, int depth, pass_sums *ps, amoe_err *e) {
   const amoe_model *M = &s->model;
   const amoe_hw *HW = &s->hw;
   const int E = b->experts, k = M->top_k, L = b->layers;
@@ -171,7 +172,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     npath += b->accepted[w->nodes[i]];
   }
   double t_dense = amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 1);
-  double T = amoe_cost_draft(M, HW, draft_steps) + amoe_cost_head(M, HW, nn) +
+  double T = HW->step_s + amoe_cost_draft(M, HW, amoe_cost_draft_steps(depth)) + amoe_cost_head(M, HW, nn) +
              (M->layers - M->moe_layers) * amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 0);
   double sum_u = 0, sum_s = 0, sum_x = 0, sum_f = 0;
   amoe_totals *tt = &rs->res->tot;
@@ -238,7 +239,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
       if (!record_only) tt->displaced += (double)displaced;
     }
     tt->assignments += record_only ? 0 : (double)nn * k;
-    double t_moe = HW->launch_s;
+    double t_moe = 0; /* the experts' part; the fixed part per wave below */
     /* no branches: about half the experts run, at random */
     if (by_count)
       for (int x = 0; x < E; x++) {
@@ -258,23 +259,25 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
       t_moe += nx * ec.mem_s;
     }
     for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
-    int hits = 0;
+    int hits = nx, waves = nx > 0;
+    double wait = 0;
     if (rs->cache) {
-      int j = 0;
-      for (int x = 0; x < E; x++) {
-        if (!w->X[x]) continue;
-        if (rs->log && amoe_reqlog_add(rs->log, l, x) != AMOE_OK)
-          return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
-        int hit = amoe_cache_request(rs->cache, l, x, j++);
-        hits += hit;
-        w->F[x] = !hit;
-        nf += !hit;
-      }
-    } else {
-      hits = nx;
+      if (rs->log)
+        for (int x = 0; x < E; x++)
+          if (w->X[x] && amoe_reqlog_add(rs->log, l, x) != AMOE_OK)
+            return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+      amoe_cache_pass_stats cs;
+      amoe_cache_pass(rs->cache, l, w->X, w->F, &cs);
+      hits = cs.hits;
+      nf = cs.fetched;
+      waves = cs.waves;
+      /* copies (hidden behind the layer's dense part with overlap), then
+       * the eager engine's host synchronisation, which nothing hides */
+      const double t_fetch = amoe_cost_fetch(M, HW, nf);
+      wait = (s->offload.overlap ? (t_fetch > t_dense ? t_fetch - t_dense : 0) : t_fetch) +
+             s->offload.host_overhead_per_layer_s;
     }
-    double t_fetch = amoe_cost_fetch(M, HW, nf);
-    double wait = s->offload.overlap ? (t_fetch > t_dense ? t_fetch - t_dense : 0) : t_fetch;
+    t_moe += amoe_cost_moe_fixed(HW, waves);
     if (want_routes) AMOE_TRY(h->on_route(h->ctx, ri, b->index, l, nn, k, w->rt, w->rw, t_moe, nf, wait, e));
     T += t_dense + t_moe + wait;
     if (record_only) continue;
@@ -299,8 +302,8 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     if (h && h->on_select)
       AMOE_TRY(h->on_select(h->ctx, ri, b->index, l, w->U, w->S, w->X, w->F, E, e));
   }
-  if (rs->cache) amoe_cache_end_block(rs->cache);
-  if (rs->log && amoe_reqlog_end_block(rs->log) != AMOE_OK)
+  if (rs->cache) amoe_cache_end_pass(rs->cache);
+  if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
   ps->T = T;
   ps->u = sum_u;
@@ -324,6 +327,8 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
                              amoe_err *e) {
   const int L = b->layers;
   if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
+  if (rs->cache && s->offload.reset && (int64_t)b->request != rs->request) amoe_cache_reset(rs->cache);
+  rs->request = b->request;
   const uint8_t *res_layers[AMOE_MAX_LAYERS];
   if (rs->cache)
     for (int l = 0; l < L; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
@@ -423,9 +428,16 @@ static amoe_status run_pass(const amoe_spec *s, const amoe_commitment *ph, amoe_
   return st;
 }
 
+static amoe_cache_cfg cache_cfg(const amoe_spec *s, int policy) {
+  amoe_cache_cfg c = {policy, s->offload.order, s->offload.overflow};
+  return c;
+}
+
 amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source *src,
                      const amoe_run_hooks *h, amoe_row_result *rows, amoe_err *e) {
   const int P = s->npolicies, L = s->model.moe_layers, E = s->model.experts;
+  if (!(s->hw.moe_eta > 0 && s->hw.hbm_bw > 0 && s->hw.h2d_bw > 0 && s->hw.peak_flops > 0))
+    return amoe_fail(e, AMOE_EINVAL, "hardware %s: hbm_bw, h2d_bw, peak_flops and moe_eta must be positive", s->hw.name);
   row_state rs[AMOE_MAX_POLICIES];
   memset(rs, 0, sizeof rs);
   amoe_status st = AMOE_OK;
@@ -434,6 +446,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     rows[i].layers = calloc((size_t)L, sizeof *rows[i].layers);
     if (!rows[i].layers) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
     rs[i].row = &s->policies[i];
+    rs[i].request = -1;
     rs[i].ver = &amoe_verifier_table[s->policies[i].verifier];
     rs[i].draft = &amoe_draft_table[s->policies[i].draft];
     rs[i].res = &rows[i];
@@ -451,7 +464,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     /* Belady needs the future: pass 1 realises each row's request sequence
      * (decisions that read residency see an LRU cache there). */
     for (int i = 0; i < P && st == AMOE_OK; i++) {
-      rs[i].cache = amoe_cache_new(L, E, s->offload.slots_per_layer, AMOE_CACHE_LRU, NULL);
+      rs[i].cache = amoe_cache_new(L, E, s->offload.slots_per_layer, cache_cfg(s, AMOE_CACHE_LRU), NULL);
       rs[i].log = amoe_reqlog_new(L, E);
       if (!rs[i].cache || !rs[i].log) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
     }
@@ -465,8 +478,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     }
   }
   for (int i = 0; i < P && st == AMOE_OK && s->offload.enabled; i++) {
-    rs[i].cache = amoe_cache_new(L, E, s->offload.slots_per_layer, (amoe_cache_policy)s->offload.policy,
-                                 rs[i].log);
+    rs[i].cache = amoe_cache_new(L, E, s->offload.slots_per_layer, cache_cfg(s, s->offload.policy), rs[i].log);
     if (!rs[i].cache) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
   /* the log is read by the cache now, no longer written */

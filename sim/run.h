@@ -16,6 +16,13 @@
  * 48 layers) changes the output with probability 1 - e^-0.05 ≈ 5%. */
 #define AMOE_DEFAULT_KAPPA 0.05
 
+/* offload.host_overhead_per_layer_s (§9): an eager offload engine copies
+ * the router's choice to the host and synchronises once per MoE layer
+ * before it can issue that layer's copies. A lead of the order of a stream
+ * synchronisation plus host-side dispatch (tens of µs), not a measurement:
+ * calibrate-hw and real engines' traces should replace it. */
+#define AMOE_DEFAULT_HOST_OVERHEAD_S 5.0e-5
+
 typedef struct {
   double blocks, passes, committed, verified, layer_blocks; /* passes: target forward passes */
   double union_sum, eligible_sum, executed_sum;

@@ -70,7 +70,11 @@ typedef struct {
     int enabled;
     int slots_per_layer;
     int policy; /* amoe_cache_policy */
+    int order;    /* amoe_cache_order */
+    int overflow; /* amoe_cache_overflow */
+    int reset;    /* 1: every cache empties at each request's first block */
     int overlap;
+    double host_overhead_per_layer_s; /* eager engines: a host synchronisation per layer */
   } offload;
   double kappa;
   amoe_policy_row policies[AMOE_MAX_POLICIES];

@@ -1,60 +1,139 @@
-/* Expert cache: LRU and LFU on hand-worked sequences; Belady never misses
- * more than LRU or LFU and matches a brute-force optimum on small cases. */
+/* Expert cache (DESIGN §8): hand-worked passes (hits first, misses once,
+ * pinned experts, waves, the naive ascending engine, bypass, reset, LRU,
+ * LFU, LFRU); Belady never misses more than LRU or LFU and matches a
+ * brute-force optimum on small cases. */
 #include <string.h>
 
 #include "cache.h"
 #include "check.h"
 #include "rng.h"
 
-/* Runs blocks (each an ascending list of experts at layer 0); returns misses. */
-static int run(amoe_cache *c, int nblocks, int per, const int *seq) {
+static amoe_cache *mk(int slots, int policy, int order, int overflow, const amoe_reqlog *g) {
+  amoe_cache_cfg cfg = {policy, order, overflow};
+  return amoe_cache_new(1, 8, slots, cfg, g);
+}
+
+/* One pass at layer 0 over the listed experts (-1 ends the list). */
+static amoe_cache_pass_stats pass(amoe_cache *c, const int *ids) {
+  uint8_t X[8] = {0}, F[8];
+  for (; *ids >= 0; ids++) X[*ids] = 1;
+  amoe_cache_pass_stats st;
+  amoe_cache_pass(c, 0, X, F, &st);
+  amoe_cache_end_pass(c);
+  return st;
+}
+
+/* Resident set of layer 0 as a bit mask. */
+static unsigned resident(const amoe_cache *c) {
+  unsigned m = 0;
+  for (int x = 0; x < 8; x++) m |= (unsigned)amoe_cache_resident(c, 0)[x] << x;
+  return m;
+}
+
+/* Runs passes of `per` experts each; returns misses. */
+static int run(amoe_cache *c, int npass, int per, const int *seq) {
   int miss = 0;
-  for (int b = 0; b < nblocks; b++) {
-    for (int j = 0; j < per; j++) miss += !amoe_cache_request(c, 0, seq[b * per + j], j);
-    amoe_cache_end_block(c);
+  for (int b = 0; b < npass; b++) {
+    int ids[9];
+    for (int j = 0; j < per; j++) ids[j] = seq[b * per + j];
+    ids[per] = -1;
+    miss += pass(c, ids).fetched;
   }
   return miss;
 }
 
-/* Optimal misses by exhaustive search over eviction choices (tiny cases). */
-static int best(const int *req, int n, int i, unsigned res, int slots) {
-  if (i == n) return 0;
-  unsigned bit = 1u << req[i];
-  if (res & bit) return best(req, n, i + 1, res, slots);
-  if (__builtin_popcount(res) < slots) return 1 + best(req, n, i + 1, res | bit, slots);
+/* Optimal misses by exhaustive search (tiny cases): passes of `per`
+ * experts (per <= slots), each needing its whole set resident at once; the
+ * victims for a pass's misses are any residents outside the pass. */
+static int best(const int *req, int npass, int per, int i, unsigned res, int slots) {
+  if (i == npass) return 0;
+  unsigned X = 0;
+  for (int j = 0; j < per; j++) X |= 1u << req[i * per + j];
+  const unsigned miss = X & ~res, out = res & ~X;
+  const int over = __builtin_popcount(res) + __builtin_popcount(miss) - slots;
   int b = 1 << 30;
-  for (int e = 0; e < 16; e++)
-    if (res & (1u << e)) {
-      int v = 1 + best(req, n, i + 1, (res & ~(1u << e)) | bit, slots);
-      if (v < b) b = v;
+  for (unsigned v = out;; v = (v - 1) & out) { /* every subset of the outside residents */
+    if (__builtin_popcount(v) == (over > 0 ? over : 0)) {
+      int c = __builtin_popcount(miss) + best(req, npass, per, i + 1, (res & ~v) | X, slots);
+      if (c < b) b = c;
     }
+    if (!v) break;
+  }
   return b;
 }
 
-int main(void) {
-  /* LRU, 2 slots: 0 1 | 2 | 0 -> 0,1 miss; 2 evicts 0 (LRU); 0 evicts 1 */
-  int s1[] = {0, 1, 2, 0};
-  amoe_cache *c = amoe_cache_new(1, 8, 2, AMOE_CACHE_LRU, NULL);
-  CHECK(run(c, 1, 2, s1) == 2, "cold misses");
-  CHECK(!amoe_cache_request(c, 0, 2, 0), "2 misses");
-  CHECK(!amoe_cache_resident(c, 0)[0] && amoe_cache_resident(c, 0)[1], "LRU evicted 0, kept 1");
-  CHECK(!amoe_cache_request(c, 0, 0, 0), "0 misses again");
-  CHECK(!amoe_cache_resident(c, 0)[1] && amoe_cache_resident(c, 0)[2], "then 1 goes");
+static void hand_worked(void) {
+  const int HF = AMOE_ORDER_HITS_FIRST, ASC = AMOE_ORDER_ASCENDING, EV = AMOE_OVERFLOW_EVICT;
+  /* LRU, 2 slots: {0,1} | {2} | {0}: 0 and 1 miss; 2 evicts 0; 0 evicts 1 */
+  amoe_cache *c = mk(2, AMOE_CACHE_LRU, HF, EV, NULL);
+  CHECK(pass(c, (int[]){0, 1, -1}).fetched == 2, "cold misses");
+  CHECK(pass(c, (int[]){2, -1}).fetched == 1 && resident(c) == 0x6, "LRU evicted 0, kept 1");
+  CHECK(pass(c, (int[]){0, -1}).fetched == 1 && resident(c) == 0x5, "then 1 goes");
   amoe_cache_free(c);
   /* LFU: 0 requested 3 times, 1 once; a new expert evicts 1 */
-  c = amoe_cache_new(1, 8, 2, AMOE_CACHE_LFU, NULL);
-  amoe_cache_request(c, 0, 0, 0);
-  amoe_cache_request(c, 0, 1, 1);
-  amoe_cache_request(c, 0, 0, 0);
-  amoe_cache_request(c, 0, 0, 0);
-  amoe_cache_request(c, 0, 3, 0);
-  CHECK(amoe_cache_resident(c, 0)[0] && !amoe_cache_resident(c, 0)[1], "LFU keeps the frequent one");
+  c = mk(2, AMOE_CACHE_LFU, HF, EV, NULL);
+  run(c, 4, 1, (int[]){0, 1, 0, 0});
+  pass(c, (int[]){3, -1});
+  CHECK(resident(c) == 0x9, "LFU keeps the frequent one: %#x", resident(c));
   amoe_cache_free(c);
+  /* LFRU vs LRU, 2 slots: {0} {0} {0} {1} then {2}. At 2's request (clock 5)
+   * 0 scores 3/(5-3+1) = 1, 1 scores 1/(5-4+1) = 0.5: LFRU evicts 1, LRU 0. */
+  for (int pol = 0; pol < 2; pol++) {
+    c = mk(2, pol ? AMOE_CACHE_LFRU : AMOE_CACHE_LRU, HF, EV, NULL);
+    run(c, 5, 1, (int[]){0, 0, 0, 1, 2});
+    CHECK(resident(c) == (pol ? 0x5u : 0x6u), "%s kept %#x", pol ? "lfru" : "lru", resident(c));
+    amoe_cache_free(c);
+  }
+  /* A pass with more executed experts than slots (3 slots, {1,2,3}
+   * resident, X = {0,1,2,3}). Hits first: 1, 2, 3 are served (wave 1);
+   * 0 misses once and evicts a computed expert, the least recent (1): hits
+   * 3, fetched 1, 2 waves. */
+  c = mk(3, AMOE_CACHE_LRU, HF, EV, NULL);
+  pass(c, (int[]){1, 2, 3, -1});
+  amoe_cache_pass_stats st = pass(c, (int[]){0, 1, 2, 3, -1});
+  CHECK(st.hits == 3 && st.fetched == 1 && st.waves == 2 && resident(c) == 0xd,
+        "hits first: hits %d fetched %d waves %d resident %#x", st.hits, st.fetched, st.waves, resident(c));
+  amoe_cache_free(c);
+  /* The naive engine on the same pass: ascending ids, 0 evicts 1 before 1
+   * is served, and so on: 0 hits, 4 fetched (the thrash of §8). */
+  c = mk(3, AMOE_CACHE_LRU, ASC, EV, NULL);
+  pass(c, (int[]){1, 2, 3, -1});
+  st = pass(c, (int[]){0, 1, 2, 3, -1});
+  CHECK(st.hits == 0 && st.fetched == 4 && st.waves == 2, "ascending: hits %d fetched %d", st.hits, st.fetched);
+  amoe_cache_free(c);
+  /* Bypass: 0 finds only needed residents and streams through staging. */
+  c = mk(3, AMOE_CACHE_LRU, HF, AMOE_OVERFLOW_BYPASS, NULL);
+  pass(c, (int[]){1, 2, 3, -1});
+  st = pass(c, (int[]){0, 1, 2, 3, -1});
+  CHECK(st.hits == 3 && st.fetched == 1 && st.waves == 1 && resident(c) == 0xe, "bypass: hits %d waves %d res %#x",
+        st.hits, st.waves, resident(c));
+  amoe_cache_free(c);
+  /* Pinned: LFU, {1,2,3} used twice, X = {0,1,2,3,4}. 0 (position 3,
+   * wave 2) evicts 1 (least recent of the equally used); 4 may not evict 0,
+   * though 0 is the least used: it is not computed yet. */
+  c = mk(3, AMOE_CACHE_LFU, HF, EV, NULL);
+  pass(c, (int[]){1, 2, 3, -1});
+  pass(c, (int[]){1, 2, 3, -1});
+  st = pass(c, (int[]){0, 1, 2, 3, 4, -1});
+  CHECK(st.hits == 3 && st.fetched == 2 && st.waves == 2 && resident(c) == 0x19, "pinned: res %#x", resident(c));
+  amoe_cache_free(c);
+  /* Each miss is fetched once, whatever the overflow: 8 experts, 2 slots */
+  c = mk(2, AMOE_CACHE_LRU, HF, EV, NULL);
+  st = pass(c, (int[]){0, 1, 2, 3, 4, 5, 6, 7, -1});
+  CHECK(st.hits == 0 && st.fetched == 8 && st.waves == 4, "8 over 2 slots: fetched %d waves %d", st.fetched, st.waves);
+  /* reset: request empties the cache */
+  amoe_cache_reset(c);
+  CHECK(resident(c) == 0 && pass(c, (int[]){6, 7, -1}).fetched == 2, "reset empties");
+  amoe_cache_free(c);
+}
+
+int main(void) {
+  hand_worked();
   /* Random sequences: Belady <= LRU, LFU; equals the exhaustive optimum. */
   amoe_rng r;
   amoe_rng_seed(&r, 1, 2, 3);
   for (int trial = 0; trial < 200; trial++) {
-    int nb = 6, per = 2, req[12];
+    int nb = 8, per = 2, req[16];
     for (int b = 0; b < nb; b++) {
       int a = (int)(amoe_rng_next(&r) % 6), d = (int)(amoe_rng_next(&r) % 6);
       if (a == d) d = (d + 1) % 6;
@@ -64,15 +143,15 @@ int main(void) {
     amoe_reqlog *g = amoe_reqlog_new(1, 8);
     for (int b = 0; b < nb; b++) {
       for (int j = 0; j < per; j++) amoe_reqlog_add(g, 0, req[b * per + j]);
-      amoe_reqlog_end_block(g);
+      amoe_reqlog_end_pass(g);
     }
     amoe_reqlog_finalize(g);
     int slots = 2 + trial % 2;
-    amoe_cache *lru = amoe_cache_new(1, 8, slots, AMOE_CACHE_LRU, NULL);
-    amoe_cache *lfu = amoe_cache_new(1, 8, slots, AMOE_CACHE_LFU, NULL);
-    amoe_cache *bel = amoe_cache_new(1, 8, slots, AMOE_CACHE_BELADY, g);
+    amoe_cache *lru = mk(slots, AMOE_CACHE_LRU, AMOE_ORDER_HITS_FIRST, AMOE_OVERFLOW_EVICT, NULL);
+    amoe_cache *lfu = mk(slots, AMOE_CACHE_LFU, AMOE_ORDER_HITS_FIRST, AMOE_OVERFLOW_EVICT, NULL);
+    amoe_cache *bel = mk(slots, AMOE_CACHE_BELADY, AMOE_ORDER_HITS_FIRST, AMOE_OVERFLOW_EVICT, g);
     int ml = run(lru, nb, per, req), mf = run(lfu, nb, per, req), mb = run(bel, nb, per, req);
-    int opt = best(req, nb * per, 0, 0, slots);
+    int opt = best(req, nb, per, 0, 0, slots);
     CHECK(mb <= ml && mb <= mf, "trial %d: belady %d > lru %d / lfu %d", trial, mb, ml, mf);
     CHECK(mb == opt, "trial %d: belady %d, optimum %d", trial, mb, opt);
     amoe_cache_free(lru);
@@ -80,6 +159,6 @@ int main(void) {
     amoe_cache_free(bel);
     amoe_reqlog_free(g);
   }
-  CHECK(amoe_cache_new(1, 8, 2, AMOE_CACHE_BELADY, NULL) == NULL, "belady needs a future");
+  CHECK(mk(2, AMOE_CACHE_BELADY, 0, 0, NULL) == NULL, "belady needs a future");
   return check_done();
 }

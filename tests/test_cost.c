@@ -40,6 +40,12 @@ static amoe_spec spec(void) {
   s.hw.h2d_bw = 1e8;
   s.hw.peak_flops = 1e12;
   s.hw.launch_s = 1e-6;
+  s.hw.step_s = 5e-4;
+  s.hw.layer_fixed_s = 1e-6;
+  s.hw.moe_t0_s = 1e-6;
+  s.hw.moe_eta = 0.5;
+  s.hw.draft_step_fixed_s = 1e-6;
+  s.hw.copy_latency_s = 1e-4;
   s.workload.source = AMOE_SRC_BLOCKS_JSONL;
   s.workload.nodes = 64;
   s.workload.context_tokens = 10;
@@ -77,7 +83,7 @@ static amoe_status on_select(void *ctx, int row, uint64_t block, int layer, cons
   (void)row, (void)block, (void)layer, (void)F, (void)e;
   route_check *c = ctx;
   const amoe_expert_coef ec = amoe_cost_expert_coef(&c->s->model, &c->s->hw);
-  double t = c->s->hw.launch_s;
+  double t = amoe_cost_moe_fixed(&c->s->hw, 1); /* resident: one wave */
   int wrong = 0;
   for (int x = 0; x < E; x++) {
     wrong += X[x] != (c->count[x] > 0) || (X[x] && !S[x]);
@@ -190,16 +196,18 @@ static void autoregressive_by_hand(amoe_source *src, amoe_spec s) {
   s.policies[1].verifier = amoe_verifier_find("natural");
   s.offload.enabled = 1;
   s.offload.slots_per_layer = 2;
+  s.offload.host_overhead_per_layer_s = 2e-4;
   CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   const amoe_totals *ar = &rows[1].tot;
   /* per token, one MoE layer, a 2-slot LRU cache from cold:
    *   token 0 {0,1}: 2 misses             -> {0,1}
    *   token 1 {2,3}: 2 misses (evict 0,1) -> {2,3}
    *   token 3 {2,5}: 2 hits, 5 misses (evicts 3)
-   * each pass (n = 1, all memory-bound, no draft): dense of the MoE layer
-   * 2.01e-3 + 1e-6, dense layer 2.13e-3 + 1e-6, two experts 2e-3 + 1e-6,
-   * head 4e-3 + 1e-6; fetches 5 · 1e6 / 1e8 = 0.05 s. */
-  double pass = (2.01e-3 + 1e-6) + (2.13e-3 + 1e-6) + (2e-3 + 1e-6) + (4e-3 + 1e-6);
+   * each pass (n = 1, all memory-bound, no draft): step 5e-4, dense of the
+   * MoE layer 2.01e-3 + 1e-6, dense layer 2.13e-3 + 1e-6, two experts
+   * 4e-3 + t0 1e-6, head 4e-3 + 1e-6, host synchronisation 2e-4; fetches
+   * 5 · (1e6 / 1e8 + 1e-4) = 0.0505 s. */
+  double pass = 5e-4 + (2.01e-3 + 1e-6) + (2.13e-3 + 1e-6) + (4e-3 + 1e-6) + (4e-3 + 1e-6) + 2e-4;
   CHECK(ar->blocks == 1 && ar->passes == 3 && ar->committed == 3 && ar->verified == 3,
         "autoregressive: blocks %g passes %g committed %g verified %g", ar->blocks, ar->passes, ar->committed,
         ar->verified);
@@ -207,8 +215,8 @@ static void autoregressive_by_hand(amoe_source *src, amoe_spec s) {
         rows[0].tot.committed);
   CHECK(ar->requests == 6 && ar->hits == 1 && ar->h2d_bytes == 5e6, "autoregressive: requests %g hits %g h2d %g",
         ar->requests, ar->hits, ar->h2d_bytes);
-  CHECK(fabs(ar->t_fetch - 0.05) < 1e-12 && fabs(ar->t_total - (3 * pass + 0.05)) < 1e-12,
-        "autoregressive: fetch %.9g total %.9g, by hand %.9g", ar->t_fetch, ar->t_total, 3 * pass + 0.05);
+  CHECK(fabs(ar->t_fetch - (0.0505 + 3 * 2e-4)) < 1e-12 && fabs(ar->t_total - (3 * pass + 0.0505)) < 1e-12,
+        "autoregressive: fetch %.9g total %.9g, by hand %.9g", ar->t_fetch, ar->t_total, 3 * pass + 0.0505);
   CHECK(ar->union_sum == 6 && ar->executed_sum == 6 && ar->layer_blocks == 3, "per-pass sets: union %g layers %g",
         ar->union_sum, ar->layer_blocks);
   amoe_summary m;
@@ -269,34 +277,40 @@ int main(void) {
   CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   /* By hand. n = 4 verified tokens, depth 2, union {0..5} = 6 experts with
    * token counts 0:1 1:1 2:3 3:1 4:1 5:1.
+   * step: 5e-4
    * dense (MoE layer): bytes 2e6 + KV 1000·10 = 2.01e6 -> 2.01e-3 s;
-   *   FLOPs 4·(2e6 + 4·10·100) = 8.016e6 -> 8.016e-6 s; + launch -> 2.011e-3
+   *   FLOPs 4·(2e6 + 4·10·100) = 8.016e6 -> 8.016e-6 s; + layer fixed -> 2.011e-3
    * dense (dense layer): weights 2e6 + 3·100·200·2 = 2.12e6, + KV 1e4 -> 2.13e-3 + 1e-6
-   * expert: max(1e6/1e9, 6·100·50·n/1e12) = 1e-3 each; t_moe = 6e-3 + launch
+   * expert: max(1e6/(0.5·1e9), 6·100·50·n/1e12) = 2e-3 each; t_moe = 12e-3 + t0 1e-6
    * head: max(4e6/1e9, 2·4·1000·100/1e12) + launch = 4.001e-3
-   * draft: 2 steps · (3e6/1e9 + 1e-6) = 6.002e-3 */
+   * draft: depth 2 + one extend pass = 3 steps · (3e6/1e9 + 1e-6) = 9.003e-3 */
   double t_dense_moe = 2.01e-3 + 1e-6, t_dense_dense = 2.13e-3 + 1e-6;
-  double t_moe = 6e-3 + 1e-6, t_head = 4e-3 + 1e-6, t_draft = 2 * (3e-3 + 1e-6);
-  double T = t_draft + t_head + t_dense_dense + t_dense_moe + t_moe;
+  double t_moe = 12e-3 + 1e-6, t_head = 4e-3 + 1e-6, t_draft = 3 * (3e-3 + 1e-6);
+  double T = 5e-4 + t_draft + t_head + t_dense_dense + t_dense_moe + t_moe;
   CHECK(fabs(rows[0].tot.t_total - T) < 1e-12, "block time %.9g, by hand %.9g", rows[0].tot.t_total, T);
   CHECK(rows[0].tot.committed == 3 && rows[0].tot.union_sum == 6 && rows[0].tot.executed_sum == 6,
         "tau %g union %g executed %g", rows[0].tot.committed, rows[0].tot.union_sum, rows[0].tot.executed_sum);
   CHECK(rows[0].tot.hbm_expert_bytes == 6e6, "expert bytes %g", rows[0].tot.hbm_expert_bytes);
   amoe_row_result_free(&rows[0]);
   /* Offload, 4 slots, cold cache: all 6 executed are fetched (0..5 in order,
-   * 4 and 5 evicting 0 and 1): 6 · 1e6 / 1e8 = 0.06 s of synchronous wait. */
+   * 4 and 5, in the second wave, evicting 0 and 1): 6 · (1e6 / 1e8 + 1e-4)
+   * = 0.0606 s of copies, 2e-4 of host synchronisation, one more fused-MoE
+   * call (t0 1e-6) for the second wave. */
   s.offload.enabled = 1;
   s.offload.slots_per_layer = 4;
+  s.offload.host_overhead_per_layer_s = 2e-4;
   CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(rows[0].tot.h2d_bytes == 6e6 && rows[0].tot.hits == 0 && rows[0].tot.requests == 6, "h2d %g hits %g",
         rows[0].tot.h2d_bytes, rows[0].tot.hits);
-  CHECK(fabs(rows[0].tot.t_fetch - 0.06) < 1e-12 && fabs(rows[0].tot.t_total - (T + 0.06)) < 1e-12,
+  CHECK(fabs(rows[0].tot.t_fetch - 0.0608) < 1e-12 && fabs(rows[0].tot.t_total - (T + 0.0608 + 1e-6)) < 1e-12,
         "fetch %.9g total %.9g", rows[0].tot.t_fetch, rows[0].tot.t_total);
   amoe_row_result_free(&rows[0]);
-  /* overlap: the fetch hides behind the same layer's dense part */
+  /* overlap: the copies hide behind the same layer's dense part; the host
+   * synchronisation does not */
   s.offload.overlap = 1;
   CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
-  CHECK(fabs(rows[0].tot.t_fetch - (0.06 - t_dense_moe)) < 1e-12, "overlapped fetch %.9g", rows[0].tot.t_fetch);
+  CHECK(fabs(rows[0].tot.t_fetch - (0.0606 - t_dense_moe + 2e-4)) < 1e-12, "overlapped fetch %.9g",
+        rows[0].tot.t_fetch);
   amoe_row_result_free(&rows[0]);
   /* oracle: S = the accepted path's experts {0,1,2,3,5}. The off-path node 2
    * stores only (2, 4); 4 is outside S, and the unstored rest counts as -inf,

@@ -172,6 +172,7 @@ int main(int argc, char **argv) {
   amoe_diag d = {0};
   snprintf(q.hw.name, sizeof q.hw.name, "x");
   q.hw.hbm_bw = q.hw.h2d_bw = q.hw.peak_flops = 1e12;
+  q.hw.moe_eta = 1;
   CHECK(amoe_spec_validate(&q, "test", &d), "validate");
   amoe_diag_free(&d);
   static amoe_commitment ph = {{1}, 1, {0}, 0};

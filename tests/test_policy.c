@@ -149,6 +149,7 @@ static void properties(void) {
         sp.hw.hbm_bw = 1e12;
         sp.hw.h2d_bw = 1e10;
         sp.hw.peak_flops = 1e14;
+        sp.hw.moe_eta = 1;
         sp.workload.seed = 9;
         sp.workload.nodes = p.nodes;
         amoe_policy_row er = row;
