@@ -286,7 +286,7 @@ static const char *SUMMARY_COLS =
     "model,hw,policy,draft_policy,verifier_policy,budget,blocks,forward_passes,committed_tokens,tau_mean,verified_nodes_mean,"
     "union_mean,eligible_mean,executed_mean,hbm_expert_bytes_per_token,h2d_bytes_per_token,cache_hit_rate,"
     "fetch_wait_share,time_per_token_s,tokens_per_s,speedup_vs_natural,displaced_assignment_rate,"
-    "displaced_mass_mean,deviated_token_rate";
+    "perturbation_mean,deviated_token_rate";
 
 static void sweep_header(FILE *f, const amoe_experiment *x) {
   fputs("point", f);
@@ -360,7 +360,7 @@ static int cmd_run(int argc, char **argv) {
   if (fb.f) {
     sweep_header(fb.f, x);
     fputs(",policy,block,request,step,forward_passes,verified_nodes,tau,deviated,union_mean,eligible_mean,executed_mean,"
-          "fetched_experts,displaced_mass_mean,time_s\n",
+          "fetched_experts,perturbation_mean,time_s\n",
           fb.f);
   }
   json_t *meta = json_object(), *points = json_array();

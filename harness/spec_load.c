@@ -132,6 +132,7 @@ static const krow KEYS[] = {
     {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0},
     {"offload.host_overhead_per_layer_s", T_DBL, F(offload.host_overhead_per_layer_s), 0, 1, NULL, 0},
     {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0},
+    {"acceptance_model.margin_min", T_DBL, F(margin_min), 0, 100, NULL, 0},
     {"output.dir", T_STR, F(output.dir), 0, 0, NULL, 1},
     {"output.blocks_csv", T_BOOL, F(output.blocks_csv), 0, 0, NULL, 0},
     {"output.dump_selection", T_STR, F(output.dump_selection), 0, 0, NULL, 1},
@@ -682,6 +683,7 @@ void amoe_spec_defaults(amoe_spec *s) {
   s->offload.host_overhead_per_layer_s = AMOE_DEFAULT_HOST_OVERHEAD_S;
   s->hw.moe_eta = 1; /* a hardware shape given in full without it: streaming at hbm_bw */
   s->kappa = AMOE_DEFAULT_KAPPA;
+  s->margin_min = AMOE_DEFAULT_MARGIN_MIN;
 }
 
 int amoe_spec_set(amoe_spec *s, const char *key, const char *value, const char *where, amoe_diag *d) {

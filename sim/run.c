@@ -27,7 +27,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int *path; /* indices into nodes[] of the accepted ones */
   int *seq;  /* tokens decoded one per pass */
   uint8_t *U, *S, *X, *F, *R;
-  float *delta; /* [nodes[] index] displaced router mass, on the accepted path */
+  float *delta; /* [nodes[] index] Σ_l ρ_t,l² on the accepted path (§7) */
   double *scratch;
   void *dscratch;
   uint16_t *route;
@@ -152,7 +152,8 @@ typedef struct {
 /* One forward pass of the target over w->nodes[0..nn) (ascending, root
  * first): per MoE layer the verifier's S, constrained routing, the cache
  * and the cost model (§9), after drafting a tree of `depth` (0: none). Leaves the
- * displaced mass of the verified accepted nodes in w->delta. */
+ * squared displaced weight shares (§7) of the verified accepted nodes,
+ * summed over the layers, in w->delta. */
 static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
                                         const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
                                         int nn, int depth, pass_sums *ps, amoe_err *e) {
@@ -224,7 +225,11 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
       const int displaced = amoe_route_layer(b, l, k, w->nodes, nn, Sl, &ro);
       for (int q = 0; q < npath; q++) { /* the displaced mass, where §7's acceptance walk reads it */
         const int i = w->path[q], t = w->nodes[i];
-        w->delta[i] = amoe_route_displaced(w->delta[i], amoe_block_ids(b, l, t), P + (size_t)t * k, k, Sl);
+        const float *pt = P + (size_t)t * k;
+        float mass = 0;
+        for (int j = 0; j < k; j++) mass += pt[j];
+        const float rho = mass > 0 ? amoe_route_displaced(0.0f, amoe_block_ids(b, l, t), pt, k, Sl) / mass : 0.0f;
+        w->delta[i] += rho * rho; /* layers add in quadrature */
       }
       if (want_routes)
         for (int i = 0; i < nn; i++) {
@@ -313,10 +318,47 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   return AMOE_OK;
 }
 
-/* Whether the target's output at node t changes under the displaced mass d
- * (§7): a coin keyed by (seed, block, node), the same for every policy. */
-static int flips(const amoe_spec *s, const amoe_block *b, int t, double d) {
-  return d > 0 && s->kappa > 0 && amoe_rng_coin(s->workload.seed, b->index, (uint64_t)t) < 1.0 - exp(-s->kappa * d);
+/* Draft probability of node t's natural (accepted) child, or 0 when the
+ * candidate tree has none: the accepted path ends at t. */
+static double natural_child_prob(const amoe_block *b, int t) {
+  for (int c = t + 1; c < b->n; c++)
+    if (b->parent[c] == t && b->accepted[c]) return exp((double)b->logp[c]);
+  return 0;
+}
+
+/* Whether the target's output at node t changes under the perturbation
+ * s_t = √(Σ_l ρ_t,l²) (§7): with probability 2Φ(−m_t / (κ s_t)), m_t the
+ * target's margin, taken from the draft's confidence c in the natural child,
+ * max(ln(c / (1 − c)), margin_min). A coin keyed by (seed, block, node),
+ * the same for every policy. */
+double amoe_flip_prob(double kappa, double margin_min, double c, double s_t) {
+  if (!(s_t > 0) || !(kappa > 0) || c >= 1) return 0;
+  double m = c > 0 ? log(c / (1 - c)) : margin_min;
+  if (!(m >= margin_min)) m = margin_min;
+  return erfc(m / (kappa * s_t * sqrt(2.0))); /* 2Φ(−x) = erfc(x/√2) */
+}
+
+static int flips(const amoe_spec *s, const amoe_block *b, int t, double s_t) {
+  const double p = amoe_flip_prob(s->kappa, s->margin_min, natural_child_prob(b, t), s_t);
+  return p > 0 && amoe_rng_coin(s->workload.seed, b->index, (uint64_t)t) < p;
+}
+
+/* After a flip at t the new token may still be one of t's other verified
+ * children: with probability (their draft mass) / (1 − natural child's),
+ * picked in proportion to their draft probability (a second coin keyed by
+ * the node). Returns that child's index into nodes[], or -1. */
+static int sibling_after_flip(const amoe_spec *s, const amoe_block *b, const int *nodes, int nn, int pos) {
+  const int t = nodes[pos];
+  const double rest = 1 - natural_child_prob(b, t);
+  if (!(rest > 0)) return -1;
+  double u = amoe_rng_coin(s->workload.seed, b->index, (uint64_t)t + AMOE_MAX_NODES) * rest;
+  for (int i = pos + 1; i < nn; i++) {
+    const int c = nodes[i];
+    if (b->parent[c] != t || b->accepted[c]) continue;
+    u -= exp((double)b->logp[c]);
+    if (u < 0) return i;
+  }
+  return -1;
 }
 
 /* One row on one block: the draft policy's nodes verified in one forward
@@ -347,8 +389,9 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
       sum.T += ps.T, sum.u += ps.u, sum.s += ps.s, sum.x += ps.x, sum.f += ps.f;
       /* a token the verifier displaced may come out differently; the
        * stream stays the natural one's (there is no draft to reject) */
-      dsum += w->delta[0];
-      deviated += flips(s, b, w->seq[q], w->delta[0]);
+      const double s_t = sqrt((double)w->delta[0]);
+      dsum += s_t;
+      deviated += flips(s, b, w->seq[q], s_t);
     }
     tau = passes = verified = nn;
   } else {
@@ -363,9 +406,13 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
     int pos = 0; /* index into nodes[] of the current path node (root) */
     for (;;) {
       int t = w->nodes[pos];
-      dsum += w->delta[pos];
-      if (flips(s, b, t, w->delta[pos])) {
+      const double s_t = sqrt((double)w->delta[pos]);
+      dsum += s_t;
+      if (flips(s, b, t, s_t)) {
+        /* t's output changed: the walk may go on one verified sibling of
+         * the natural child, whose own output the trace does not know */
         deviated = 1;
+        tau += sibling_after_flip(s, b, w->nodes, nn, pos) >= 0;
         break;
       }
       int next = -1;

@@ -11,10 +11,12 @@
 #include "source.h"
 #include "spec.h"
 
-/* κ of §7, see docs/metrics.md: δ sums displaced router mass over every
- * MoE layer, so a δ of 1 (one whole expert's weight moved, summed over
- * 48 layers) changes the output with probability 1 - e^-0.05 ≈ 5%. */
-#define AMOE_DEFAULT_KAPPA 0.05
+/* §7: a node's output flips with probability 2Φ(−m / (κ s)), s = √(Σ_l ρ_l²)
+ * its displaced weight shares in quadrature, m its margin. κ is calibrated
+ * by scripts/calibrate-kappa.sh (docs/validation.md); margin_min is the
+ * floor of a margin taken from the draft's confidence, in nats. */
+#define AMOE_DEFAULT_KAPPA 0.13
+#define AMOE_DEFAULT_MARGIN_MIN 0.25
 
 /* offload.host_overhead_per_layer_s (§9): an eager offload engine copies
  * the router's choice to the host and synchronises once per MoE layer
@@ -86,6 +88,12 @@ void amoe_row_result_free(amoe_row_result *r);
 /* p̂_d: the fraction of blocks whose natural accepted prefix, within the
  * EAGLE-verified tree of `nodes` nodes, reaches depth d; and the union table. */
 amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amoe_commitment *out, amoe_err *e);
+
+/* §7: the probability that a node's output flips, given κ, the margin
+ * floor, the draft's confidence c in the node's natural child (0: none) and
+ * the perturbation s = √(Σ_l ρ_l²): 2Φ(−m / (κ s)), m = max(ln(c/(1−c)),
+ * margin_min). */
+double amoe_flip_prob(double kappa, double margin_min, double c, double s);
 
 /* Derived per-run metrics (DESIGN §10). */
 typedef struct {

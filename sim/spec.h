@@ -76,7 +76,8 @@ typedef struct {
     int overlap;
     double host_overhead_per_layer_s; /* eager engines: a host synchronisation per layer */
   } offload;
-  double kappa;
+  double kappa;      /* acceptance_model.kappa (§7) */
+  double margin_min; /* acceptance_model.margin_min, nats */
   amoe_policy_row policies[AMOE_MAX_POLICIES];
   int npolicies;
   struct {

@@ -323,6 +323,38 @@ int main(void) {
         rows[0].tot.displaced);
   CHECK(rows[0].tot.committed == 3 && rows[0].tot.deviated == 0, "off-path displacement never deviates");
   amoe_row_result_free(&rows[0]);
+  /* §7 by hand. moe-spec B = 2 keeps the two experts of most mass, {0, 2}:
+   * the root loses expert 1 (share e^-1/(1+e^-1) = 0.269 of its weight),
+   * nodes 1 and 3 lose 0.119. With κ = 1e6 the root's output flips for
+   * certain; its other verified child (node 2, draft mass e^-0.2) covers
+   * more than 1 − e^-0.1, so the walk goes on to node 2 and ends: τ = 2,
+   * one deviated token. With κ = 0 nothing flips (τ = 3); with two nodes
+   * verified there is no sibling (τ = 1). */
+  s.policies[0].verifier = amoe_verifier_find("moe-spec");
+  s.policies[0].budget = 2;
+  s.margin_min = 0.25;
+  const double kappas[3] = {1e6, 0, 1e6};
+  const int nodes[3] = {64, 64, 2}, want[3] = {2, 3, 1};
+  for (int i = 0; i < 3; i++) {
+    s.kappa = kappas[i];
+    s.workload.nodes = nodes[i];
+    CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(rows[0].tot.committed == want[i] && rows[0].tot.deviated == (kappas[i] > 0),
+          "kappa %g nodes %d: tau %g deviated %g", kappas[i], nodes[i], rows[0].tot.committed, rows[0].tot.deviated);
+    CHECK(fabs(rows[0].tot.delta_sum - (1 / (1 + exp(1.0)) + (want[i] == 3 ? 2 * (1 / (1 + exp(2.0))) : 0))) < 1e-6,
+          "perturbation sum %.9g", rows[0].tot.delta_sum);
+    amoe_row_result_free(&rows[0]);
+  }
+  s.workload.nodes = 64;
+  /* the flip probability: 2Φ(−m/(κ s)), m = max(ln(c/(1−c)), margin_min) */
+  CHECK(fabs(amoe_flip_prob(1, 0.25, 0.5, 1) - 0.80258734863) < 1e-9, "c = 0.5: the margin floor");
+  CHECK(fabs(amoe_flip_prob(0.5, 0.25, 0.9, 2) - erfc(log(9.0) / sqrt(2.0))) < 1e-12, "c = 0.9");
+  CHECK(amoe_flip_prob(1, 0.25, 0.9, 0) == 0 && amoe_flip_prob(0, 0.25, 0.9, 1) == 0 &&
+            amoe_flip_prob(1, 0.25, 1.0, 1) == 0,
+        "no perturbation, κ = 0 or a certain draft: no flip");
+  CHECK(amoe_flip_prob(1, 0.25, 0.6, 1) > amoe_flip_prob(1, 0.25, 0.9, 1) &&
+            amoe_flip_prob(1, 0.25, 0.9, 2) > amoe_flip_prob(1, 0.25, 0.9, 1),
+        "a smaller margin or a larger perturbation flips more often");
   autoregressive_by_hand(src, spec());
   amoe_source_close(src);
   remove(path);
