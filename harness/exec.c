@@ -220,7 +220,10 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
     double fl = 6.0 * shape.hidden * shape.inter * ns[i] / per[i];
     if (fl > peak) peak = fl;
   }
-  double hbm = bytes / per[0], launch_s = median(launch, NN);
+  /* §9's coefficients: hbm_bw is the device copy rate (as in the presets),
+   * moe_eta the share of it one expert streams at, moe_t0_s the fixed cost
+   * of a call (the intercept) */
+  double hbm = bytes / per[0], launch_s = median(launch, NN), eta = hbm / d2d;
   amoe_afile a;
   AMOE_TRY(amoe_afile_open(&a, path, e));
   time_t now = time(NULL);
@@ -230,9 +233,10 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
           gpu, date, backend, check);
   fprintf(a.f, "# expert shape d=%d f=%d (model %s). Overrides workloads/hw/%s.yaml.\n", shape.hidden, shape.inter,
           s->model.name, s->hw.name);
-  fprintf(a.f, "# hbm_bw: bytes of one expert / its marginal time at 1 token (what the cost model charges);\n");
-  fprintf(a.f, "# peak_flops: best 6·d·f·n / marginal time over n; launch_s: median intercept.\n");
-  fprintf(a.f, "hbm_bw: %.6g\nh2d_bw: %.6g\npeak_flops: %.6g\nlaunch_s: %.6g\n", hbm, h2d, peak, launch_s);
+  fprintf(a.f, "# hbm_bw: device copy rate; moe_eta: bytes of one expert / its marginal time at 1 token, over\n");
+  fprintf(a.f, "# hbm_bw; peak_flops: best 6·d·f·n / marginal time over n; moe_t0_s (and launch_s): median intercept.\n");
+  fprintf(a.f, "hbm_bw: %.6g\nh2d_bw: %.6g\npeak_flops: %.6g\nlaunch_s: %.6g\nmoe_t0_s: %.6g\nmoe_eta: %.6g\n", d2d, h2d,
+          peak, launch_s, launch_s, eta);
   fprintf(a.f, "measured:\n  gpu: \"%s\"\n  date: \"%s\"\n  device_copy_bw: %.6g\n  pinned_h2d_bw: %.6g\n", gpu, date,
           d2d, h2d);
   fprintf(a.f, "  expert_time_s:  # tokens per expert: [1 expert, %d experts]\n", X);
