@@ -185,17 +185,29 @@ static void executed_is_routed(void) {
   }
 }
 
+/* Writes a blocks-jsonl fixture to a fresh temporary path. */
+static void write_fixture(char *path, const char *text) {
+  int fd = mkstemp(path);
+  CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write fixture");
+  close(fd);
+}
+
+/* Row 0 natural (from spec()), row 1 autoregressive, a cold offload cache. */
+static void with_autoregressive(amoe_spec *s, int slots) {
+  s->npolicies = 2;
+  s->policies[1].draft = amoe_draft_find("autoregressive");
+  s->policies[1].verifier = amoe_verifier_find("natural");
+  s->offload.enabled = 1;
+  s->offload.slots_per_layer = slots;
+}
+
 /* The autoregressive baseline (DESIGN §6) decodes the natural accepted path
  * 0 -> 1 -> 3 one token per forward pass: routes {0,1}, {2,3}, {2,5}. */
 static void autoregressive_by_hand(amoe_source *src, amoe_spec s) {
   static amoe_commitment ph;
   amoe_err e;
   amoe_row_result rows[2];
-  s.npolicies = 2; /* natural and autoregressive on the same block */
-  s.policies[1].draft = amoe_draft_find("autoregressive");
-  s.policies[1].verifier = amoe_verifier_find("natural");
-  s.offload.enabled = 1;
-  s.offload.slots_per_layer = 2;
+  with_autoregressive(&s, 2); /* natural and autoregressive on the same block */
   s.offload.host_overhead_per_layer_s = 2e-4;
   CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   const amoe_totals *ar = &rows[1].tot;
@@ -236,16 +248,10 @@ static void autoregressive_single_nodes(void) {
       "{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"topk\":[[[[3,0],[4,-1]]]]}\n"
       "{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"topk\":[[[[1,0],[0,-1]]]]}\n";
   char path[] = "/tmp/amoe_ar_XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(write(fd, blocks, strlen(blocks)) == (ssize_t)strlen(blocks), "write fixture");
-  close(fd);
+  write_fixture(path, blocks);
   amoe_spec s = spec();
   snprintf(s.workload.path, sizeof s.workload.path, "%s", path);
-  s.npolicies = 2;
-  s.policies[1].draft = amoe_draft_find("autoregressive");
-  s.policies[1].verifier = amoe_verifier_find("natural");
-  s.offload.enabled = 1;
-  s.offload.slots_per_layer = 3;
+  with_autoregressive(&s, 3);
   amoe_err e;
   amoe_source *src;
   CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
@@ -264,9 +270,7 @@ int main(void) {
   executed_is_routed();
   autoregressive_single_nodes();
   char path[] = "/tmp/amoe_cost_XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(write(fd, BLOCK, strlen(BLOCK)) == (ssize_t)strlen(BLOCK), "write fixture");
-  close(fd);
+  write_fixture(path, BLOCK);
   amoe_spec s = spec();
   snprintf(s.workload.path, sizeof s.workload.path, "%s", path);
   amoe_err e;
