@@ -421,6 +421,8 @@ static int cmd_run(int argc, char **argv) {
       json_object_set_new(pt, "workload_seed", json_integer((json_int_t)s->workload.seed));
       json_object_set_new(pt, "acceptance_seed", json_integer((json_int_t)s->workload.seed));
       json_object_set_new(pt, "commitment", json_string(how));
+      json_object_set_new(pt, "acceptance_model",
+                          json_pack("{s:f,s:f}", "kappa", s->kappa, "margin_min", s->margin_min));
       if (needs_phat) {
         json_t *tab = json_array();
         for (int d = 0; d < ph.n; d++) json_array_append_new(tab, json_real(ph.p[d]));
