@@ -161,9 +161,6 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   const amoe_hw *HW = &s->hw;
   const int E = b->experts, k = M->top_k, L = b->layers;
   const int natural = rs->ver->select == amoe_verifier_natural;
-  const uint8_t *res_layers[AMOE_MAX_LAYERS];
-  if (rs->cache)
-    for (int l = 0; l < L; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
   memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
   for (int i = 0; i < nn; i++) w->level[b->depth[w->nodes[i]]]++;
   int npath = 0;
@@ -194,7 +191,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
       for (int x = 0; x < E; x++) nu += w->U[x];
       memcpy(w->X, w->U, (size_t)E);
     }
-    const uint8_t *resident = rs->cache ? res_layers[l] : NULL;
+    const uint8_t *resident = rs->cache ? amoe_cache_resident(rs->cache, l) : NULL;
     const int want_routes = h && h->on_route && !record_only;
     if (natural) {
       memset(w->S, 1, (size_t)E);

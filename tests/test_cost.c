@@ -185,11 +185,17 @@ static void executed_is_routed(void) {
   }
 }
 
-/* Writes a blocks-jsonl fixture to a fresh temporary path. */
-static void write_fixture(char *path, const char *text) {
+/* Writes a blocks-jsonl fixture to a fresh temporary path and opens it as
+ * s's workload. */
+static amoe_source *open_fixture(char *path, const char *text, amoe_spec *s) {
   int fd = mkstemp(path);
   CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write fixture");
   close(fd);
+  snprintf(s->workload.path, sizeof s->workload.path, "%s", path);
+  amoe_err e;
+  amoe_source *src = NULL;
+  CHECK(amoe_source_open(&src, &s->workload, &s->model, &e) == AMOE_OK, "%s", e.msg);
+  return src;
 }
 
 /* Row 0 natural (from spec()), row 1 autoregressive, a cold offload cache. */
@@ -248,13 +254,10 @@ static void autoregressive_single_nodes(void) {
       "{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"topk\":[[[[3,0],[4,-1]]]]}\n"
       "{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"topk\":[[[[1,0],[0,-1]]]]}\n";
   char path[] = "/tmp/amoe_ar_XXXXXX";
-  write_fixture(path, blocks);
   amoe_spec s = spec();
-  snprintf(s.workload.path, sizeof s.workload.path, "%s", path);
   with_autoregressive(&s, 3);
+  amoe_source *src = open_fixture(path, blocks, &s);
   amoe_err e;
-  amoe_source *src;
-  CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
   static amoe_commitment ph;
   amoe_row_result rows[2];
   CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
@@ -270,12 +273,9 @@ int main(void) {
   executed_is_routed();
   autoregressive_single_nodes();
   char path[] = "/tmp/amoe_cost_XXXXXX";
-  write_fixture(path, BLOCK);
   amoe_spec s = spec();
-  snprintf(s.workload.path, sizeof s.workload.path, "%s", path);
+  amoe_source *src = open_fixture(path, BLOCK, &s);
   amoe_err e;
-  amoe_source *src;
-  CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
   static amoe_commitment ph;
   amoe_row_result rows[1];
   CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
