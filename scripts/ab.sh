@@ -47,7 +47,7 @@ for v in b n; do
   for f in "$tmp/$v"/*.o; do objcopy --redefine-syms="$tmp/$v.syms" "$f"; done
 done
 # Two programs, the old code placed first in one and second in the other:
-# where a hot loop lands can matter by 30% (see the README), and a
+# where a hot loop lands can matter by 30% (see docs/performance.md), and a
 # difference that flips with the order is the placement, not the change.
 # (A third, unprefixed copy serves the spec loader.)
 for order in bn nb; do

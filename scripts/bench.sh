@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The simulator's speed as the README reports it: the Google Benchmark suite
+# The simulator's speed as docs/performance.md reports it: the Google Benchmark suite
 # run RUNS times in a row (default 3), each with 5 repetitions; per benchmark
 # the middle of the runs' medians (the lower middle for an even count) and
 # their range. Shared machines are noisy: compare numbers only within one

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the specs that mirror the AcceptMoE and EcoSpec setups and stores
-# their results in results/reference/<name>/ (README "Against the papers").
+# their results in results/reference/<name>/ (docs/validation.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for s in workloads/specs/acceptmoe-*.yaml workloads/specs/ecospec-*.yaml; do
