@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cost.h"
 #include "moe.h"
 #include "nvtx.h"
 #include "results.h"
@@ -199,6 +200,11 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
   char gpu[256] = "";
   AMOE_TRY(amoe_moe_measure_copy(1 << 30, 5, &d2d, &h2d, gpu, sizeof gpu, e));
   amoe_moe_shape shape = {s->model.hidden, s->model.moe_intermediate, s->model.experts};
+  /* per-copy latency (§9): one expert's copy takes bytes/h2d_bw + latency */
+  const double ebytes = 3.0 * shape.hidden * shape.inter * 2.0;
+  double d2d_e = 0, h2d_e = 0;
+  AMOE_TRY(amoe_moe_measure_copy(ebytes, 21, &d2d_e, &h2d_e, gpu, sizeof gpu, e));
+  const double copy_latency = amoe_cost_fit_copy_latency(ebytes, h2d_e, h2d);
   amoe_moe_backend *be = NULL;
   AMOE_TRY(amoe_moe_open(&be, backend, shape, 1, 1, e));
   double check = 0;
@@ -235,8 +241,12 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
           s->model.name, s->hw.name);
   fprintf(a.f, "# hbm_bw: device copy rate; moe_eta: bytes of one expert / its marginal time at 1 token, over\n");
   fprintf(a.f, "# hbm_bw; peak_flops: best 6·d·f·n / marginal time over n; moe_t0_s (and launch_s): median intercept.\n");
+  fprintf(a.f, "# copy_latency_s: one expert's pinned copy time minus its bytes at h2d_bw. step_s, layer_fixed_s\n");
+  fprintf(a.f, "# and draft_step_fixed_s are an engine's own kernels (attention, sampling, the draft), which this\n");
+  fprintf(a.f, "# harness does not run: they stay the preset's.\n");
   fprintf(a.f, "hbm_bw: %.6g\nh2d_bw: %.6g\npeak_flops: %.6g\nlaunch_s: %.6g\nmoe_t0_s: %.6g\nmoe_eta: %.6g\n", d2d, h2d,
           peak, launch_s, launch_s, eta);
+  fprintf(a.f, "copy_latency_s: %.6g\n", copy_latency);
   fprintf(a.f, "measured:\n  gpu: \"%s\"\n  date: \"%s\"\n  device_copy_bw: %.6g\n  pinned_h2d_bw: %.6g\n", gpu, date,
           d2d, h2d);
   fprintf(a.f, "  expert_time_s:  # tokens per expert: [1 expert, %d experts]\n", X);

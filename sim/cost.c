@@ -26,3 +26,8 @@ double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n) {
 double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps) {
   return steps * (m->draft_head_bytes / hw->hbm_bw + hw->draft_step_fixed_s);
 }
+
+double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw) {
+  if (!(small_bw > 0) || !(large_bw > 0)) return 0;
+  return mx(bytes / small_bw - bytes / large_bw, 0);
+}

@@ -34,6 +34,10 @@ static inline double amoe_cost_expert(const amoe_model *m, const amoe_hw *hw, in
 static inline double amoe_cost_moe_fixed(const amoe_hw *hw, int waves) { return waves * hw->moe_t0_s; }
 /* H2D transfer of `fetched` experts, each a copy of its own. */
 double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, int fetched);
+/* copy_latency_s from measurement (calibrate-hw): a copy of `bytes` ran at
+ * small_bw, large copies at large_bw, so each copy costs bytes/small_bw −
+ * bytes/large_bw beyond its bytes (at least 0). */
+double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw);
 /* LM head over n tokens. */
 double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n);
 /* Draft: `steps` forward passes of the draft head (a tree of depth D takes

@@ -356,6 +356,10 @@ int main(void) {
   CHECK(amoe_flip_prob(1, 0.25, 0.9, 0) == 0 && amoe_flip_prob(0, 0.25, 0.9, 1) == 0 &&
             amoe_flip_prob(1, 0.25, 1.0, 1) == 0,
         "no perturbation, κ = 0 or a certain draft: no flip");
+  /* calibrate-hw's copy latency: a 1e7-byte copy that took 1e7/5e10 + 1e-5 s */
+  CHECK(fabs(amoe_cost_fit_copy_latency(1e7, 1e7 / (1e7 / 5e10 + 1e-5), 5e10) - 1e-5) < 1e-15 &&
+            amoe_cost_fit_copy_latency(1e7, 6e10, 5e10) == 0,
+        "copy latency fit");
   CHECK(amoe_flip_prob(1, 0.25, 0.6, 1) > amoe_flip_prob(1, 0.25, 0.9, 1) &&
             amoe_flip_prob(1, 0.25, 0.9, 2) > amoe_flip_prob(1, 0.25, 0.9, 1),
         "a smaller margin or a larger perturbation flips more often");
