@@ -88,6 +88,11 @@ static const krow KEYS[] = {
     {"model.vocab", T_INT, F(model.vocab), 0, 1 << 24, NULL, 0},
     {"model.lm_head_bytes", T_DBL, F(model.lm_head_bytes), 0, BIG, NULL, 0},
     {"model.draft_head_bytes", T_DBL, F(model.draft_head_bytes), 0, BIG, NULL, 0},
+    {"model.routing.locality", T_DBL, F(model.routing.locality), 0, 0.999, NULL, 0},
+    {"model.routing.locality_first", T_DBL, F(model.routing.locality_first), 0, 0.999, NULL, 0},
+    {"model.routing.locality_last", T_DBL, F(model.routing.locality_last), 0, 0.999, NULL, 0},
+    {"model.routing.locality_peak", T_DBL, F(model.routing.locality_peak), 0, 1, NULL, 0},
+    {"model.routing.request_bias", T_DBL, F(model.routing.request_bias), 0, 100, NULL, 0},
     {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0},
     {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0},
     {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0},
@@ -116,11 +121,11 @@ static const krow KEYS[] = {
     {"workload.acceptance.tau", T_DBL, F(workload.tau), 1, 64, NULL, 0},
     {"workload.acceptance.replay", T_STR, F(workload.replay), 0, 0, NULL, 1},
     {"workload.routing.temperature", T_DBL, F(workload.temperature), 1e-3, 1e3, NULL, 0},
-    {"workload.routing.locality", T_DBL, F(workload.locality), 0, 0.999, NULL, 0},
+    {"workload.routing.locality", T_DBL, F(workload.locality), -1, 0.999, NULL, 0},
     {"workload.routing.layer_correlation", T_DBL, F(workload.layer_correlation), 0, 0.999, NULL, 0},
     {"workload.routing.skew", T_DBL, F(workload.skew), 0, 100, NULL, 0},
     {"workload.routing.noise", T_DBL, F(workload.noise), 0, 100, NULL, 0},
-    {"workload.routing.request_bias", T_DBL, F(workload.request_bias), 0, 100, NULL, 0},
+    {"workload.routing.request_bias", T_DBL, F(workload.request_bias), -1, 100, NULL, 0},
     {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0},
     {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0},
     {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1},
@@ -357,9 +362,10 @@ int amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *wh
   if (hw) {
     memset(&s->hw, 0, sizeof s->hw);
     s->hw.moe_eta = 1; /* a preset without it: expert streaming at hbm_bw */
-  }
-  else
+  } else {
     memset(&s->model, 0, sizeof s->model);
+    amoe_model_routing_defaults(&s->model);
+  }
   if (!root || root->type != YAML_MAPPING_NODE)
     amoe_diag_add(d, "%s: a preset must be a mapping", path);
   else
@@ -671,7 +677,8 @@ void amoe_spec_defaults(amoe_spec *s) {
   w->tau = 4.4;
   /* Routing defaults fitted to the real Mixtral-8x7B trace: docs/generator.md. */
   w->temperature = AMOE_FIT_TEMPERATURE;
-  w->locality = AMOE_FIT_LOCALITY;
+  w->locality = -1;     /* the model preset's profile (model.routing) */
+  w->request_bias = -1; /* the model preset's */
   w->layer_correlation = AMOE_FIT_LAYER_CORRELATION;
   w->skew = -1; /* resolved from the model's expert count by validate */
   w->noise = AMOE_FIT_NOISE;
@@ -682,6 +689,7 @@ void amoe_spec_defaults(amoe_spec *s) {
   s->offload.policy = AMOE_CACHE_LRU;
   s->offload.host_overhead_per_layer_s = AMOE_DEFAULT_HOST_OVERHEAD_S;
   s->hw.moe_eta = 1; /* a hardware shape given in full without it: streaming at hbm_bw */
+  amoe_model_routing_defaults(&s->model);
   s->kappa = AMOE_DEFAULT_KAPPA;
   s->margin_min = AMOE_DEFAULT_MARGIN_MIN;
 }

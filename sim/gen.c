@@ -125,6 +125,7 @@ struct amoe_gen {
   double h; /* acceptance scale */
   float *w;    /* [layer][DIM][expert] embeddings / temperature */
   float *bias; /* [layer][expert] popularity biases · skew */
+  float *rho, *crho; /* [layer] locality ρ_l and sqrt(1 - ρ_l²) */
   /* per request */
   amoe_rng rng;
   uint32_t request, step;
@@ -406,6 +407,8 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->sort_keys = calloc(2 * (size_t)g->pool_cap, sizeof(uint64_t));
   g->w = calloc((size_t)L * E * AMOE_GEN_DIM, sizeof(float));
   g->bias = calloc((size_t)L * E, sizeof(float));
+  g->rho = calloc((size_t)L, sizeof(float));
+  g->crho = calloc((size_t)L, sizeof(float));
   g->s_last = calloc((size_t)L * AMOE_GEN_DIM + 16, sizeof(float)); /* + 16: normals16 fills whole steps */
   if (p->request_bias > 0) g->req_bias = calloc((size_t)L * E + 16, sizeof(float));
   g->state = calloc((size_t)c * L * AMOE_GEN_DIM, sizeof(float));
@@ -415,7 +418,7 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->eps = calloc((size_t)E + 16, sizeof(float));
   if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
       !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->sort_keys || !g->w ||
-      !g->bias || !g->s_last || !g->state || !g->tok || !g->xi || !g->zfull || !g->eps ||
+      !g->bias || !g->rho || !g->crho || !g->s_last || !g->state || !g->tok || !g->xi || !g->zfull || !g->eps ||
       (p->request_bias > 0 && !g->req_bias)) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
@@ -433,6 +436,12 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
       for (int i = 0; i < AMOE_GEN_DIM; i++)
         g->w[((size_t)l * AMOE_GEN_DIM + i) * E + x] = (float)(amoe_rng_normal(&r) * ws);
   for (size_t i = 0; i < (size_t)L * E; i++) g->bias[i] = (float)(amoe_rng_normal(&r) * p->skew);
+  for (int l = 0; l < L; l++) {
+    const double rl = p->locality_layers ? p->locality_layers[l] : p->locality;
+    g->rho[l] = (float)rl;
+    g->crho[l] = (float)sqrt(1 - rl * rl);
+  }
+  g->p.locality_layers = NULL; /* (copied: the caller's array need not outlive the generator) */
   if (!p->replay && p->accept_scale > 0) {
     g->h = p->accept_scale;
   } else if (!p->replay) {
@@ -461,6 +470,8 @@ void amoe_gen_close(amoe_gen *g) {
   free(g->sort_keys);
   free(g->w);
   free(g->bias);
+  free(g->rho);
+  free(g->crho);
   free(g->s_last);
   free(g->req_bias);
   free(g->state);
@@ -651,7 +662,6 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   int last = draw_accepted(g, n, b->accepted);
   /* routing */
   const int L = g->p.layers, E = g->p.experts, D = AMOE_GEN_DIM;
-  const float rho = (float)g->p.locality, crho = (float)sqrt(1 - g->p.locality * g->p.locality);
   const float lc = (float)g->p.layer_correlation, clc = (float)sqrt(1 - lc * (double)lc);
   const float sig = (float)(g->p.noise / g->p.temperature); /* (w and b were scaled at open) */
   float *tok = g->tok;
@@ -662,6 +672,7 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   for (int l = 0; l < L; l++) {
     const float *wl = g->w + (size_t)l * E * D, *bl = g->bias + (size_t)l * E;
     const float *rbl = g->req_bias ? g->req_bias + (size_t)l * E : NULL;
+    const float rho = g->rho[l], crho = g->crho[l];
     float *sl = g->state + (size_t)l * g->p.candidates * D;
     normals16(&r4, g->xi, n * D); /* every node's token part, then node by node the logits' noise */
     for (int t = 0; t < n; t++) {

@@ -15,7 +15,7 @@
  *
  * Routing: a latent-factor model. Node t at MoE layer l has a state
  *   g[t,l] = c·g[t,l-1] + sqrt(1-c²)·ξ         (token part; c = layer_correlation)
- *   s[t,l] = ρ·s[parent,l] + sqrt(1-ρ²)·g[t,l]  (ρ = locality)
+ *   s[t,l] = ρ_l·s[parent,l] + sqrt(1-ρ_l²)·g[t,l]  (ρ_l = the layer's locality)
  * and logits z[t,l,e] = (<s[t,l], w[l,e]> + σ·ε) / temperature + skew·b[l,e]
  * + request_bias·c[r,l,e], with fixed expert embeddings w, popularity biases
  * b, per-logit noise ε and (off by default) a bias c drawn per request, which
@@ -64,6 +64,9 @@ typedef struct {
   const uint16_t *replay;     /* per-step accept lengths to replay, or NULL */
   int replay_n;
   double temperature, locality, layer_correlation, skew, noise;
+  /* locality of each MoE layer ([layers]), or NULL: `locality` at every
+   * layer (real models differ by 8x between layers) */
+  const double *locality_layers;
   double request_bias; /* std of a per-request expert bias (0: none; not fitted) */
   int tokens_per_request;
   double accept_scale; /* > 0: use this acceptance scale instead of calibrating */

@@ -1,5 +1,7 @@
 #include "model.h"
 
+#include "gen.h"
+
 #include <stdio.h>
 
 double amoe_model_shared_expert_bytes(const amoe_model *m) {
@@ -16,4 +18,18 @@ int amoe_model_check(const amoe_model *m, char *msg, int msglen) {
   if (m->top_k < 1 || m->top_k > m->experts || m->top_k > AMOE_MAX_TOPK)
     return snprintf(msg, msglen, "top_k must be in 1..min(experts, %d)", AMOE_MAX_TOPK), 0;
   return 1;
+}
+
+double amoe_model_locality_at(const amoe_model *m, int l, int layers) {
+  const double last = layers > 1 ? layers - 1 : 1, peak = m->routing.locality_peak * last, x = l;
+  if (x <= peak)
+    return peak > 0 ? m->routing.locality_first + (m->routing.locality - m->routing.locality_first) * (x / peak)
+                    : m->routing.locality;
+  return m->routing.locality + (m->routing.locality_last - m->routing.locality) * ((x - peak) / (last - peak));
+}
+
+void amoe_model_routing_defaults(amoe_model *m) {
+  m->routing.locality = m->routing.locality_first = m->routing.locality_last = AMOE_FIT_LOCALITY;
+  m->routing.locality_peak = 0;
+  m->routing.request_bias = 0;
 }

@@ -32,7 +32,22 @@ typedef struct {
   int vocab;
   double lm_head_bytes;
   double draft_head_bytes;
+  /* The routing structure fitted for this model (`routing:` in its preset,
+   * written by `acceptmoe fit`; DESIGN §5): token-to-token locality as a
+   * profile over the MoE layers, piecewise linear through (first layer,
+   * locality_first), (locality_peak · (layers − 1), locality), (last layer,
+   * locality_last); and the per-request concentration request_bias. */
+  struct {
+    double locality, locality_first, locality_last, locality_peak;
+    double request_bias;
+  } routing;
 } amoe_model;
+
+/* The routing of a model without a fitted `routing:` section: Mixtral's
+ * fit (constant locality 0.3, no request concentration). */
+void amoe_model_routing_defaults(amoe_model *m);
+/* Locality ρ_l of MoE layer l of `layers` under the model's profile. */
+double amoe_model_locality_at(const amoe_model *m, int l, int layers);
 
 typedef struct {
   char name[AMOE_NAME_MAX];

@@ -30,6 +30,7 @@ struct amoe_source {
   int hybrid, prob, tok;
   uint32_t step;
   char *prov;
+  double locality[AMOE_MAX_LAYERS]; /* the generator's per-layer locality */
 };
 
 int amoe_default_top_m(int experts, int top_k) {
@@ -118,8 +119,10 @@ static amoe_status check_sig(const char *path, int L, int E, int k, const amoe_m
   return AMOE_OK;
 }
 
-/* The generator's parameters from a workload spec (m: the default). */
-static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model *model) {
+/* The generator's parameters from a workload spec (m: the default); the
+ * model's locality profile goes to loc[layers] unless the spec sets one
+ * locality for every layer. */
+static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model *model, double *loc) {
   amoe_gen_params p = {0};
   p.seed = w->seed;
   p.layers = model->moe_layers;
@@ -132,11 +135,16 @@ static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model 
   p.candidates = w->candidates > w->nodes ? w->candidates : w->nodes;
   p.tau = w->tau;
   p.temperature = w->temperature;
-  p.locality = w->locality;
+  p.locality = w->locality >= 0 ? w->locality : model->routing.locality;
+  if (w->locality < 0) {
+    for (int l = 0; l < model->moe_layers && l < AMOE_MAX_LAYERS; l++)
+      loc[l] = amoe_model_locality_at(model, l, model->moe_layers);
+    p.locality_layers = loc;
+  }
   p.layer_correlation = w->layer_correlation;
   p.skew = w->skew >= 0 ? w->skew : amoe_gen_default_skew(model->experts); /* < 0: the fitted default */
   p.noise = w->noise;
-  p.request_bias = w->request_bias;
+  p.request_bias = w->request_bias >= 0 ? w->request_bias : model->routing.request_bias;
   p.tokens_per_request = w->tokens_per_request;
   return p;
 }
@@ -151,6 +159,13 @@ static json_t *gen_provenance(const amoe_source *s, const amoe_gen_params *p) {
                       json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "temperature", p->temperature, "locality",
                                 p->locality, "layer_correlation", p->layer_correlation, "skew", p->skew, "noise",
                                 p->noise, "request_bias", p->request_bias));
+  const amoe_model *m = &s->model;
+  if (w->locality < 0 && (m->routing.locality_first != m->routing.locality ||
+                          m->routing.locality_last != m->routing.locality)) /* a profile over the layers */
+    json_object_set_new(json_object_get(o, "routing"), "locality_profile",
+                        json_pack("{s:f, s:f, s:f, s:f}", "first", m->routing.locality_first, "peak",
+                                  m->routing.locality, "peak_at", m->routing.locality_peak, "last",
+                                  m->routing.locality_last));
   if (w->replay[0]) {
     json_object_set_new(o, "acceptance", json_string("replay"));
     json_object_set_new(o, "replay_steps", json_integer(s->replay_n));
@@ -192,7 +207,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
   amoe_status st = AMOE_OK;
   char buf[2048];
   if (w->source == AMOE_SRC_SYNTHETIC) {
-    amoe_gen_params p = gen_params(w, model);
+    amoe_gen_params p = gen_params(w, model, s->locality);
     st = open_generator(s, &p, w->threads, e);
     s->m = p.m;
     json_text(buf, sizeof buf, gen_provenance(s, &p));
@@ -216,7 +231,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
       /* generated trees (the spec's tree, acceptance and routing), storing
        * the top-k as the real tokens do; a problem is one request, which
        * ends with its tokens, not at tokens_per_request */
-      amoe_gen_params p = gen_params(w, model);
+      amoe_gen_params p = gen_params(w, model, s->locality);
       p.m = s->m;
       p.tokens_per_request = INT_MAX;
       st = open_generator(s, &p, 1, e);
