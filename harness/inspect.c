@@ -14,9 +14,37 @@ typedef struct {
   double usum[AMOE_INSPECT_NW], ucnt[AMOE_INSPECT_NW];
   int *seen;
   int clock;
+  double ov[AMOE_MAX_LAYERS], ovn; /* Σ overlaps per layer, pairs of adjacent tokens */
+  double t16, t16n;
+  int *cnt; /* [E] selections of the current request at a layer */
 } stream;
 
+static int cmp_int_desc(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x < y) - (x > y);
+}
+
 static void flush_request(stream *s) {
+  /* adjacent overlap and the top-16 share, per layer */
+  for (int l = 0; l < s->L && s->ntok > 0; l++) {
+    memset(s->cnt, 0, (size_t)s->E * sizeof *s->cnt);
+    for (int t = 0; t < s->ntok; t++) {
+      const uint16_t *r = s->routes + ((size_t)t * s->L + l) * s->k;
+      for (int j = 0; j < s->k; j++) s->cnt[r[j]]++;
+      if (t == 0) continue;
+      const uint16_t *q = r - (size_t)s->L * s->k; /* the previous token's */
+      int shared = 0;
+      for (int j = 0; j < s->k; j++)
+        for (int i = 0; i < s->k; i++) shared += r[j] == q[i];
+      s->ov[l] += (double)shared / s->k;
+    }
+    qsort(s->cnt, (size_t)s->E, sizeof *s->cnt, cmp_int_desc);
+    long top = 0;
+    for (int x = 0; x < 16 && x < s->E; x++) top += s->cnt[x];
+    s->t16 += (double)top / ((double)s->ntok * s->k);
+    s->t16n += 1;
+  }
+  if (s->ntok > 1) s->ovn += s->ntok - 1;
   for (int wi = 0; wi < AMOE_INSPECT_NW; wi++) {
     int W = amoe_inspect_windows[wi];
     if (s->ntok < W) continue;
@@ -41,11 +69,16 @@ static void flush_request(stream *s) {
 
 amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe_inspect_stats *o, amoe_err *e) {
   memset(o, 0, sizeof *o);
-  stream s = {L, E, k, NULL, 0, 0, {0}, {0}, calloc((size_t)E, sizeof(int)), 0};
+  if (L > AMOE_MAX_LAYERS) return amoe_fail(e, AMOE_EINVAL, "inspect: more than %d layers", AMOE_MAX_LAYERS);
+  stream s;
+  memset(&s, 0, sizeof s);
+  s.L = L, s.E = E, s.k = k;
+  s.seen = calloc((size_t)E, sizeof(int));
+  s.cnt = calloc((size_t)E, sizeof(int));
   double *pop = calloc((size_t)L * E, sizeof(double));
   amoe_block b;
   amoe_block_init(&b, L, E, amoe_source_m(src));
-  amoe_status st = (s.seen && pop) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  amoe_status st = (s.seen && s.cnt && pop) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   int rc = 0;
   long last_req = -1;
   double nodes = 0, top1 = 0, top1n = 0, usum = 0, ucnt = 0;
@@ -141,6 +174,15 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe
       o->window_union[wi] = s.ucnt[wi] > 0 ? s.usum[wi] / s.ucnt[wi] : NAN;
     o->top1_weight_mean = top1n > 0 ? top1 / top1n : NAN;
     o->tree_union_mean = ucnt > 0 ? usum / ucnt : NAN;
+    o->layers = L;
+    o->uniform_overlap = (double)k / E;
+    double ov = 0;
+    for (int l = 0; l < L; l++) {
+      o->overlap_layer[l] = s.ovn > 0 ? s.ov[l] / s.ovn : NAN;
+      ov += s.ov[l];
+    }
+    o->adjacent_overlap = s.ovn > 0 ? ov / (s.ovn * L) : NAN;
+    o->top16_share = s.t16n > 0 ? s.t16 / s.t16n : NAN;
     for (int l = 0; l < L; l++) {
       double tot = 0, mx = 0, mn = 1e300, H = 0;
       for (int x = 0; x < E; x++) {
@@ -162,6 +204,7 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe
   free(path);
   free(s.routes);
   free(s.seen);
+  free(s.cnt);
   free(pop);
   amoe_block_free(&b);
   return st;
@@ -176,9 +219,14 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
       fprintf(f, "%s\"%d\":%.6g", i ? "," : "", amoe_inspect_windows[i],
               isnan(s->window_union[i]) ? -1.0 : s->window_union[i]);
     fprintf(f, "},\"tree_union_mean\":%.6g,\"top1_weight_mean\":%.6g,\"popularity\":{\"max_over_mean\":%.6g,\"min_over_mean\":%.6g,"
-               "\"effective_experts\":%.6g},\"tau_hist\":{",
+               "\"effective_experts\":%.6g",
             s->tree_union_mean, isnan(s->top1_weight_mean) ? -1.0 : s->top1_weight_mean, s->pop_max_over_mean, s->pop_min_over_mean,
             s->pop_effective);
+    fprintf(f, "},\"adjacent_overlap\":%.6g,\"top16_share\":%.6g,\"overlap_by_layer\":[",
+            isnan(s->adjacent_overlap) ? -1.0 : s->adjacent_overlap, isnan(s->top16_share) ? -1.0 : s->top16_share);
+    for (int l = 0; l < s->layers; l++)
+      fprintf(f, "%s%.4g", l ? "," : "", isnan(s->overlap_layer[l]) ? -1.0 : s->overlap_layer[l]);
+    fprintf(f, "],\"tau_hist\":{");
     int first = 1;
     for (int i = 0; i <= 64; i++)
       if (s->tau_hist[i]) {
@@ -197,6 +245,11 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
   fprintf(f, "  mean renormalised top-1 weight: %.3f\n", s->top1_weight_mean);
   fprintf(f, "  expert popularity (mean over layers): busiest %.2fx mean, quietest %.2fx, effective %.1f experts\n",
           s->pop_max_over_mean, s->pop_min_over_mean, s->pop_effective);
+  fprintf(f, "  adjacent committed tokens share %.3f of their experts (uniform routing: %.3f); by layer:",
+          s->adjacent_overlap, s->uniform_overlap);
+  for (int l = 0; l < s->layers; l++) fprintf(f, "%s%.2f", l % 16 ? " " : "\n   ", s->overlap_layer[l]);
+  fprintf(f, "\n  top-16 experts' share of a request's selections (mean over requests and layers): %.3f\n",
+          s->top16_share);
   fprintf(f, "  tau histogram:");
   for (int i = 0; i <= 64; i++)
     if (s->tau_hist[i]) fprintf(f, " %d:%ld", i, s->tau_hist[i]);

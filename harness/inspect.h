@@ -1,7 +1,8 @@
 /* `acceptmoe inspect`: what a workload looks like. Window-union curves over
  * the committed token stream (mean distinct experts per layer over W
  * consecutive committed tokens of a request), the accept-length histogram,
- * the mean renormalised top-1 weight and expert popularity. It also checks
+ * the mean renormalised top-1 weight, expert popularity, the adjacent-token
+ * overlap per layer and the per-request top-16 share. It also checks
  * every stored pair of every block (order, distinct ids, usable logits),
  * which trace replay leaves to the writer and the checksum. */
 #ifndef AMOE_INSPECT_H
@@ -22,6 +23,14 @@ typedef struct {
   double tree_union_mean; /* mean over blocks and layers of the union of every node's top-k */
   double top1_weight_mean;
   double pop_max_over_mean, pop_min_over_mean, pop_effective; /* averaged over layers */
+  /* locality: the share of a committed token's k experts that the previous
+   * committed token of its request also used, overall and per MoE layer */
+  double adjacent_overlap, uniform_overlap; /* (uniform routing: k/E) */
+  double overlap_layer[AMOE_MAX_LAYERS];
+  int layers;
+  /* concentration: per request and layer, the share of the request's
+   * expert selections taken by its 16 most selected experts; the mean */
+  double top16_share;
 } amoe_inspect_stats;
 
 /* router (amoe_router) weights the top-1 statistic: softmax over the top-k,
