@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "fit.h"
 #include "inspect.h"
 #include "moe.h"
 #include "jsonl.h"
@@ -52,6 +53,11 @@ static const char USAGE[] =
     "  inspect FILE [--format blocks-jsonl|routing-jsonl --model PRESET] [--window W | --hybrid] [--json]\n"
     "      FILE is an .amt trace, a JSONL file or a spec; prints window-union\n"
     "      curves, the accept-length histogram and expert popularity\n"
+    "  fit SPEC.yaml (--target TARGETS.yaml | --trace FILE [--format routing-jsonl] [--window W])\n"
+    "      [--blocks N] [--set KEY=VALUE]... [-o FILE]\n"
+    "      fit the spec's model's routing structure (locality per layer, request\n"
+    "      concentration) to target statistics or to a real trace's; prints\n"
+    "      achieved vs target and the `routing:` section for the model preset\n"
     "  calibrate SPEC.yaml [--set KEY=VALUE]... [-o FILE]\n"
     "      estimate the commitment table p_d on the spec's calibration workload\n"
     "  calibrate-hw SPEC.yaml [--backend skinny|cublas-loop|cublas-grouped] [-o FILE]\n"
@@ -88,9 +94,9 @@ static int report(amoe_status st, const amoe_err *e) {
 static int g_threads;
 
 typedef struct {
-  const char *out, *dump, *format, *model, *input, *backend;
+  const char *out, *dump, *format, *model, *input, *backend, *target, *trace;
   char *sets[64];
-  int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads, hybrid;
+  int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads, hybrid, blocks;
 } opts;
 
 static int parse_opts(int argc, char **argv, opts *o) {
@@ -126,6 +132,14 @@ static int parse_opts(int argc, char **argv, opts *o) {
       const char *v = NEXT();
       if (!v || (o->threads = atoi(v)) < 1 || o->threads > 256)
         return usage_error("--threads needs an integer in 1..256%s", "");
+    } else if (!strcmp(a, "--target")) {
+      if (!(o->target = NEXT())) return usage_error("%s needs a path", a);
+    } else if (!strcmp(a, "--trace")) {
+      if (!(o->trace = NEXT())) return usage_error("%s needs a path", a);
+    } else if (!strcmp(a, "--blocks")) {
+      const char *v = NEXT();
+      if (!v || (o->blocks = atoi(v)) < 10 || o->blocks > 1000000)
+        return usage_error("--blocks needs an integer in 10..1000000%s", "");
     } else if (!strcmp(a, "--hybrid")) {
       o->hybrid = 1;
     } else if (!strcmp(a, "--cold")) {
@@ -664,6 +678,70 @@ static int cmd_inspect(int argc, char **argv) {
   return rc;
 }
 
+static int cmd_fit(int argc, char **argv) {
+  opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc) return rc;
+  if (!o.target == !o.trace) return usage_error("fit needs one of --target TARGETS.yaml or --trace FILE%s", "");
+  amoe_experiment *x = calloc(1, sizeof *x);
+  amoe_spec *s = calloc(1, sizeof *s);
+  amoe_fit_targets *t = calloc(1, sizeof *t);
+  amoe_inspect_stats *ts = calloc(1, sizeof *ts);
+  amoe_err e = {{0}};
+  char how[AMOE_PATH_MAX + 64];
+  if (!x || !s || !t || !ts) rc = report(amoe_fail(&e, AMOE_ENOMEM, "out of memory"), &e);
+  if (!rc && !(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
+    if (o.target) {
+      amoe_diag d = {0};
+      if (!amoe_fit_targets_load(t, o.target, &d)) rc = EXIT_USAGE;
+      amoe_diag_print(&d, stderr);
+      amoe_diag_free(&d);
+      snprintf(how, sizeof how, "--target %s", o.target);
+    } else { /* the trace's own statistics, read as the spec's model */
+      amoe_workload_spec w = s->workload;
+      snprintf(w.path, sizeof w.path, "%s", o.trace);
+      w.blocks = 0;
+      if (o.window) w.window = o.window;
+      if (amoe_trace_sniff(o.trace)) w.source = AMOE_SRC_TRACE;
+      else if (o.format && !strcmp(o.format, "routing-jsonl")) w.source = AMOE_SRC_ROUTING_JSONL;
+      else rc = usage_error("%s is not an .amt trace: give --format routing-jsonl", o.trace);
+      amoe_source *src = NULL;
+      amoe_status st = rc ? AMOE_OK : amoe_source_open(&src, &w, &s->model, &e);
+      if (!rc && !st)
+        st = amoe_inspect(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, ts, &e);
+      amoe_source_close(src);
+      if (!rc) rc = report(st, &e);
+      if (!rc) {
+        const int per = ts->requests > 0 ? (int)(ts->tokens / ts->requests) : 0;
+        amoe_fit_targets_from_stats(t, ts, s->model.top_k, per > 1 ? per : 0, o.trace);
+      }
+      snprintf(how, sizeof how, "--trace %s", o.trace);
+    }
+  }
+  if (!rc) {
+    const int blocks = o.blocks ? o.blocks : 400;
+    amoe_fit_result r;
+    amoe_status st = amoe_fit_routing(s, t, blocks, o.quiet ? NULL : stderr, &r, &e);
+    amoe_afile a = {0};
+    FILE *f = stdout;
+    if (!st && o.out) {
+      st = amoe_afile_open(&a, o.out, &e);
+      f = a.f;
+    }
+    if (!st) {
+      amoe_fit_write(f, s, t, &r, blocks, how);
+      if (o.out) st = amoe_afile_commit(&a, &e);
+    }
+    amoe_afile_abort(&a);
+    rc = report(st, &e);
+  }
+  free(ts);
+  free(t);
+  free(s);
+  free(x);
+  return rc;
+}
+
 static int cmd_calibrate(int argc, char **argv) {
   opts o;
   int rc = parse_opts(argc, argv, &o);
@@ -775,6 +853,7 @@ int main(int argc, char **argv) {
   if (!strcmp(c, "import")) return cmd_import(argc - 2, argv + 2);
   if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
   if (!strcmp(c, "calibrate")) return cmd_calibrate(argc - 2, argv + 2);
+  if (!strcmp(c, "fit")) return cmd_fit(argc - 2, argv + 2);
   if (!strcmp(c, "presets")) return cmd_presets();
   if (!strcmp(c, "calibrate-hw")) return cmd_calibrate_hw(argc - 2, argv + 2);
   return usage_error("unknown command '%s'", c);

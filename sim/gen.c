@@ -126,6 +126,7 @@ struct amoe_gen {
   float *w;    /* [layer][DIM][expert] embeddings / temperature */
   float *bias; /* [layer][expert] popularity biases · skew */
   float *rho, *crho; /* [layer] locality ρ_l and sqrt(1 - ρ_l²) */
+  float *req_scale;  /* [layer] request_bias of the layer */
   /* per request */
   amoe_rng rng;
   uint32_t request, step;
@@ -408,6 +409,7 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->w = calloc((size_t)L * E * AMOE_GEN_DIM, sizeof(float));
   g->bias = calloc((size_t)L * E, sizeof(float));
   g->rho = calloc((size_t)L, sizeof(float));
+  g->req_scale = calloc((size_t)L, sizeof(float));
   g->crho = calloc((size_t)L, sizeof(float));
   g->s_last = calloc((size_t)L * AMOE_GEN_DIM + 16, sizeof(float)); /* + 16: normals16 fills whole steps */
   if (p->request_bias > 0) g->req_bias = calloc((size_t)L * E + 16, sizeof(float));
@@ -418,7 +420,7 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->eps = calloc((size_t)E + 16, sizeof(float));
   if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
       !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->sort_keys || !g->w ||
-      !g->bias || !g->rho || !g->crho || !g->s_last || !g->state || !g->tok || !g->xi || !g->zfull || !g->eps ||
+      !g->bias || !g->rho || !g->crho || !g->req_scale || !g->s_last || !g->state || !g->tok || !g->xi || !g->zfull || !g->eps ||
       (p->request_bias > 0 && !g->req_bias)) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
@@ -441,7 +443,10 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
     g->rho[l] = (float)rl;
     g->crho[l] = (float)sqrt(1 - rl * rl);
   }
-  g->p.locality_layers = NULL; /* (copied: the caller's array need not outlive the generator) */
+  for (int l = 0; l < L; l++)
+    g->req_scale[l] = (float)(p->request_bias_layers ? p->request_bias_layers[l] : p->request_bias);
+  /* (copied: the caller's arrays need not outlive the generator) */
+  g->p.locality_layers = g->p.request_bias_layers = NULL;
   if (!p->replay && p->accept_scale > 0) {
     g->h = p->accept_scale;
   } else if (!p->replay) {
@@ -471,6 +476,7 @@ void amoe_gen_close(amoe_gen *g) {
   free(g->w);
   free(g->bias);
   free(g->rho);
+  free(g->req_scale);
   free(g->crho);
   free(g->s_last);
   free(g->req_bias);
@@ -504,7 +510,7 @@ void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
     rng4_seed(&r4, g->p.seed, 0x6269617351ULL, req);
     int n = g->p.layers * g->p.experts;
     normals16(&r4, g->req_bias, n);
-    for (int i = 0; i < n; i++) g->req_bias[i] *= (float)g->p.request_bias;
+    for (int i = 0; i < n; i++) g->req_bias[i] *= g->req_scale[i / g->p.experts];
   }
 }
 

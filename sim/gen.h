@@ -67,6 +67,9 @@ typedef struct {
   /* locality of each MoE layer ([layers]), or NULL: `locality` at every
    * layer (real models differ by 8x between layers) */
   const double *locality_layers;
+  /* request_bias of each MoE layer ([layers]), or NULL: `request_bias` at
+   * every layer */
+  const double *request_bias_layers;
   double request_bias; /* std of a per-request expert bias (0: none; not fitted) */
   int tokens_per_request;
   double accept_scale; /* > 0: use this acceptance scale instead of calibrating */

@@ -32,4 +32,5 @@ void amoe_model_routing_defaults(amoe_model *m) {
   m->routing.locality = m->routing.locality_first = m->routing.locality_last = AMOE_FIT_LOCALITY;
   m->routing.locality_peak = 0;
   m->routing.request_bias = 0;
+  m->routing.noise = AMOE_FIT_NOISE;
 }

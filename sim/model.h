@@ -14,6 +14,17 @@
 typedef enum { AMOE_ROUTER_SOFTMAX = 0, AMOE_ROUTER_SIGMOID_NORM = 1 } amoe_router;
 typedef enum { AMOE_FMT_BF16 = 0, AMOE_FMT_FP8_BLOCK128 = 1, AMOE_FMT_MXFP4 = 2 } amoe_weight_fmt;
 
+/* The routing structure fitted for a model (`routing:` in its preset,
+ * written by `acceptmoe fit`; docs/design.md §5): token-to-token locality as
+ * a profile over the MoE layers, piecewise linear through (first layer,
+ * locality_first), (locality_peak · (layers − 1), locality), (last layer,
+ * locality_last); and the per-request concentration request_bias. */
+typedef struct {
+  double locality, locality_first, locality_last, locality_peak;
+  double request_bias;
+  double noise; /* the token-specific share of each logit: caps how alike adjacent tokens can route */
+} amoe_routing_fit;
+
 typedef struct {
   char name[AMOE_NAME_MAX];
   int layers;            /* decoder layers in all */
@@ -32,15 +43,7 @@ typedef struct {
   int vocab;
   double lm_head_bytes;
   double draft_head_bytes;
-  /* The routing structure fitted for this model (`routing:` in its preset,
-   * written by `acceptmoe fit`; DESIGN §5): token-to-token locality as a
-   * profile over the MoE layers, piecewise linear through (first layer,
-   * locality_first), (locality_peak · (layers − 1), locality), (last layer,
-   * locality_last); and the per-request concentration request_bias. */
-  struct {
-    double locality, locality_first, locality_last, locality_peak;
-    double request_bias;
-  } routing;
+  amoe_routing_fit routing;
 } amoe_model;
 
 /* The routing of a model without a fitted `routing:` section: Mixtral's

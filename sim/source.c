@@ -31,6 +31,7 @@ struct amoe_source {
   uint32_t step;
   char *prov;
   double locality[AMOE_MAX_LAYERS]; /* the generator's per-layer locality */
+  double request_bias[AMOE_MAX_LAYERS]; /* and request concentration */
 };
 
 int amoe_default_top_m(int experts, int top_k) {
@@ -122,7 +123,7 @@ static amoe_status check_sig(const char *path, int L, int E, int k, const amoe_m
 /* The generator's parameters from a workload spec (m: the default); the
  * model's locality profile goes to loc[layers] unless the spec sets one
  * locality for every layer. */
-static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model *model, double *loc) {
+static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model *model, double *loc, double *rb) {
   amoe_gen_params p = {0};
   p.seed = w->seed;
   p.layers = model->moe_layers;
@@ -143,8 +144,18 @@ static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model 
   }
   p.layer_correlation = w->layer_correlation;
   p.skew = w->skew >= 0 ? w->skew : amoe_gen_default_skew(model->experts); /* < 0: the fitted default */
-  p.noise = w->noise;
+  p.noise = w->noise >= 0 ? w->noise : model->routing.noise;
   p.request_bias = w->request_bias >= 0 ? w->request_bias : model->routing.request_bias;
+  if (w->request_bias < 0 && w->locality < 0 && p.request_bias > 0) {
+    /* a request's topic reaches the router through the context, as
+     * locality does: its concentration follows the locality profile (none
+     * where the router sees the token alone), request_bias at the peak */
+    double mx = 0;
+    for (int l = 0; l < model->moe_layers && l < AMOE_MAX_LAYERS; l++) mx = loc[l] > mx ? loc[l] : mx;
+    for (int l = 0; l < model->moe_layers && l < AMOE_MAX_LAYERS; l++)
+      rb[l] = mx > 0 ? p.request_bias * loc[l] / mx : p.request_bias;
+    p.request_bias_layers = rb;
+  }
   p.tokens_per_request = w->tokens_per_request;
   return p;
 }
@@ -207,7 +218,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
   amoe_status st = AMOE_OK;
   char buf[2048];
   if (w->source == AMOE_SRC_SYNTHETIC) {
-    amoe_gen_params p = gen_params(w, model, s->locality);
+    amoe_gen_params p = gen_params(w, model, s->locality, s->request_bias);
     st = open_generator(s, &p, w->threads, e);
     s->m = p.m;
     json_text(buf, sizeof buf, gen_provenance(s, &p));
@@ -231,7 +242,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
       /* generated trees (the spec's tree, acceptance and routing), storing
        * the top-k as the real tokens do; a problem is one request, which
        * ends with its tokens, not at tokens_per_request */
-      amoe_gen_params p = gen_params(w, model, s->locality);
+      amoe_gen_params p = gen_params(w, model, s->locality, s->request_bias);
       p.m = s->m;
       p.tokens_per_request = INT_MAX;
       st = open_generator(s, &p, 1, e);

@@ -1,0 +1,392 @@
+#include "fit.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "gen.h"
+#include "source.h"
+
+void amoe_fit_targets_init(amoe_fit_targets *t) {
+  memset(t, 0, sizeof *t);
+  t->overlap = t->top16 = t->tree_union = NAN;
+  for (int i = 0; i < AMOE_INSPECT_NW; i++) t->window_union[i] = NAN;
+}
+
+/* ------------------------------------------------------------ targets file */
+
+typedef struct {
+  yaml_document_t doc;
+  const char *path;
+  amoe_diag *d;
+} tdoc;
+
+static void where(const tdoc *y, const yaml_node_t *n, char *buf, size_t len) {
+  snprintf(buf, len, "%s:%zu:%zu", y->path, n->start_mark.line + 1, n->start_mark.column + 1);
+}
+
+static const char *text(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+
+static int number(const tdoc *y, const yaml_node_t *n, const char *key, double lo, double hi, double *out) {
+  char w[AMOE_PATH_MAX + 64];
+  where(y, n, w, sizeof w);
+  char *end = NULL;
+  double v = n->type == YAML_SCALAR_NODE ? strtod(text(n), &end) : NAN;
+  if (n->type != YAML_SCALAR_NODE || !end || *end || !(v >= lo && v <= hi)) {
+    amoe_diag_add(y->d, "%s: %s must be a number in [%g, %g]", w, key, lo, hi);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+/* {KEY: value, ...} with integer keys in [lo, hi]: calls back per pair. */
+static void int_map(const tdoc *y, yaml_node_t *m, const char *key, int lo, int hi, double vlo, double vhi,
+                    void (*put)(amoe_fit_targets *, int, double, const tdoc *, yaml_node_t *), amoe_fit_targets *t) {
+  char w[AMOE_PATH_MAX + 64];
+  where(y, m, w, sizeof w);
+  if (m->type != YAML_MAPPING_NODE) {
+    amoe_diag_add(y->d, "%s: %s must be a mapping {integer: number}", w, key);
+    return;
+  }
+  for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node((yaml_document_t *)&y->doc, p->key);
+    yaml_node_t *v = yaml_document_get_node((yaml_document_t *)&y->doc, p->value);
+    double kv, vv;
+    if (number(y, k, key, lo, hi, &kv) && number(y, v, key, vlo, vhi, &vv)) {
+      if (kv != floor(kv)) {
+        where(y, k, w, sizeof w);
+        amoe_diag_add(y->d, "%s: %s keys must be integers", w, key);
+      } else {
+        put(t, (int)kv, vv, y, k);
+      }
+    }
+  }
+}
+
+static void put_anchor(amoe_fit_targets *t, int layer, double v, const tdoc *y, yaml_node_t *k) {
+  if (t->nanchor == AMOE_FIT_MAX_ANCHORS) {
+    char w[AMOE_PATH_MAX + 64];
+    where(y, k, w, sizeof w);
+    amoe_diag_add(y->d, "%s: overlap_layers: at most %d layers", w, AMOE_FIT_MAX_ANCHORS);
+    return;
+  }
+  t->anchor_layer[t->nanchor] = layer;
+  t->anchor_value[t->nanchor++] = v;
+}
+
+static void put_window(amoe_fit_targets *t, int W, double v, const tdoc *y, yaml_node_t *k) {
+  for (int i = 0; i < AMOE_INSPECT_NW; i++)
+    if (amoe_inspect_windows[i] == W) {
+      t->window_union[i] = v;
+      return;
+    }
+  char w[AMOE_PATH_MAX + 64];
+  where(y, k, w, sizeof w);
+  amoe_diag_add(y->d, "%s: window_union: W must be 1, 2, 4, 8 or 16", w);
+}
+
+int amoe_fit_targets_load(amoe_fit_targets *t, const char *path, amoe_diag *d) {
+  amoe_fit_targets_init(t);
+  int before = d->n;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    amoe_diag_add(d, "%s: cannot read the targets file", path);
+    return 0;
+  }
+  yaml_parser_t parser;
+  tdoc y = {.path = path, .d = d};
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_file(&parser, f);
+  if (!yaml_parser_load(&parser, &y.doc)) {
+    amoe_diag_add(d, "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+                  parser.problem ? parser.problem : "YAML error");
+    yaml_parser_delete(&parser);
+    fclose(f);
+    return 0;
+  }
+  yaml_parser_delete(&parser);
+  fclose(f);
+  yaml_node_t *root = yaml_document_get_root_node(&y.doc);
+  if (!root || root->type != YAML_MAPPING_NODE) {
+    amoe_diag_add(d, "%s: the targets file must be a mapping (docs/validation.md)", path);
+    yaml_document_delete(&y.doc);
+    return 0;
+  }
+  char w[AMOE_PATH_MAX + 64];
+  for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(&y.doc, p->key), *v = yaml_document_get_node(&y.doc, p->value);
+    where(&y, k, w, sizeof w);
+    const char *key = k->type == YAML_SCALAR_NODE ? text(k) : "";
+    double x;
+    if (!strcmp(key, "source")) {
+      if (v->type == YAML_SCALAR_NODE) snprintf(t->source, sizeof t->source, "%s", text(v));
+      else amoe_diag_add(d, "%s: source must be text", w);
+    } else if (!strcmp(key, "adjacent_overlap")) {
+      number(&y, v, key, 0, 1, &t->overlap);
+    } else if (!strcmp(key, "overlap_layers")) {
+      int_map(&y, v, key, 0, AMOE_MAX_LAYERS - 1, 0, 1, put_anchor, t);
+    } else if (!strcmp(key, "top16_share")) {
+      number(&y, v, key, 0, 1, &t->top16);
+    } else if (!strcmp(key, "top16_tokens")) {
+      if (number(&y, v, key, 2, 1e6, &x)) t->top16_tokens = (int)x;
+    } else if (!strcmp(key, "tree_union")) {
+      number(&y, v, key, 1, AMOE_MAX_EXPERTS, &t->tree_union);
+    } else if (!strcmp(key, "tree_nodes")) {
+      if (number(&y, v, key, 2, AMOE_MAX_NODES, &x)) t->tree_nodes = (int)x;
+    } else if (!strcmp(key, "tree_depth")) {
+      if (number(&y, v, key, 1, 16, &x)) t->tree_depth = (int)x;
+    } else if (!strcmp(key, "tree_top_k")) {
+      if (number(&y, v, key, 1, AMOE_MAX_TOPK, &x)) t->tree_top_k = (int)x;
+    } else if (!strcmp(key, "window_union")) {
+      int_map(&y, v, key, 1, 16, 1, AMOE_MAX_EXPERTS, put_window, t);
+    } else {
+      amoe_diag_add(d,
+                    "%s: unknown key '%s' (source, adjacent_overlap, overlap_layers, top16_share, top16_tokens, "
+                    "tree_union, tree_nodes, tree_depth, tree_top_k, window_union)",
+                    w, key);
+    }
+  }
+  if (d->n == before && !isnan(t->tree_union) && !t->tree_nodes)
+    amoe_diag_add(d, "%s: tree_union needs tree_nodes (the tree it was measured on)", path);
+  yaml_document_delete(&y.doc);
+  return d->n == before;
+}
+
+void amoe_fit_targets_from_stats(amoe_fit_targets *t, const amoe_inspect_stats *st, int top_k, int tokens_per_request,
+                                 const char *source) {
+  amoe_fit_targets_init(t);
+  snprintf(t->source, sizeof t->source, "%s", source);
+  t->overlap = st->adjacent_overlap;
+  /* the first, the highest and the last layer */
+  int L = st->layers, peak = 0;
+  for (int l = 1; l < L; l++)
+    if (st->overlap_layer[l] > st->overlap_layer[peak]) peak = l;
+  const int at[3] = {0, peak, L - 1};
+  for (int i = 0; i < 3 && L > 1; i++)
+    if (i == 0 || at[i] != at[i - 1]) {
+      t->anchor_layer[t->nanchor] = at[i];
+      t->anchor_value[t->nanchor++] = st->overlap_layer[at[i]];
+    }
+  t->top16 = st->top16_share;
+  t->top16_tokens = tokens_per_request;
+  for (int i = 0; i < AMOE_INSPECT_NW; i++) t->window_union[i] = st->window_union[i];
+  (void)top_k;
+}
+
+/* ------------------------------------------------------------ fitting */
+
+/* The chain statistics of s's workload (every default of the routing
+ * taken from s->model.routing). */
+static amoe_status eval_chain(const amoe_spec *s, int blocks, int tokens, amoe_inspect_stats *st, amoe_err *e) {
+  amoe_workload_spec w = s->workload;
+  w.blocks = blocks;
+  if (tokens > 0) w.tokens_per_request = tokens;
+  amoe_source *src = NULL;
+  AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
+  amoe_status r = amoe_inspect(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, st, e);
+  amoe_source_close(src);
+  return r;
+}
+
+static amoe_status eval_tree(const amoe_spec *s, const amoe_fit_targets *t, double *u, amoe_err *e) {
+  amoe_workload_spec w = s->workload;
+  w.blocks = 60;
+  w.nodes = w.candidates = t->tree_nodes;
+  if (t->tree_depth) w.depth = t->tree_depth;
+  if (t->tree_top_k) w.top_k = t->tree_top_k;
+  amoe_source *src = NULL;
+  AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
+  amoe_inspect_stats st;
+  amoe_status r = amoe_inspect(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, &st, e);
+  amoe_source_close(src);
+  *u = st.tree_union_mean;
+  return r;
+}
+
+/* The overlap a window union at W = 2 implies: 2 − U₂/k. */
+static double overlap_target(const amoe_fit_targets *t, int k) {
+  if (!isnan(t->overlap)) return t->overlap;
+  return isnan(t->window_union[1]) ? NAN : 2.0 - t->window_union[1] / k;
+}
+
+#define BISECT_STEPS 12
+
+/* Locality: each anchor (or the one overall value) by bisection in [0, 0.99]. */
+static amoe_status fit_locality(amoe_spec *s, const amoe_fit_targets *t, int blocks, amoe_fit_result *r,
+                                amoe_err *e) {
+  const int L = s->model.moe_layers;
+  amoe_routing_fit *rt = &s->model.routing;
+  if (t->nanchor > 0) {
+    /* first = lowest layer, last = highest, peak = the highest value */
+    int lo = 0, hi = 0, pk = 0;
+    for (int i = 1; i < t->nanchor; i++) {
+      if (t->anchor_layer[i] < t->anchor_layer[lo]) lo = i;
+      if (t->anchor_layer[i] > t->anchor_layer[hi]) hi = i;
+      if (t->anchor_value[i] > t->anchor_value[pk]) pk = i;
+    }
+    const int which[3] = {lo, pk, hi};
+    int layer[3];
+    for (int j = 0; j < 3; j++) {
+      layer[j] = t->anchor_layer[which[j]];
+      if (layer[j] >= L) return amoe_fail(e, AMOE_EINVAL, "fit: overlap_layers names layer %d of a %d-layer model",
+                                          layer[j], L);
+    }
+    /* the anchors stand at the profile's ends and peak */
+    rt->locality_peak = L > 1 ? (double)layer[1] / (L - 1) : 0;
+    double a[3] = {0, 0, 0}, b[3] = {0.99, 0.99, 0.99};
+    for (int step = 0; step < BISECT_STEPS; step++) {
+      rt->locality_first = 0.5 * (a[0] + b[0]);
+      rt->locality = 0.5 * (a[1] + b[1]);
+      rt->locality_last = 0.5 * (a[2] + b[2]);
+      AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
+      r->evaluations++;
+      const double *mid[3] = {&rt->locality_first, &rt->locality, &rt->locality_last};
+      for (int j = 0; j < 3; j++) {
+        /* a layer's overlap is its profile value's; between the anchors
+         * the profile is linear */
+        if (r->chain.overlap_layer[layer[j]] < t->anchor_value[which[j]]) a[j] = *mid[j];
+        else b[j] = *mid[j];
+      }
+    }
+    rt->locality_first = 0.5 * (a[0] + b[0]);
+    rt->locality = 0.5 * (a[1] + b[1]);
+    rt->locality_last = 0.5 * (a[2] + b[2]);
+    return AMOE_OK;
+  }
+  const double target = overlap_target(t, s->model.top_k);
+  if (isnan(target)) return AMOE_OK;
+  double a = 0, b = 0.99;
+  rt->locality_peak = 0;
+  for (int step = 0; step < BISECT_STEPS; step++) {
+    rt->locality = rt->locality_first = rt->locality_last = 0.5 * (a + b);
+    AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
+    r->evaluations++;
+    if (r->chain.adjacent_overlap < target) a = rt->locality;
+    else b = rt->locality;
+  }
+  rt->locality = rt->locality_first = rt->locality_last = 0.5 * (a + b);
+  return AMOE_OK;
+}
+
+/* The noise: the largest value up to Mixtral's fit (1) at which the most
+ * local anchor can be reached with locality 0.95 (noise caps how alike
+ * adjacent tokens route, whatever their states share). */
+static amoe_status fit_noise(amoe_spec *s, const amoe_fit_targets *t, int blocks, amoe_fit_result *r, amoe_err *e) {
+  double target = NAN;
+  int layer = -1;
+  for (int i = 0; i < t->nanchor; i++)
+    if (isnan(target) || t->anchor_value[i] > target) target = t->anchor_value[i], layer = t->anchor_layer[i];
+  if (isnan(target)) target = overlap_target(t, s->model.top_k);
+  if (isnan(target)) return AMOE_OK;
+  amoe_routing_fit keep = s->model.routing;
+  s->model.routing.locality = s->model.routing.locality_first = s->model.routing.locality_last = 0.95;
+  s->model.routing.noise = AMOE_FIT_NOISE;
+  AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
+  r->evaluations++;
+  double got = layer >= 0 ? r->chain.overlap_layer[layer] : r->chain.adjacent_overlap;
+  if (got < target) { /* not reachable at Mixtral's noise: the largest noise that reaches it */
+    double a = 0.02, b = AMOE_FIT_NOISE;
+    for (int step = 0; step < BISECT_STEPS; step++) {
+      s->model.routing.noise = 0.5 * (a + b);
+      AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
+      r->evaluations++;
+      got = layer >= 0 ? r->chain.overlap_layer[layer] : r->chain.adjacent_overlap;
+      if (got < target) b = s->model.routing.noise;
+      else a = s->model.routing.noise;
+    }
+    keep.noise = a;
+  } else {
+    keep.noise = AMOE_FIT_NOISE;
+  }
+  s->model.routing = keep;
+  return AMOE_OK;
+}
+
+/* request_bias in [0, 4]: from the top-16 share, else the tree union. */
+static amoe_status fit_bias(amoe_spec *s, const amoe_fit_targets *t, int blocks, amoe_fit_result *r, amoe_err *e) {
+  const int by_top16 = !isnan(t->top16), by_tree = !by_top16 && !isnan(t->tree_union);
+  if (!by_top16 && !by_tree) return AMOE_OK;
+  double a = 0, b = 4;
+  for (int step = 0; step < BISECT_STEPS; step++) {
+    s->model.routing.request_bias = 0.5 * (a + b);
+    int more; /* is the workload less concentrated than the target? */
+    if (by_top16) {
+      AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
+      more = r->chain.top16_share < t->top16;
+    } else {
+      double u;
+      AMOE_TRY(eval_tree(s, t, &u, e));
+      more = u > t->tree_union;
+    }
+    r->evaluations++;
+    if (more) a = s->model.routing.request_bias;
+    else b = s->model.routing.request_bias;
+  }
+  s->model.routing.request_bias = 0.5 * (a + b);
+  return AMOE_OK;
+}
+
+amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
+                             amoe_err *e) {
+  memset(r, 0, sizeof *r);
+  r->tree_union = NAN;
+  s->workload.locality = -1; /* the model's profile, which is what is fitted */
+  s->workload.request_bias = -1;
+  s->workload.noise = -1;
+  if (s->workload.source != AMOE_SRC_SYNTHETIC) return amoe_fail(e, AMOE_EINVAL, "fit: the spec's workload must be synthetic");
+  for (int round = 0; round < 3; round++) {
+    AMOE_TRY(fit_noise(s, t, blocks, r, e));
+    AMOE_TRY(fit_locality(s, t, blocks, r, e));
+    AMOE_TRY(fit_bias(s, t, blocks, r, e));
+    if (progress)
+      fprintf(progress,
+              "fit round %d: locality %.3f / %.3f / %.3f (peak at %.2f of the depth), request_bias %.3f, noise %.3f\n",
+              round + 1, s->model.routing.locality_first, s->model.routing.locality, s->model.routing.locality_last,
+              s->model.routing.locality_peak, s->model.routing.request_bias, s->model.routing.noise);
+  }
+  AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
+  r->evaluations++;
+  if (t->tree_nodes) {
+    AMOE_TRY(eval_tree(s, t, &r->tree_union, e));
+    r->evaluations++;
+  }
+  return AMOE_OK;
+}
+
+static void row(FILE *f, const char *what, double achieved, double target) {
+  if (isnan(target)) fprintf(f, "#   %-34s %8.4f\n", what, achieved);
+  else
+    fprintf(f, "#   %-34s %8.4f  (target %.4f, %+.1f%%)\n", what, achieved, target,
+            100 * (achieved - target) / target);
+}
+
+void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, const amoe_fit_result *r, int blocks,
+                    const char *how) {
+  const amoe_routing_fit *rt = &s->model.routing;
+  fprintf(f, "# Routing of %s fitted by `acceptmoe fit` (%s) on %d generated blocks, seed %llu,\n", s->model.name,
+          how, blocks, (unsigned long long)s->workload.seed);
+  fprintf(f, "# to: %s\n", t->source[0] ? t->source : "(no source given)");
+  fprintf(f, "# achieved (target):\n");
+  row(f, "adjacent overlap, all layers", r->chain.adjacent_overlap, overlap_target(t, s->model.top_k));
+  for (int i = 0; i < t->nanchor; i++) {
+    char w[64];
+    snprintf(w, sizeof w, "adjacent overlap, layer %d", t->anchor_layer[i]);
+    row(f, w, r->chain.overlap_layer[t->anchor_layer[i]], t->anchor_value[i]);
+  }
+  row(f, "top-16 share per request", r->chain.top16_share, t->top16);
+  for (int i = 1; i < AMOE_INSPECT_NW; i++) {
+    char w[64];
+    snprintf(w, sizeof w, "window union, W = %d", amoe_inspect_windows[i]);
+    row(f, w, r->chain.window_union[i], t->window_union[i]);
+  }
+  if (!isnan(r->tree_union)) {
+    char w[64];
+    snprintf(w, sizeof w, "tree union, %d nodes", t->tree_nodes);
+    row(f, w, r->tree_union, t->tree_union);
+  }
+  fprintf(f, "routing:\n  locality: %.4f\n  locality_first: %.4f\n  locality_last: %.4f\n  locality_peak: %.4f\n"
+             "  request_bias: %.4f\n  noise: %.4f\n",
+          rt->locality, rt->locality_first, rt->locality_last, rt->locality_peak, rt->request_bias, rt->noise);
+}

@@ -1,0 +1,66 @@
+/* `acceptmoe fit` (docs/design.md §5, §14): fits a model preset's routing
+ * structure (model.routing: the locality profile over the layers and the
+ * per-request concentration) to target statistics of real routing, by
+ * bisection on generated workloads with common random numbers (the same
+ * seed at every step, so each statistic is a deterministic function of the
+ * parameters).
+ *
+ * Which parameter answers to which statistic:
+ *   locality_first / locality (at locality_peak) / locality_last
+ *       the adjacent-token overlap at the first, the highest and the last
+ *       named layer (a layer's overlap depends on its own locality alone);
+ *   locality (one value for every layer)
+ *       the overall adjacent overlap, when no layers are named (or the
+ *       window union at W = 2: overlap = 2 − U₂/k);
+ *   request_bias
+ *       the per-request top-16 share, else the union of a draft tree.
+ * Both are fitted in turn, three rounds, since concentration raises
+ * overlap too. */
+#ifndef AMOE_FIT_H
+#define AMOE_FIT_H
+
+#include <stdio.h>
+
+#include "inspect.h"
+#include "spec.h"
+#include "spec_load.h"
+
+#define AMOE_FIT_MAX_ANCHORS 8
+
+typedef struct {
+  char source[512];          /* provenance of the numbers */
+  double overlap;            /* adjacent overlap over every layer, or NaN */
+  int nanchor;               /* adjacent overlap at named layers */
+  int anchor_layer[AMOE_FIT_MAX_ANCHORS];
+  double anchor_value[AMOE_FIT_MAX_ANCHORS];
+  double top16;              /* per-request top-16 share, or NaN */
+  int top16_tokens;          /* committed tokens per request it was measured on (0: the spec's) */
+  double tree_union;         /* experts per layer in one draft tree, or NaN */
+  int tree_nodes, tree_depth, tree_top_k;
+  double window_union[AMOE_INSPECT_NW]; /* W = 1, 2, 4, 8, 16; NaN where absent */
+} amoe_fit_targets;
+
+void amoe_fit_targets_init(amoe_fit_targets *t);
+/* Reads a targets YAML file (docs/validation.md shows one); errors go to d
+ * as file:line:column: message. */
+int amoe_fit_targets_load(amoe_fit_targets *t, const char *path, amoe_diag *d);
+/* Targets from measured statistics (a real trace through `inspect`). */
+void amoe_fit_targets_from_stats(amoe_fit_targets *t, const amoe_inspect_stats *st, int top_k, int tokens_per_request,
+                                 const char *source);
+
+typedef struct {
+  amoe_inspect_stats chain; /* of the fitted chain workload */
+  double tree_union;        /* of the fitted tree workload (NaN if not asked) */
+  int evaluations;
+} amoe_fit_result;
+
+/* Fits s->model.routing to t on `blocks` generated blocks of s's workload
+ * (its seed); s->workload.locality and request_bias are reset to follow
+ * the model. progress, if set, gets a line per round. */
+amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
+                             amoe_err *e);
+/* Writes the fitted routing section with provenance and achieved vs target. */
+void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, const amoe_fit_result *r, int blocks,
+                    const char *how);
+
+#endif
