@@ -750,3 +750,66 @@ amoe_status amoe_block_copy(amoe_block *dst, const amoe_block *src, amoe_err *e)
 amoe_status amoe_block_stash(amoe_block *dst, const amoe_block *src, amoe_err *e) {
   return block_copy(dst, src, e, stream_copy);
 }
+
+void amoe_f16_store_ordered(const float *zf, const uint16_t *ids, int n, amoe_f16 *out) {
+  for (int j = 0; j < n; j++) {
+    amoe_f16 h = amoe_f16_from_f32(zf[j]);
+    if (h == 0x8000) h = 0; /* -0 is not a stored logit */
+    if (j > 0) {
+      const amoe_f16 p = out[j - 1];
+      /* equal floats keep a tie only where the id rule orders them as given */
+      const int strict = zf[j] < zf[j - 1] || ids[j] < ids[j - 1];
+      const uint32_t kp = amoe_f16_key(p), kh = amoe_f16_key(h);
+      if (p == 0xfc00) {
+        h = 0xfc00; /* below -inf there is nothing: masked experts tie */
+      } else if (kh > kp || (strict && kh == kp)) {
+        uint32_t k = strict ? kp - 1 : kp;
+        h = amoe_f16_of_key(k);
+        if (h == 0x8000) h = amoe_f16_of_key(k - 1); /* skip -0 */
+      }
+    }
+    out[j] = h;
+  }
+}
+
+/* (float desc, id asc) */
+typedef struct {
+  float z;
+  uint16_t id;
+} fpair;
+static int fpair_desc(const void *a, const void *b) {
+  const fpair *x = a, *y = b;
+  if (x->z != y->z) return x->z > y->z ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+static void store_pairs(amoe_block *b, int l, int t, fpair *p, int n) {
+  qsort(p, (size_t)n, sizeof *p, fpair_desc);
+  uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
+  amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
+  float zf[AMOE_MAX_EXPERTS] = {0};
+  for (int j = 0; j < b->m; j++) {
+    id[j] = p[j].id;
+    zf[j] = p[j].z;
+  }
+  amoe_f16_store_ordered(zf, id, b->m, z);
+  /* masked experts (-inf) after the first are ordered by id, as stored ties must be */
+  for (int i = 1; i < b->m; i++)
+    for (int j = i; j > 0 && z[j] == 0xfc00 && z[j - 1] == 0xfc00 && id[j] < id[j - 1]; j--) {
+      uint16_t x = id[j];
+      id[j] = id[j - 1];
+      id[j - 1] = x;
+    }
+}
+
+void amoe_block_set_exact(amoe_block *b, int l, int t, const float *zfull) {
+  fpair p[AMOE_MAX_EXPERTS];
+  for (int e = 0; e < b->experts; e++) p[e] = (fpair){zfull[e], (uint16_t)e};
+  store_pairs(b, l, t, p, b->experts);
+}
+
+void amoe_block_set_pairs_exact(amoe_block *b, int l, int t, const uint16_t *ids, const float *z) {
+  fpair p[AMOE_MAX_EXPERTS];
+  for (int j = 0; j < b->m; j++) p[j] = (fpair){z[j], ids[j]};
+  store_pairs(b, l, t, p, b->m);
+}

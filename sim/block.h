@@ -64,6 +64,19 @@ void amoe_block_set_full(amoe_block *b, int l, int t, const float *z);
 /* The same in portable C: the reference the vector version is tested
  * against, bit for bit. */
 void amoe_block_set_full_portable(amoe_block *b, int l, int t, const float *z);
+/* Import exactness: node t's layer-l pairs chosen and ordered on the
+ * caller's float logits, not on their binary16 roundings. From a full
+ * E-vector, the top m by (float logit desc, id asc); from m given pairs,
+ * those pairs in that order. Where rounding would merge two logits that the
+ * float order separates, the later is stored one binary16 step below the
+ * earlier, so the stored order, and with it the natural top-k, is the
+ * file's exactly (a change below the storage precision). */
+void amoe_block_set_exact(amoe_block *b, int l, int t, const float *zfull);
+void amoe_block_set_pairs_exact(amoe_block *b, int l, int t, const uint16_t *ids, const float *z);
+/* The same store for n pairs already in their final order (strictly:
+ * each after the previous by float logit desc, id asc): writes the
+ * binary16 logits. */
+void amoe_f16_store_ordered(const float *zf, const uint16_t *ids, int n, amoe_f16 *out);
 /* Sorts node t's m stored pairs (logit desc, then id asc). */
 void amoe_block_sort_pairs(amoe_block *b, int l, int t);
 

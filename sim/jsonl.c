@@ -172,15 +172,15 @@ static int parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err 
             break;
           }
         }
-        if (!bad) amoe_block_set_full(b, l, t, zfull);
+        if (!bad) amoe_block_set_exact(b, l, t, zfull); /* the file's own top-m, near-ties included */
       } else {
         if (!json_is_array(v) || (int)json_array_size(v) != r->m) {
           bad = LBAD("%s:%ld: topk[%d][%d] must have %d [expert, logit] pairs (as the first block)", P, ln,
                      l, t, r->m);
           break;
         }
-        uint16_t *id = (uint16_t *)amoe_block_ids(b, l, t);
-        amoe_f16 *zz = (amoe_f16 *)amoe_block_logits(b, l, t);
+        uint16_t id[AMOE_MAX_EXPERTS];
+        float zz[AMOE_MAX_EXPERTS];
         for (int j = 0; j < r->m; j++) {
           json_t *pr = json_array_get(v, (size_t)j);
           json_t *pe = json_array_get(pr, 0), *pz = json_array_get(pr, 1);
@@ -197,9 +197,9 @@ static int parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err 
                        P, ln, l, t, j, zv, AMOE_F16_MAX);
             break;
           }
-          zz[j] = amoe_f16_from_f32((float)zv); /* far below -65504: -inf, a masked expert */
+          zz[j] = (float)zv; /* far below -65504: -inf, a masked expert */
         }
-        if (!bad) amoe_block_sort_pairs(b, l, t);
+        if (!bad) amoe_block_set_pairs_exact(b, l, t, id, zz);
       }
     }
   }
@@ -358,6 +358,7 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
       w->problem = (int)json_integer_value(pi);
       w->layer = (int)json_integer_value(la);
       w->rec.token = (int)json_integer_value(ti);
+      float zf[AMOE_MAX_TOPK];
       for (int j = 0; j < top_k && st == AMOE_OK; j++) {
         json_t *xe = json_array_get(ex, (size_t)j), *xp = json_array_get(gp, (size_t)j);
         double p = json_number_value(xp);
@@ -369,20 +370,21 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
         else {
           w->rec.ids[j] = (uint16_t)json_integer_value(xe);
           const double z = router == AMOE_ROUTER_SIGMOID_NORM ? (p < 1 ? log(p / (1 - p)) : 30.0) : log(p);
-          w->rec.z[j] = amoe_f16_from_f32((float)(z < 30.0 ? z : 30.0)); /* the router maps it back (jsonl.h) */
+          zf[j] = (float)(z < 30.0 ? z : 30.0); /* the router maps it back (jsonl.h) */
         }
       }
-      for (int i = 1; i < top_k; i++) /* logit desc, ties lower id */
-        for (int j = i; j > 0 && (amoe_f16_key(w->rec.z[j]) > amoe_f16_key(w->rec.z[j - 1]) ||
-                                  (w->rec.z[j] == w->rec.z[j - 1] && w->rec.ids[j] < w->rec.ids[j - 1]));
-             j--) {
-          amoe_f16 tz = w->rec.z[j];
+      /* by weight desc; equal weights keep the file's (the engine's) order,
+       * and the binary16 store keeps that order exactly */
+      for (int i = 1; i < top_k && st == AMOE_OK; i++)
+        for (int j = i; j > 0 && zf[j] > zf[j - 1]; j--) {
+          float tz = zf[j];
           uint16_t ti2 = w->rec.ids[j];
-          w->rec.z[j] = w->rec.z[j - 1];
+          zf[j] = zf[j - 1];
           w->rec.ids[j] = w->rec.ids[j - 1];
-          w->rec.z[j - 1] = tz;
+          zf[j - 1] = tz;
           w->rec.ids[j - 1] = ti2;
         }
+      if (st == AMOE_OK) amoe_f16_store_ordered(zf, w->rec.ids, top_k, w->rec.z);
       for (int i = 1; i < top_k && st == AMOE_OK; i++) /* every pair: the sort need not make them adjacent */
         for (int j = 0; j < i && st == AMOE_OK; j++)
           if (w->rec.ids[i] == w->rec.ids[j])

@@ -87,7 +87,72 @@ static uint64_t read_all(amoe_source *src, int *blocks, int *with_siblings, int 
   return h;
 }
 
+/* Import exactness: float logits whose binary16 roundings tie (or swap the
+ * top-k boundary) keep the file's top-k set and order. One layer, one
+ * node, 8 experts, top-2: experts 5 (1.0001) and 2 (1.0) round to the same
+ * binary16 1.0, where id order would put 2 first and in the top-2. */
+static void opens(const char *text, int source, int top_k, amoe_source **src) {
+  char path[] = "/tmp/amoe_exact_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write fixture");
+  close(fd);
+  amoe_spec s;
+  amoe_spec_defaults(&s);
+  snprintf(s.model.name, sizeof s.model.name, "tiny");
+  s.model.layers = s.model.moe_layers = 1;
+  s.model.experts = 8;
+  s.model.top_k = top_k;
+  s.workload.source = source;
+  s.workload.window = 2;
+  snprintf(s.workload.path, sizeof s.workload.path, "%s", path);
+  amoe_err e;
+  CHECK(amoe_source_open(src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+  remove(path); /* (read when opened) */
+}
+
+static void first_ids(amoe_source *src, int n, const int *want, const char *what) {
+  amoe_block b;
+  amoe_block_init(&b, 1, 8, amoe_source_m(src));
+  amoe_err e;
+  CHECK(amoe_source_next(src, &b, &e) == 1, "%s: a block", what);
+  const uint16_t *id = amoe_block_ids(&b, 0, 0);
+  int same = 1;
+  for (int j = 0; j < n; j++) same &= id[j] == want[j];
+  CHECK(same, "%s: stored order %d %d %d, want %d %d %d", what, id[0], id[1], n > 2 ? id[2] : -1, want[0], want[1],
+        n > 2 ? want[2] : -1);
+  CHECK(amoe_block_check_pairs(&b, 1, &e) == AMOE_OK, "%s: %s", what, e.msg);
+  amoe_block_free(&b);
+}
+
+static void import_exact(void) {
+  amoe_source *src;
+  /* full float logits: 3 (2.0), 5 (1.0001), 2 (1.0), then 7 (0.99995 also rounds to 1.0) */
+  opens("{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"logits\":[[[0,0,1.0,2.0,0,1.0001,0,0.99995]]]}\n",
+        AMOE_SRC_BLOCKS_JSONL, 2, &src);
+  first_ids(src, 4, (const int[]){3, 5, 2, 7}, "full logits");
+  amoe_source_close(src);
+  /* top-m pairs in the file, unsorted */
+  opens("{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"topk\":[[[[2,1.0],[3,2.0],[5,1.0001],[7,0.99995]]]]}\n",
+        AMOE_SRC_BLOCKS_JSONL, 2, &src);
+  first_ids(src, 4, (const int[]){3, 5, 2, 7}, "top-m pairs");
+  amoe_source_close(src);
+  /* routing-jsonl: equal weights keep the engine's order (6 before 1), and
+   * 0.50001 vs 0.5 (a binary16 tie of their logs) keeps 4 first */
+  opens("{\"problem_id\":0,\"layer\":0,\"token_idx\":0,\"experts\":[6,1],\"gating_probs\":[0.5,0.5]}\n"
+        "{\"problem_id\":0,\"layer\":0,\"token_idx\":1,\"experts\":[4,0],\"gating_probs\":[0.50001,0.49999]}\n",
+        AMOE_SRC_ROUTING_JSONL, 2, &src);
+  amoe_block b;
+  amoe_block_init(&b, 1, 8, amoe_source_m(src));
+  amoe_err e;
+  CHECK(amoe_source_next(src, &b, &e) == 1 && b.n == 2, "a chain block of 2 tokens");
+  CHECK(amoe_block_ids(&b, 0, 0)[0] == 6 && amoe_block_ids(&b, 0, 0)[1] == 1, "equal weights: the file's order");
+  CHECK(amoe_block_ids(&b, 0, 1)[0] == 4 && amoe_block_ids(&b, 0, 1)[1] == 0, "near-equal weights: the file's order");
+  amoe_block_free(&b);
+  amoe_source_close(src);
+}
+
 int main(void) {
+  import_exact();
   char path[] = "/tmp/amoe_src_XXXXXX";
   int fd = mkstemp(path);
   close(fd);
