@@ -336,7 +336,8 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
   s->workload.request_bias = -1;
   s->workload.noise = -1;
   if (s->workload.source != AMOE_SRC_SYNTHETIC) return amoe_fail(e, AMOE_EINVAL, "fit: the spec's workload must be synthetic");
-  for (int round = 0; round < 3; round++) {
+  for (int round = 0; round < 8; round++) { /* until no parameter moves by 0.01 */
+    const amoe_routing_fit before = s->model.routing;
     AMOE_TRY(fit_noise(s, t, blocks, r, e));
     AMOE_TRY(fit_locality(s, t, blocks, r, e));
     AMOE_TRY(fit_bias(s, t, blocks, r, e));
@@ -345,6 +346,11 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
               "fit round %d: locality %.3f / %.3f / %.3f (peak at %.2f of the depth), request_bias %.3f, noise %.3f\n",
               round + 1, s->model.routing.locality_first, s->model.routing.locality, s->model.routing.locality_last,
               s->model.routing.locality_peak, s->model.routing.request_bias, s->model.routing.noise);
+    const amoe_routing_fit *a = &s->model.routing;
+    if (round > 0 && fabs(a->locality - before.locality) < 0.01 && fabs(a->locality_first - before.locality_first) < 0.01 &&
+        fabs(a->locality_last - before.locality_last) < 0.01 && fabs(a->request_bias - before.request_bias) < 0.01 &&
+        fabs(a->noise - before.noise) < 0.01)
+      break;
   }
   AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
   r->evaluations++;

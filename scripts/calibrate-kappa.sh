@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 blocks=${1:-2000}
-grid="0.05, 0.075, 0.1, 0.11, 0.12, 0.13, 0.14, 0.15, 0.2, 0.3, 0.5, 1"
+grid="0.05, 0.1, 0.12, 0.14, 0.15, 0.16, 0.17, 0.18, 0.19, 0.2, 0.3, 0.5, 1"
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
 cat >"$t/kappa.yaml" <<YAML
 name: calibrate-kappa

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fit.h"
 #include "inspect.h"
 #include "run.h"
 #include "source.h"
@@ -89,11 +90,63 @@ static void test_normal(void) {
         amoe_gen_normal(65535));
 }
 
+/* The shipped presets' routing sections hold their fit: each statistic of
+ * workloads/targets/<model>.yaml within a tolerance on another seed than
+ * the fit's (docs/validation.md). */
+static void fitted_presets(void) {
+  const char *models[2] = {"qwen3-30b-a3b", "olmoe-1b-7b"};
+  for (int i = 0; i < 2; i++) {
+    char path[256];
+    snprintf(path, sizeof path, "../workloads/targets/%s.yaml", models[i]);
+    amoe_fit_targets t;
+    amoe_diag d = {0};
+    CHECK(amoe_fit_targets_load(&t, path, &d), "%s", d.n ? d.msgs[0] : path);
+    amoe_diag_free(&d);
+    amoe_spec s = spec_for(models[i]);
+    s.workload.blocks = 300;
+    s.workload.seed = 31;
+    s.workload.tau = 4.4;
+    if (t.top16_tokens) s.workload.tokens_per_request = t.top16_tokens;
+    amoe_err e;
+    amoe_source *src;
+    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+    amoe_inspect_stats st;
+    CHECK(amoe_inspect(src, s.model.moe_layers, s.model.experts, s.model.top_k, s.model.router, &st, &e) == AMOE_OK,
+          "%s", e.msg);
+    amoe_source_close(src);
+    for (int a = 0; a < t.nanchor; a++) {
+      const double got = st.overlap_layer[t.anchor_layer[a]], want = t.anchor_value[a];
+      CHECK(fabs(got - want) <= fmax(0.03, 0.15 * want), "%s: overlap at layer %d %.3f, target %.3f", models[i],
+            t.anchor_layer[a], got, want);
+    }
+    if (!isnan(t.overlap))
+      CHECK(fabs(st.adjacent_overlap - t.overlap) <= 0.12 * t.overlap, "%s: overlap %.3f, target %.3f", models[i],
+            st.adjacent_overlap, t.overlap);
+    if (!isnan(t.top16))
+      CHECK(fabs(st.top16_share - t.top16) <= 0.05, "%s: top-16 share %.3f, target %.3f", models[i], st.top16_share,
+            t.top16);
+    if (!isnan(t.tree_union)) {
+      s.workload.nodes = s.workload.candidates = t.tree_nodes;
+      s.workload.depth = t.tree_depth;
+      s.workload.top_k = t.tree_top_k;
+      s.workload.blocks = 40;
+      CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+      CHECK(amoe_inspect(src, s.model.moe_layers, s.model.experts, s.model.top_k, s.model.router, &st, &e) ==
+                AMOE_OK,
+            "%s", e.msg);
+      amoe_source_close(src);
+      CHECK(fabs(st.tree_union_mean - t.tree_union) <= 3, "%s: tree union %.1f, target %.0f", models[i],
+            st.tree_union_mean, t.tree_union);
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   const char *fixture = argc > 1 ? argv[1] : "fixtures/accept_lengths.txt";
   amoe_err e;
   test_fmaf();
   test_normal();
+  fitted_presets();
   /* Mixtral curve (DESIGN §5): within 3% at every W with the defaults. */
   amoe_spec s = spec_for("mixtral-8x7b");
   s.workload.blocks = 4000;
