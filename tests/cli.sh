@@ -232,7 +232,7 @@ expect 2 "unknown backend" -- "$A" run tests/fixtures/tiny.yaml --backend warp -
 # layers, a profile 0.2 -> 0.7 at layer 6 -> 0.4, request_bias 1, noise 1)
 "$A" gen workloads/specs/fit-olmoe.yaml --set workload.blocks=300 --set workload.seed=5 \
   --set model.routing.locality_first=0.2 --set model.routing.locality=0.7 --set model.routing.locality_peak=0.4 \
-  --set model.routing.locality_last=0.4 --set model.routing.request_bias=1 -o "$T/known.amt" >/dev/null 2>&1
+  --set model.routing.locality_last=0.4 --set model.routing.request_bias=1 --set model.routing.noise=1 -o "$T/known.amt" >/dev/null 2>&1
 if "$A" fit workloads/specs/fit-olmoe.yaml --trace "$T/known.amt" --blocks 300 -o "$T/fitted.yaml" --quiet >/dev/null 2>"$T/fit.err"; then
   awk '/^  locality:/{l=$2} /^  locality_first:/{f=$2} /^  locality_last:/{z=$2} /^  request_bias:/{b=$2} /^  noise:/{n=$2}
     END{exit !((l-0.7)^2<0.01 && (f-0.2)^2<0.01 && (z-0.4)^2<0.01 && (b-1)^2<0.09 && n==1)}' "$T/fitted.yaml" && ok ||
