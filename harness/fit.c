@@ -304,27 +304,38 @@ static amoe_status fit_noise(amoe_spec *s, const amoe_fit_targets *t, int blocks
   return AMOE_OK;
 }
 
-/* request_bias in [0, 4]: from the top-16 share, else the tree union. */
+/* request_bias in [0, 4] from the top-16 share. */
 static amoe_status fit_bias(amoe_spec *s, const amoe_fit_targets *t, int blocks, amoe_fit_result *r, amoe_err *e) {
-  const int by_top16 = !isnan(t->top16), by_tree = !by_top16 && !isnan(t->tree_union);
-  if (!by_top16 && !by_tree) return AMOE_OK;
+  if (isnan(t->top16)) return AMOE_OK;
   double a = 0, b = 4;
   for (int step = 0; step < BISECT_STEPS; step++) {
     s->model.routing.request_bias = 0.5 * (a + b);
-    int more; /* is the workload less concentrated than the target? */
-    if (by_top16) {
-      AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
-      more = r->chain.top16_share < t->top16;
-    } else {
-      double u;
-      AMOE_TRY(eval_tree(s, t, &u, e));
-      more = u > t->tree_union;
-    }
+    AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
     r->evaluations++;
-    if (more) a = s->model.routing.request_bias;
+    if (r->chain.top16_share < t->top16) a = s->model.routing.request_bias;
     else b = s->model.routing.request_bias;
   }
   s->model.routing.request_bias = 0.5 * (a + b);
+  return AMOE_OK;
+}
+
+/* tree_share in [0, 0.95] from the union of a draft tree; 0 when the tree
+ * is already as concentrated as the target without it. */
+static amoe_status fit_tree(amoe_spec *s, const amoe_fit_targets *t, amoe_fit_result *r, amoe_err *e) {
+  if (isnan(t->tree_union)) return AMOE_OK;
+  double a = 0, b = 0.95, u;
+  s->model.routing.tree_share = 0;
+  AMOE_TRY(eval_tree(s, t, &u, e));
+  r->evaluations++;
+  if (u <= t->tree_union) return AMOE_OK;
+  for (int step = 0; step < BISECT_STEPS; step++) {
+    s->model.routing.tree_share = 0.5 * (a + b);
+    AMOE_TRY(eval_tree(s, t, &u, e));
+    r->evaluations++;
+    if (u > t->tree_union) a = s->model.routing.tree_share;
+    else b = s->model.routing.tree_share;
+  }
+  s->model.routing.tree_share = 0.5 * (a + b);
   return AMOE_OK;
 }
 
@@ -335,21 +346,25 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
   s->workload.locality = -1; /* the model's profile, which is what is fitted */
   s->workload.request_bias = -1;
   s->workload.noise = -1;
+  s->workload.tree_share = -1;
   if (s->workload.source != AMOE_SRC_SYNTHETIC) return amoe_fail(e, AMOE_EINVAL, "fit: the spec's workload must be synthetic");
   for (int round = 0; round < 8; round++) { /* until no parameter moves by 0.01 */
     const amoe_routing_fit before = s->model.routing;
     AMOE_TRY(fit_noise(s, t, blocks, r, e));
     AMOE_TRY(fit_locality(s, t, blocks, r, e));
     AMOE_TRY(fit_bias(s, t, blocks, r, e));
+    AMOE_TRY(fit_tree(s, t, r, e));
     if (progress)
       fprintf(progress,
-              "fit round %d: locality %.3f / %.3f / %.3f (peak at %.2f of the depth), request_bias %.3f, noise %.3f\n",
+              "fit round %d: locality %.3f / %.3f / %.3f (peak at %.2f of the depth), request_bias %.3f, noise %.3f, "
+              "tree_share %.3f\n",
               round + 1, s->model.routing.locality_first, s->model.routing.locality, s->model.routing.locality_last,
-              s->model.routing.locality_peak, s->model.routing.request_bias, s->model.routing.noise);
+              s->model.routing.locality_peak, s->model.routing.request_bias, s->model.routing.noise,
+              s->model.routing.tree_share);
     const amoe_routing_fit *a = &s->model.routing;
     if (round > 0 && fabs(a->locality - before.locality) < 0.01 && fabs(a->locality_first - before.locality_first) < 0.01 &&
         fabs(a->locality_last - before.locality_last) < 0.01 && fabs(a->request_bias - before.request_bias) < 0.01 &&
-        fabs(a->noise - before.noise) < 0.01)
+        fabs(a->noise - before.noise) < 0.01 && fabs(a->tree_share - before.tree_share) < 0.01)
       break;
   }
   AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
@@ -393,6 +408,7 @@ void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, cons
     row(f, w, r->tree_union, t->tree_union);
   }
   fprintf(f, "routing:\n  locality: %.4f\n  locality_first: %.4f\n  locality_last: %.4f\n  locality_peak: %.4f\n"
-             "  request_bias: %.4f\n  noise: %.4f\n",
-          rt->locality, rt->locality_first, rt->locality_last, rt->locality_peak, rt->request_bias, rt->noise);
+             "  request_bias: %.4f\n  noise: %.4f\n  tree_share: %.4f\n",
+          rt->locality, rt->locality_first, rt->locality_last, rt->locality_peak, rt->request_bias, rt->noise,
+          rt->tree_share);
 }

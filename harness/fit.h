@@ -13,7 +13,10 @@
  *       the overall adjacent overlap, when no layers are named (or the
  *       window union at W = 2: overlap = 2 − U₂/k);
  *   request_bias
- *       the per-request top-16 share, else the union of a draft tree.
+ *       the per-request top-16 share;
+ *   tree_share
+ *       the union of a draft tree (0 when the other parameters already
+ *       concentrate the tree as much);
  *   noise (the token-specific share of each logit)
  *       the largest value up to Mixtral's fit (1) at which the most local
  *       anchor can be reached with locality 0.95: noise caps how alike

@@ -94,6 +94,7 @@ static const krow KEYS[] = {
     {"model.routing.locality_peak", T_DBL, F(model.routing.locality_peak), 0, 1, NULL, 0},
     {"model.routing.request_bias", T_DBL, F(model.routing.request_bias), 0, 100, NULL, 0},
     {"model.routing.noise", T_DBL, F(model.routing.noise), 0, 100, NULL, 0},
+    {"model.routing.tree_share", T_DBL, F(model.routing.tree_share), 0, 0.99, NULL, 0},
     {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0},
     {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0},
     {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0},
@@ -127,6 +128,7 @@ static const krow KEYS[] = {
     {"workload.routing.skew", T_DBL, F(workload.skew), 0, 100, NULL, 0},
     {"workload.routing.noise", T_DBL, F(workload.noise), -1, 100, NULL, 0},
     {"workload.routing.request_bias", T_DBL, F(workload.request_bias), -1, 100, NULL, 0},
+    {"workload.routing.tree_share", T_DBL, F(workload.tree_share), -1, 0.99, NULL, 0},
     {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0},
     {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0},
     {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1},
@@ -680,6 +682,7 @@ void amoe_spec_defaults(amoe_spec *s) {
   w->temperature = AMOE_FIT_TEMPERATURE;
   w->locality = -1;     /* the model preset's profile (model.routing) */
   w->request_bias = -1; /* the model preset's */
+  w->tree_share = -1;   /* the model preset's */
   w->layer_correlation = AMOE_FIT_LAYER_CORRELATION;
   w->skew = -1; /* resolved from the model's expert count by validate */
   w->noise = -1; /* the model preset's (model.routing.noise) */

@@ -143,6 +143,8 @@ struct amoe_gen {
   uint8_t *verified;
   float *state; /* [layer][node][DIM] */
   float *tok;   /* [node][DIM] token part of the current layer */
+  float *shared; /* [depth][rank][DIM] tree_share's per-block normals */
+  int *rank;     /* [node] rank among its siblings (draft probability desc); then [node] depth */
   float *xi;    /* [node][DIM] its fresh normals */
   float *zfull, *eps;
 };
@@ -415,12 +417,14 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   if (p->request_bias > 0) g->req_bias = calloc((size_t)L * E + 16, sizeof(float));
   g->state = calloc((size_t)c * L * AMOE_GEN_DIM, sizeof(float));
   g->tok = calloc((size_t)c * AMOE_GEN_DIM, sizeof(float));
+  g->shared = calloc((size_t)(p->depth + 2) * (p->branch + 1) * AMOE_GEN_DIM + 16, sizeof(float));
+  g->rank = calloc(2 * (size_t)c, sizeof(int)); /* ranks, then depths */
   g->xi = calloc((size_t)c * AMOE_GEN_DIM + 16, sizeof(float));
   g->zfull = calloc((size_t)E, sizeof(float));
   g->eps = calloc((size_t)E + 16, sizeof(float));
   if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
       !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->sort_keys || !g->w ||
-      !g->bias || !g->rho || !g->crho || !g->req_scale || !g->s_last || !g->state || !g->tok || !g->xi || !g->zfull || !g->eps ||
+      !g->bias || !g->rho || !g->crho || !g->req_scale || !g->s_last || !g->state || !g->tok || !g->shared || !g->rank || !g->xi || !g->zfull || !g->eps ||
       (p->request_bias > 0 && !g->req_bias)) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
@@ -482,6 +486,8 @@ void amoe_gen_close(amoe_gen *g) {
   free(g->req_bias);
   free(g->state);
   free(g->tok);
+  free(g->shared);
+  free(g->rank);
   free(g->xi);
   free(g->zfull);
   free(g->eps);
@@ -671,8 +677,20 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   const float lc = (float)g->p.layer_correlation, clc = (float)sqrt(1 - lc * (double)lc);
   const float sig = (float)(g->p.noise / g->p.temperature); /* (w and b were scaled at open) */
   float *tok = g->tok;
-  gen_rng4 r4;
+  gen_rng4 r4, r5;
   rng4_seed(&r4, g->p.seed ^ 0x726f757465ULL, g->request, g->step);
+  const int tree = g->p.tree_share > 0, nshared = (g->p.depth + 2) * (g->p.branch + 1);
+  const float own = (float)sqrt(1 - g->p.tree_share), shr = (float)sqrt(g->p.tree_share);
+  if (tree) { /* its own stream: without tree_share the blocks stay as they were */
+    rng4_seed(&r5, g->p.seed ^ 0x74726565ULL, g->request, g->step);
+    for (int t = 0; t < n; t++) { /* rank among siblings: draft probability desc, ties to the earlier node */
+      int r = 0;
+      for (int s = 1; s < n; s++)
+        r += s != t && b->parent[s] == b->parent[t] && (b->logp[s] > b->logp[t] || (b->logp[s] == b->logp[t] && s < t));
+      g->rank[t] = t ? r : 0;
+      g->rank[g->p.candidates + t] = t ? g->rank[g->p.candidates + b->parent[t]] + 1 : 0; /* parent[t] < t */
+    }
+  }
   /* layer by layer, so that a layer's embeddings (E·D floats) stay in L1
    * for every node; tok carries each node's token part to the next layer */
   for (int l = 0; l < L; l++) {
@@ -681,6 +699,16 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
     const float rho = g->rho[l], crho = g->crho[l];
     float *sl = g->state + (size_t)l * g->p.candidates * D;
     normals16(&r4, g->xi, n * D); /* every node's token part, then node by node the logits' noise */
+    if (tree) {
+      normals16(&r5, g->shared, nshared * D);
+      for (int t = 0; t < n; t++) {
+        const int d = g->rank[g->p.candidates + t];
+        const int key = (d <= g->p.depth + 1 ? d : g->p.depth + 1) * (g->p.branch + 1) +
+                        (g->rank[t] < g->p.branch ? g->rank[t] : g->p.branch);
+        for (int i = 0; i < D; i++)
+          g->xi[(size_t)t * D + i] = own * g->xi[(size_t)t * D + i] + shr * g->shared[(size_t)key * D + i];
+      }
+    }
     for (int t = 0; t < n; t++) {
       const float *ps = t ? sl + (size_t)b->parent[t] * D : g->s_last + (size_t)l * D;
       float *st = sl + (size_t)t * D, *tk = tok + (size_t)t * D;

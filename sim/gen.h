@@ -16,6 +16,8 @@
  * Routing: a latent-factor model. Node t at MoE layer l has a state
  *   g[t,l] = c·g[t,l-1] + sqrt(1-c²)·ξ         (token part; c = layer_correlation)
  *   s[t,l] = ρ_l·s[parent,l] + sqrt(1-ρ_l²)·g[t,l]  (ρ_l = the layer's locality)
+ * where with tree_share τ the token part's fresh normal ξ is
+ *   √(1−τ)·ξ_t + √τ·ξ_shared[depth(t), sibling rank(t)],
  * and logits z[t,l,e] = (<s[t,l], w[l,e]> + σ·ε) / temperature + skew·b[l,e]
  * + request_bias·c[r,l,e], with fixed expert embeddings w, popularity biases
  * b, per-logit noise ε and (off by default) a bias c drawn per request, which
@@ -70,6 +72,11 @@ typedef struct {
   /* request_bias of each MoE layer ([layers]), or NULL: `request_bias` at
    * every layer */
   const double *request_bias_layers;
+  /* tree: the share of a node's token part drawn once per (block, layer,
+   * depth, rank among its siblings), so the draft's j-th guess at a depth
+   * routes alike in every branch (the same token often appears in several
+   * branches); 0: every node's own */
+  double tree_share;
   double request_bias; /* std of a per-request expert bias (0: none; not fitted) */
   int tokens_per_request;
   double accept_scale; /* > 0: use this acceptance scale instead of calibrating */

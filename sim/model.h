@@ -23,6 +23,7 @@ typedef struct {
   double locality, locality_first, locality_last, locality_peak;
   double request_bias;
   double noise; /* the token-specific share of each logit: caps how alike adjacent tokens can route */
+  double tree_share; /* the share of a node's token part common to its depth and sibling rank across branches */
 } amoe_routing_fit;
 
 typedef struct {

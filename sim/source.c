@@ -145,6 +145,7 @@ static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model 
   p.layer_correlation = w->layer_correlation;
   p.skew = w->skew >= 0 ? w->skew : amoe_gen_default_skew(model->experts); /* < 0: the fitted default */
   p.noise = w->noise >= 0 ? w->noise : model->routing.noise;
+  p.tree_share = w->tree_share >= 0 ? w->tree_share : model->routing.tree_share;
   p.request_bias = w->request_bias >= 0 ? w->request_bias : model->routing.request_bias;
   if (w->request_bias < 0 && w->locality < 0 && p.request_bias > 0) {
     /* a request's topic reaches the router through the context, as
@@ -170,6 +171,7 @@ static json_t *gen_provenance(const amoe_source *s, const amoe_gen_params *p) {
                       json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "temperature", p->temperature, "locality",
                                 p->locality, "layer_correlation", p->layer_correlation, "skew", p->skew, "noise",
                                 p->noise, "request_bias", p->request_bias));
+  if (p->tree_share > 0) json_object_set_new(json_object_get(o, "routing"), "tree_share", json_real(p->tree_share));
   const amoe_model *m = &s->model;
   if (w->locality < 0 && (m->routing.locality_first != m->routing.locality ||
                           m->routing.locality_last != m->routing.locality)) /* a profile over the layers */

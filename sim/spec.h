@@ -49,6 +49,7 @@ typedef struct {
   double tau;
   char replay[AMOE_PATH_MAX];
   double temperature, locality, layer_correlation, skew, noise, request_bias;
+  double tree_share; /* -1 (and locality, request_bias, noise < 0): the model preset's routing */
   int threads; /* generator threads (not a spec key: results do not depend on it); 0 = 1 */
 } amoe_workload_spec;
 

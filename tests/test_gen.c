@@ -194,6 +194,31 @@ int main(int argc, char **argv) {
     }
     CHECK(w16[1] < w16[0] - 5, "request_bias 2 narrows the W=16 union: %.2f vs %.2f", w16[1], w16[0]);
   }
+  /* tree_share makes the draft's j-th guess at a depth route alike in every
+   * branch: a 127-node tree's union narrows; a chain (no siblings) keeps
+   * its adjacent overlap */
+  {
+    amoe_spec o = spec_for("olmoe-1b-7b");
+    o.workload.blocks = 30;
+    o.workload.nodes = o.workload.candidates = 127;
+    o.workload.depth = 6;
+    o.workload.top_k = 10;
+    /* (at OLMoE's fitted locality 0.95 the token part is a small share of a
+     * state, and 127 nodes' union of 64 experts is close to saturated) */
+    o.workload.locality = 0.3;
+    o.workload.noise = 0.2;
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+      o.workload.tree_share = i ? 0.9 : 0.0;
+      amoe_source *so;
+      CHECK(amoe_source_open(&so, &o.workload, &o.model, &e) == AMOE_OK, "%s", e.msg);
+      amoe_inspect_stats os;
+      CHECK(amoe_inspect(so, 16, 64, 8, AMOE_ROUTER_SOFTMAX, &os, &e) == AMOE_OK, "%s", e.msg);
+      u[i] = os.tree_union_mean;
+      amoe_source_close(so);
+    }
+    CHECK(u[1] < u[0] - 1.5, "tree_share 0.9 narrows the 127-node tree union: %.2f vs %.2f", u[1], u[0]);
+  }
   /* Replay: τ per block follows the file, clamped to depth + 1 = 6. */
   uint16_t *rep;
   int nrep;
