@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Builds and runs every test (GPU tests skip without a GPU).
+# Builds and runs every test (GPU tests skip without a GPU), then the whole
+# suite again in a build with AddressSanitizer and UndefinedBehaviorSanitizer
+# (any finding fails it; the CUDA module stays out of that build).
+# ACCEPTMOE_NO_SANITIZE=1 skips the second pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
-cd build && ctest --output-on-failure -j"$(nproc)"
+(cd build && ctest --output-on-failure -j"$(nproc)")
+if [ "${ACCEPTMOE_NO_SANITIZE:-0}" != 1 ]; then
+  echo "== the same suite under -fsanitize=address,undefined"
+  cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAMOE_SANITIZE=ON >/dev/null
+  cmake --build build-san -j"$(nproc)"
+  (cd build-san && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j"$(nproc)")
+fi

@@ -19,9 +19,12 @@ static inline float router_exp(float x0) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t bits;
+  /* 2^n into the exponent, in unsigned arithmetic (defined wrap); a NaN
+   * converts as the vector code's cvttps does, to INT32_MIN, which adds 0 */
+  const int32_t ni = n == n ? (int32_t)n : INT32_MIN;
+  uint32_t bits;
   memcpy(&bits, &p, 4);
-  bits += (int32_t)n * (1 << 23);
+  bits += (uint32_t)ni << 23;
   memcpy(&p, &bits, 4);
   return x0 < -86.0f ? 0.0f : p; /* below e^-86 (and -inf, a masked expert): 0 */
 }
