@@ -1,0 +1,118 @@
+/* libFuzzer targets, one per input format acceptmoe reads (FUZZ_FORMAT
+ * picks it at compile time; tests/fuzz/CMakeLists.txt builds each):
+ *   spec       a YAML spec through the loader `run` uses, then a --set
+ *              KEY=VALUE taken from after the first NUL byte
+ *   amt        an .amt trace, every block read
+ *   blocks     blocks-jsonl, every block read
+ *   routing    routing-jsonl as chain blocks, every block read
+ *   commitment a commitment file ({table: [...]})
+ *   targets    a fit targets file
+ * Each writes the input to a private temporary file (the readers take
+ * paths) and reads it as the command would; any crash, leak or sanitizer
+ * report is a finding. Build and run: scripts/fuzz.sh. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fit.h"
+#include "source.h"
+#include "spec_load.h"
+
+#define FMT_SPEC 1
+#define FMT_AMT 2
+#define FMT_BLOCKS 3
+#define FMT_ROUTING 4
+#define FMT_COMMITMENT 5
+#define FMT_TARGETS 6
+
+static const char *tmp_path(void) {
+  static char p[128];
+  if (!p[0]) snprintf(p, sizeof p, "/tmp/amoe-fuzz-%d-%d.%s", (int)getpid(), FUZZ_FORMAT,
+                      FUZZ_FORMAT == FMT_AMT ? "amt" : FUZZ_FORMAT == FMT_SPEC ? "yaml" : "txt");
+  return p;
+}
+
+static int write_file(const char *path, const uint8_t *d, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return 0;
+  int ok = fwrite(d, 1, n, f) == n;
+  return fclose(f) == 0 && ok;
+}
+
+/* Reads every block of a source over the file (a tiny model: 2 MoE layers,
+ * 8 experts, top-2). */
+static void read_source(int kind) {
+  amoe_spec s;
+  amoe_spec_defaults(&s);
+  snprintf(s.model.name, sizeof s.model.name, "fuzz");
+  s.model.layers = s.model.moe_layers = 2;
+  s.model.experts = 8;
+  s.model.top_k = 2;
+  s.workload.source = kind;
+  s.workload.blocks = 0;
+  s.workload.window = 3;
+  snprintf(s.workload.path, sizeof s.workload.path, "%s", tmp_path());
+  amoe_err e;
+  amoe_source *src = NULL;
+  if (amoe_source_open(&src, &s.workload, &s.model, &e) != AMOE_OK) return;
+  amoe_block b;
+  amoe_block_init(&b, 2, 8, amoe_source_m(src));
+  for (int i = 0; i < 10000 && amoe_source_next(src, &b, &e) == 1; i++) {
+  }
+  amoe_block_free(&b);
+  amoe_source_close(src);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
+  const char *path = tmp_path();
+  size_t head = n;
+  if (FUZZ_FORMAT == FMT_SPEC) { /* the spec, then after a NUL one --set */
+    const uint8_t *z = memchr(d, 0, n);
+    if (z) head = (size_t)(z - d);
+  }
+  if (!write_file(path, d, head)) return 0;
+  amoe_diag dg = {0};
+  switch (FUZZ_FORMAT) {
+  case FMT_SPEC: {
+    static amoe_experiment x;
+    char set[256] = "";
+    char *sets[1] = {set};
+    int nset = 0;
+    if (head < n) {
+      size_t m = n - head - 1 < sizeof set - 1 ? n - head - 1 : sizeof set - 1;
+      memcpy(set, d + head + 1, m);
+      set[m] = 0;
+      nset = strchr(set, '=') != NULL;
+    }
+    if (amoe_experiment_load(&x, path, sets, nset, &dg)) {
+      amoe_spec s;
+      for (int i = 0; i < amoe_experiment_points(&x) && i < 4; i++) amoe_experiment_point(&x, i, &s, &dg);
+      FILE *f = fopen("/dev/null", "w");
+      if (f) {
+        amoe_spec_write_yaml(f, &x);
+        fclose(f);
+      }
+    }
+    break;
+  }
+  case FMT_AMT: read_source(AMOE_SRC_TRACE); break;
+  case FMT_BLOCKS: read_source(AMOE_SRC_BLOCKS_JSONL); break;
+  case FMT_ROUTING: read_source(AMOE_SRC_ROUTING_JSONL); break;
+  case FMT_COMMITMENT: {
+    double p[AMOE_MAX_DEPTH];
+    int np = 0;
+    amoe_commitment_file_load(path, p, &np, &dg);
+    break;
+  }
+  case FMT_TARGETS: {
+    amoe_fit_targets t;
+    amoe_fit_targets_load(&t, path, &dg);
+    break;
+  }
+  }
+  amoe_diag_free(&dg);
+  remove(path);
+  return 0;
+}
