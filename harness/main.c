@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,8 +82,22 @@ static int usage_error(const char *fmt, const char *arg) {
   return EXIT_USAGE;
 }
 
+/* SIGINT and SIGTERM only raise this flag: the run loop and the writers
+ * poll it, stop, remove their temporary files and leave what was there
+ * before; main then exits 130 (128 + SIGINT). */
+static volatile sig_atomic_t g_interrupted;
+static void on_signal(int sig) { g_interrupted = sig; }
+static int interrupted(void *ctx) {
+  (void)ctx;
+  return g_interrupted != 0;
+}
+
 static int report(amoe_status st, const amoe_err *e) {
   if (st == AMOE_OK) return 0;
+  if (st == AMOE_EINTR) {
+    fprintf(stderr, "acceptmoe: interrupted; no results were written (earlier ones are left as they were)\n");
+    return 130;
+  }
   fprintf(stderr, "acceptmoe: %s\n", e->msg);
   return st == AMOE_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
 }
@@ -420,7 +435,7 @@ static int cmd_run(int argc, char **argv) {
     }
     run_ctx c = {fb.f, fd.f, ex, s, p, npoints, sv, now_s(), isatty(2), o.quiet, 0};
     amoe_run_hooks h = {&c, fb.f ? on_block : NULL, fd.f ? on_select : NULL, o.backend ? on_route : NULL,
-                        on_progress};
+                        on_progress, interrupted};
     amoe_row_result rows[AMOE_MAX_POLICIES];
     if (o.profile) amoe_moe_profiler(1); /* one pass between cudaProfilerStart/Stop */
     st = amoe_run(s, &ph, src, &h, rows, &e);
@@ -554,6 +569,7 @@ static amoe_status write_source(amoe_source *src, const amoe_model *m, const cha
     while (!st && (rc = amoe_source_next(src, &b, e)) != 0) {
       if (rc < 0) st = (amoe_status)-rc;
       else st = amoe_blocks_jsonl_write(a.f, &b, e), count++;
+      if (!st && g_interrupted) st = AMOE_EINTR;
     }
     if (!st) st = amoe_afile_commit(&a, e);
     amoe_afile_abort(&a);
@@ -564,6 +580,7 @@ static amoe_status write_source(amoe_source *src, const amoe_model *m, const cha
     while (!st && (rc = amoe_source_next(src, &b, e)) != 0) {
       if (rc < 0) st = (amoe_status)-rc;
       else st = amoe_trace_write(w, &b, e), count++;
+      if (!st && g_interrupted) st = AMOE_EINTR;
     }
     if (!st) st = amoe_trace_close(w, e);
     else if (w) amoe_trace_abort(w);
@@ -842,6 +859,12 @@ int main(int argc, char **argv) {
     printf("acceptmoe %s (%s)\n", AMOE_VERSION, AMOE_GIT);
     return 0;
   }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
   const char *c = argv[1];
   for (int i = 2; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -15,7 +15,8 @@ typedef enum {
   AMOE_EINVAL = 1,  /* bad argument or spec value */
   AMOE_EIO = 2,     /* the OS refused a read or write */
   AMOE_EFORMAT = 3, /* a file's contents are malformed */
-  AMOE_ENOMEM = 4
+  AMOE_ENOMEM = 4,
+  AMOE_EINTR = 5    /* stopped on request (a signal): nothing was written */
 } amoe_status;
 
 typedef struct {

@@ -465,6 +465,7 @@ static amoe_status run_pass(const amoe_spec *s, const amoe_commitment *ph, amoe_
     for (int i = 0; i < s->npolicies && st == AMOE_OK; i++)
       st = row_block(s, ph, &rs[i], i, &b, &w, h, record_only, e);
     if (st == AMOE_OK && h && h->on_progress && !record_only) h->on_progress(h->ctx, b.index + 1);
+    if (st == AMOE_OK && h && h->stop && h->stop(h->ctx)) st = amoe_fail(e, AMOE_EINTR, "interrupted");
   }
   if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
   work_free(&w);
@@ -512,7 +513,9 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
       rs[i].log = amoe_reqlog_new(L, E);
       if (!rs[i].cache || !rs[i].log) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
     }
-    if (st == AMOE_OK) st = run_pass(s, ph, src, rs, NULL, 1, e);
+    amoe_run_hooks stop_only = {0};
+    if (h) stop_only.ctx = h->ctx, stop_only.stop = h->stop;
+    if (st == AMOE_OK) st = run_pass(s, ph, src, rs, &stop_only, 1, e);
     for (int i = 0; i < P; i++) /* pass 2 starts from no history */
       if (rs[i].popularity) memset(rs[i].popularity, 0, (size_t)L * E * sizeof *rs[i].popularity);
     for (int i = 0; i < P && st == AMOE_OK; i++) {

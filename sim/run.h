@@ -66,6 +66,9 @@ typedef struct {
                           amoe_err *e);
   /* Optional: after each block. */
   void (*on_progress)(void *ctx, uint64_t blocks);
+  /* Optional: polled after each block; nonzero stops the run with
+   * AMOE_EINTR (an interrupt: the caller discards what it wrote). */
+  int (*stop)(void *ctx);
 } amoe_run_hooks;
 
 #define AMOE_MAX_UNION_N 1024

@@ -228,6 +228,28 @@ if ! "$A" run tests/fixtures/tiny.yaml --backend skinny --out "$T/nomod" 2>&1 | 
 fi
 expect 2 "unknown backend" -- "$A" run tests/fixtures/tiny.yaml --backend warp --out "$T/cpu2"
 
+# crash safety: a run killed (SIGKILL) at any moment leaves each result
+# file as it was or complete, never partial; SIGINT stops the run, removes
+# its temporary files, keeps the previous results and exits 130
+"$A" run tests/fixtures/golden.yaml --out "$T/safe" --quiet >/dev/null 2>&1
+"$A" run tests/fixtures/golden.yaml --set workload.blocks=600 --out "$T/new" --quiet >/dev/null 2>&1
+cp -r "$T/safe" "$T/old"
+for delay in 0.2 1 2.5; do
+  "$A" run tests/fixtures/golden.yaml --set workload.blocks=600 --out "$T/safe" --quiet >/dev/null 2>&1 &
+  pid=$!; sleep "$delay"; kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  whole=1
+  for f in summary.csv layers.csv; do
+    cmp -s "$T/safe/$f" "$T/old/$f" || cmp -s "$T/safe/$f" "$T/new/$f" || whole=0
+  done
+  [ "$whole" = 1 ] && ok || bad "SIGKILL after ${delay}s left a partial result file"
+  rm -f "$T"/safe/*.tmp.*; cp "$T"/old/*.csv "$T/safe/"
+done
+"$A" run tests/fixtures/golden.yaml --set workload.blocks=3000 --out "$T/safe" --quiet >"$T/int.out" 2>"$T/int.err" &
+pid=$!; sleep 1; kill -INT "$pid"; wait "$pid"; rc=$?
+if [ "$rc" = 130 ] && grep -q "interrupted" "$T/int.err" && ! ls "$T"/safe/*.tmp.* >/dev/null 2>&1 &&
+   cmp -s "$T/safe/summary.csv" "$T/old/summary.csv"; then ok
+else bad "SIGINT: exit $rc, $(cat "$T/int.err"), temporaries: $(ls "$T"/safe/ | tr '\n' ' ')"; fi
+
 # fit: recovers the routing of a workload it generated itself (OLMoE: 16
 # layers, a profile 0.2 -> 0.7 at layer 6 -> 0.4, request_bias 1, noise 1)
 "$A" gen workloads/specs/fit-olmoe.yaml --set workload.blocks=300 --set workload.seed=5 \
