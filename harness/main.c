@@ -99,7 +99,8 @@ static int report(amoe_status st, const amoe_err *e) {
     return 130;
   }
   fprintf(stderr, "acceptmoe: %s\n", e->msg);
-  return st == AMOE_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
+  /* bad input (a value, a file's contents) exits 2; everything else 1 */
+  return st == AMOE_EINVAL || st == AMOE_EFORMAT ? EXIT_USAGE : EXIT_RUNTIME;
 }
 
 /* ------------------------------------------------------------ options */
@@ -682,6 +683,7 @@ static int cmd_inspect(int argc, char **argv) {
     }
   } else {
     rc = file_source(&o, s, &src, &e);
+    if (!rc && !o.json) fprintf(stderr, "%s\n", amoe_source_provenance(src)); /* says what a reader dropped */
   }
   if (!rc) {
     amoe_inspect_stats st;

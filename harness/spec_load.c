@@ -160,6 +160,38 @@ static int is_prefix_of_key(const char *path) {
   return 0;
 }
 
+/* Edit distance of a and b (short strings: keys), capped at 99. */
+static int edit_distance(const char *a, const char *b) {
+  int la = (int)strlen(a), lb = (int)strlen(b);
+  if (la > 60 || lb > 60) return 99;
+  int d[61][61];
+  for (int i = 0; i <= la; i++) d[i][0] = i;
+  for (int j = 0; j <= lb; j++) d[0][j] = j;
+  for (int i = 1; i <= la; i++)
+    for (int j = 1; j <= lb; j++) {
+      int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+      d[i][j] = c;
+    }
+  return d[la][lb];
+}
+
+/* " (did you mean 'K'?)" for the nearest known key within a few edits, or "". */
+static const char *did_you_mean(const char *path) {
+  static char buf[200];
+  int best = 99;
+  const char *bk = NULL;
+  for (int i = 0; i < NKEYS; i++) {
+    const int dd = edit_distance(path, KEYS[i].path);
+    if (dd < best) best = dd, bk = KEYS[i].path;
+  }
+  const int lim = (int)strlen(path) / 4 > 2 ? (int)strlen(path) / 4 : 2;
+  if (!bk || best > lim) return "";
+  snprintf(buf, sizeof buf, " (did you mean '%s'?)", bk);
+  return buf;
+}
+
 static int is_null_text(const char *v) { return !strcmp(v, "null") || !strcmp(v, "~") || !v[0]; }
 
 /* Sets one table key from scalar text. quoted: the YAML scalar was quoted. */
@@ -658,7 +690,7 @@ static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, in
         amoe_diag_add(y->d, "%s: %s must be a mapping", vw, path);
       continue;
     }
-    amoe_diag_add(y->d, "%s: unknown key '%s'", w, path);
+    amoe_diag_add(y->d, "%s: unknown key '%s'%s", w, path, did_you_mean(path));
   }
 }
 
@@ -721,7 +753,7 @@ int amoe_spec_set(amoe_spec *s, const char *key, const char *value, const char *
       yaml_document_delete(&y.doc);
       return d->n == before;
     }
-    amoe_diag_add(d, "%s: unknown key '%s'", where, key);
+    amoe_diag_add(d, "%s: unknown key '%s'%s", where, key, did_you_mean(key));
     return 0;
   }
   /* a commitment key also picks its form */
@@ -756,7 +788,7 @@ static void parse_sweep(ydoc *y, yaml_node_t *n, amoe_experiment *x) {
     }
     const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "";
     if (!find_key(key) && strcmp(key, "model") && strcmp(key, "hardware")) {
-      amoe_diag_add(y->d, "%s: cannot sweep unknown key '%s'", w, key);
+      amoe_diag_add(y->d, "%s: cannot sweep unknown key '%s'%s", w, key, did_you_mean(key));
       continue;
     }
     amoe_sweep_key *sk = &x->sweep[x->nsweep];
@@ -788,6 +820,7 @@ static void parse_sweep(ydoc *y, yaml_node_t *n, amoe_experiment *x) {
 int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   int before = d->n;
   char msg[256];
+  if (!s->model.name[0] && s->model.moe_layers > 0) snprintf(s->model.name, sizeof s->model.name, "custom");
   if (!s->model.name[0]) amoe_diag_add(d, "%s: model: required (a preset name or a shape)", where);
   else if (!amoe_model_check(&s->model, msg, sizeof msg)) amoe_diag_add(d, "%s: model %s: %s", where, s->model.name, msg);
   if (!s->hw.name[0] || s->hw.hbm_bw <= 0 || s->hw.h2d_bw <= 0 || s->hw.peak_flops <= 0)

@@ -17,6 +17,9 @@ int amoe_model_check(const amoe_model *m, char *msg, int msglen) {
     return snprintf(msg, msglen, "experts must be in 2..%d", AMOE_MAX_EXPERTS), 0;
   if (m->top_k < 1 || m->top_k > m->experts || m->top_k > AMOE_MAX_TOPK)
     return snprintf(msg, msglen, "top_k must be in 1..min(experts, %d)", AMOE_MAX_TOPK), 0;
+  if (m->hidden < 1) return snprintf(msg, msglen, "hidden (d) is required for a shape"), 0;
+  if (m->moe_intermediate < 1 && !(m->expert_bytes > 0))
+    return snprintf(msg, msglen, "moe_intermediate (f) or expert_bytes is required for a shape"), 0;
   return 1;
 }
 

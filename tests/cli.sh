@@ -148,21 +148,21 @@ for pol in all top; do
   done
 done
 cp tests/fixtures/tiny_v2.amt "$T/v9.amt"; printf '\011' | dd of="$T/v9.amt" bs=1 seek=8 conv=notrunc 2>/dev/null
-expect 1 "byte offset 8: version 9, this build reads 2 to 4" -- "$A" inspect "$T/v9.amt"
+expect 2 "byte offset 8: version 9, this build reads 2 to 4" -- "$A" inspect "$T/v9.amt"
 size=$(stat -c %s "$T/w.amt")
 head -c $((size / 2)) "$T/w.amt" > "$T/cut.amt"
-expect 1 "byte offset" -- "$A" inspect "$T/cut.amt"
+expect 2 "byte offset" -- "$A" inspect "$T/cut.amt"
 cp "$T/w.amt" "$T/flip.amt" # change one byte in the middle of the data
 printf '\125' | dd of="$T/flip.amt" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
 cmp -s "$T/w.amt" "$T/flip.amt" && printf '\252' | dd of="$T/flip.amt" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
-expect 1 "block [0-9]+ at byte offset [0-9]+: checksum mismatch" -- "$A" inspect "$T/flip.amt"
+expect 2 "block [0-9]+ at byte offset [0-9]+: checksum mismatch" -- "$A" inspect "$T/flip.amt"
 printf 'name: t\nmodel: olmoe-1b-7b\nhardware: h200\nworkload: {source: trace, path: %s}\n' "$T/cut.amt" > "$T/t.yaml"
-expect 1 "byte offset" -- "$A" run "$T/t.yaml" --out "$T/tr"
+expect 2 "byte offset" -- "$A" run "$T/t.yaml" --out "$T/tr"
 [ ! -e "$T/tr/summary.csv" ] && ok || bad "a failed run left a summary"
 leftover=$(find "$T/tr" -name '*.tmp.*' 2>/dev/null | head -1)
 [ -z "$leftover" ] && ok || bad "temporary files left behind: $leftover"
 printf '{"parent":[-1,0],"logp":[0,-1],"accepted":[1,1],"topk":[[[[1,0.5]]]]}\n{"parent": [-1\n' > "$T/bad.jsonl"
-expect 1 "bad.jsonl:[12]:" -- "$A" inspect "$T/bad.jsonl" --format blocks-jsonl --model olmoe-1b-7b
+expect 2 "bad.jsonl:[12]:" -- "$A" inspect "$T/bad.jsonl" --format blocks-jsonl --model olmoe-1b-7b
 # an expert listed twice in a node's top-m pairs (mixtral: 32 layers, m = 8)
 { printf '{"parent":[-1],"logp":[0],"accepted":[1],"topk":['
   for l in $(seq 0 31); do
@@ -171,15 +171,15 @@ expect 1 "bad.jsonl:[12]:" -- "$A" inspect "$T/bad.jsonl" --format blocks-jsonl 
     else printf '[[[3,0.5],[7,0.4],[0,0],[1,0],[2,0],[4,0],[5,0],[6,0]]]'; fi
   done
   printf ']}\n'; } > "$T/dup.jsonl"
-expect 1 "dup.jsonl:1: layer 5 node 0: expert 3 stored twice" -- "$A" inspect "$T/dup.jsonl" --format blocks-jsonl --model mixtral-8x7b
+expect 2 "dup.jsonl:1: layer 5 node 0: expert 3 stored twice" -- "$A" inspect "$T/dup.jsonl" --format blocks-jsonl --model mixtral-8x7b
 printf '{"problem_id":0,"layer":0,"token_idx":0,"experts":[1],"gating_probs":[1]}\n' > "$T/r.jsonl"
-expect 1 "r.jsonl:1: experts and gating_probs must have top_k = 2" -- "$A" inspect "$T/r.jsonl" --format routing-jsonl --model mixtral-8x7b
+expect 2 "r.jsonl:1: experts and gating_probs must have top_k = 2" -- "$A" inspect "$T/r.jsonl" --format routing-jsonl --model mixtral-8x7b
 # an expert listed twice among a token's top-8, the copies apart once sorted by weight (olmoe: 16 layers)
 for l in $(seq 0 15); do
   x='[1,2,3,4,5,6,7,8]'; [ "$l" -eq 3 ] && x='[1,2,3,2,5,6,7,8]'
   printf '{"problem_id":0,"layer":%d,"token_idx":0,"experts":%s,"gating_probs":[0.3,0.2,0.15,0.1,0.09,0.08,0.05,0.03]}\n' "$l" "$x"
 done > "$T/r2.jsonl"
-expect 1 "r2.jsonl:4: expert 2 is listed twice" -- "$A" inspect "$T/r2.jsonl" --format routing-jsonl --model olmoe-1b-7b
+expect 2 "r2.jsonl:4: expert 2 is listed twice" -- "$A" inspect "$T/r2.jsonl" --format routing-jsonl --model olmoe-1b-7b
 # a real trace as hybrid blocks: generated trees around the real tokens (olmoe: 16 layers, top-8)
 for l in $(seq 0 15); do for t in $(seq 0 11); do
   x=$(( (t * 3 + l) % 64 ))
@@ -227,6 +227,24 @@ if ! "$A" run tests/fixtures/tiny.yaml --backend skinny --out "$T/nomod" 2>&1 | 
     "$A" run tests/fixtures/tiny.yaml --backend skinny --out "$T/nomod"
 fi
 expect 2 "unknown backend" -- "$A" run tests/fixtures/tiny.yaml --backend warp --out "$T/cpu2"
+
+# the bad-input catalogue (tests/bad-inputs/README.md): exact message and
+# exit status for each class of mistake, and an earlier result left as it was
+B=tests/bad-inputs
+mkdir -p "$T/keep"; echo "earlier" >"$T/keep/summary.csv"
+expect 2 "wrong-type.yaml:4:20: workload.blocks must be an integer, not 'many'" -- "$A" run $B/wrong-type.yaml --out "$T/keep"
+expect 2 "unknown-key.yaml:4:24: unknown key 'workload.sed' \(did you mean 'workload.seed'\?\)" -- "$A" run $B/unknown-key.yaml --out "$T/keep"
+expect 2 "model custom: hidden \(d\) is required for a shape" -- "$A" run $B/shape-missing-field.yaml --out "$T/keep"
+expect 2 "trace is for 2 MoE layers x 8 experts, top-2; the model qwen3-30b-a3b has 48 x 128, top-8" -- \
+  "$A" run workloads/specs/quickstart.yaml --set workload.source=trace --set workload.path=$B/other-model.amt --out "$T/keep"
+[ "$(cat "$T/keep/summary.csv")" = earlier ] && ! ls "$T"/keep/*.tmp.* >/dev/null 2>&1 && ok || bad "a failed run touched earlier results"
+expect 0 "ragged layers cut to the shortest: 15 token-layer records dropped" -- \
+  "$A" inspect $B/ragged-routing.jsonl --format routing-jsonl --model olmoe-1b-7b --window 4
+expect 2 "nan-logits.jsonl:1:60: invalid token near 'NaN'" -- "$A" inspect $B/nan-logits.jsonl --format blocks-jsonl --model mixtral-8x7b
+expect 2 "inf-logits.jsonl:1:62: real number overflow near '1e999'" -- "$A" inspect $B/inf-logits.jsonl --format blocks-jsonl --model mixtral-8x7b
+expect 2 "duplicate-experts.jsonl:1: expert 3 is listed twice" -- "$A" inspect $B/duplicate-experts.jsonl --format routing-jsonl --model mixtral-8x7b
+expect 2 "negative-probability.jsonl:1: gating_probs\[0\] must be in \(0, 1\]" -- \
+  "$A" inspect $B/negative-probability.jsonl --format routing-jsonl --model mixtral-8x7b
 
 # crash safety: a run killed (SIGKILL) at any moment leaves each result
 # file as it was or complete, never partial; SIGINT stops the run, removes
