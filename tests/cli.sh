@@ -228,6 +228,21 @@ if ! "$A" run tests/fixtures/tiny.yaml --backend skinny --out "$T/nomod" 2>&1 | 
 fi
 expect 2 "unknown backend" -- "$A" run tests/fixtures/tiny.yaml --backend warp --out "$T/cpu2"
 
+# memory stays flat in trace length: replaying 1,000 blocks peaks no higher
+# than replaying 100 (plus 2 MB of slack); needs GNU time
+if [ -x /usr/bin/time ]; then
+  "$A" gen tests/fixtures/golden.yaml --set workload.blocks=1000 -o "$T/m.amt" >/dev/null 2>&1
+  for n in 100 1000; do
+    /usr/bin/time -f "%M" -o "$T/rss$n" "$A" run tests/fixtures/golden.yaml --set workload.source=trace \
+      --set workload.path="$T/m.amt" --set workload.blocks=$n --set offload.policy=lru --out "$T/mr$n" --quiet >/dev/null 2>&1
+  done
+  r1=$(tail -1 "$T/rss100"); r2=$(tail -1 "$T/rss1000")
+  [ "$r2" -le $((r1 + 2048)) ] && ok || bad "peak memory grows with the trace: $r1 KB for 100 blocks, $r2 KB for 1,000"
+  rm -f "$T/m.amt"
+else
+  echo "no GNU time: skipped the memory check"
+fi
+
 # the bad-input catalogue (tests/bad-inputs/README.md): exact message and
 # exit status for each class of mistake, and an earlier result left as it was
 B=tests/bad-inputs
