@@ -90,6 +90,19 @@ static void test_normal(void) {
         amoe_gen_normal(65535));
 }
 
+/* inspect's statistics of a spec's synthetic workload */
+static amoe_inspect_stats stats_of(const amoe_spec *s) {
+  amoe_err e;
+  amoe_source *src;
+  amoe_inspect_stats st;
+  memset(&st, 0, sizeof st);
+  CHECK(amoe_source_open(&src, &s->workload, &s->model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_inspect(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, &st, &e) == AMOE_OK,
+        "%s", e.msg);
+  amoe_source_close(src);
+  return st;
+}
+
 /* The shipped presets' routing sections hold their fit: each statistic of
  * workloads/targets/<model>.yaml within a tolerance on another seed than
  * the fit's (docs/validation.md). */
@@ -107,13 +120,7 @@ static void fitted_presets(void) {
     s.workload.seed = 31;
     s.workload.tau = 4.4;
     if (t.top16_tokens) s.workload.tokens_per_request = t.top16_tokens;
-    amoe_err e;
-    amoe_source *src;
-    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
-    amoe_inspect_stats st;
-    CHECK(amoe_inspect(src, s.model.moe_layers, s.model.experts, s.model.top_k, s.model.router, &st, &e) == AMOE_OK,
-          "%s", e.msg);
-    amoe_source_close(src);
+    amoe_inspect_stats st = stats_of(&s);
     for (int a = 0; a < t.nanchor; a++) {
       const double got = st.overlap_layer[t.anchor_layer[a]], want = t.anchor_value[a];
       CHECK(fabs(got - want) <= fmax(0.03, 0.15 * want), "%s: overlap at layer %d %.3f, target %.3f", models[i],
@@ -130,11 +137,7 @@ static void fitted_presets(void) {
       s.workload.depth = t.tree_depth;
       s.workload.top_k = t.tree_top_k;
       s.workload.blocks = 40;
-      CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
-      CHECK(amoe_inspect(src, s.model.moe_layers, s.model.experts, s.model.top_k, s.model.router, &st, &e) ==
-                AMOE_OK,
-            "%s", e.msg);
-      amoe_source_close(src);
+      st = stats_of(&s);
       CHECK(fabs(st.tree_union_mean - t.tree_union) <= 3, "%s: tree union %.1f, target %.0f", models[i],
             st.tree_union_mean, t.tree_union);
     }
@@ -185,18 +188,12 @@ int main(int argc, char **argv) {
     double w16[2];
     for (int i = 0; i < 2; i++) {
       o.workload.request_bias = i ? 2.0 : 0.0;
-      amoe_source *so;
-      CHECK(amoe_source_open(&so, &o.workload, &o.model, &e) == AMOE_OK, "%s", e.msg);
-      amoe_inspect_stats os;
-      CHECK(amoe_inspect(so, 16, 64, 8, AMOE_ROUTER_SOFTMAX, &os, &e) == AMOE_OK, "%s", e.msg);
-      w16[i] = os.window_union[4];
-      amoe_source_close(so);
+      w16[i] = stats_of(&o).window_union[4];
     }
     CHECK(w16[1] < w16[0] - 5, "request_bias 2 narrows the W=16 union: %.2f vs %.2f", w16[1], w16[0]);
   }
   /* tree_share makes the draft's j-th guess at a depth route alike in every
-   * branch: a 127-node tree's union narrows; a chain (no siblings) keeps
-   * its adjacent overlap */
+   * branch: a 127-node tree's union narrows */
   {
     amoe_spec o = spec_for("olmoe-1b-7b");
     o.workload.blocks = 30;
@@ -210,12 +207,7 @@ int main(int argc, char **argv) {
     double u[2];
     for (int i = 0; i < 2; i++) {
       o.workload.tree_share = i ? 0.9 : 0.0;
-      amoe_source *so;
-      CHECK(amoe_source_open(&so, &o.workload, &o.model, &e) == AMOE_OK, "%s", e.msg);
-      amoe_inspect_stats os;
-      CHECK(amoe_inspect(so, 16, 64, 8, AMOE_ROUTER_SOFTMAX, &os, &e) == AMOE_OK, "%s", e.msg);
-      u[i] = os.tree_union_mean;
-      amoe_source_close(so);
+      u[i] = stats_of(&o).tree_union_mean;
     }
     CHECK(u[1] < u[0] - 1.5, "tree_share 0.9 narrows the 127-node tree union: %.2f vs %.2f", u[1], u[0]);
   }
