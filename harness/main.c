@@ -16,6 +16,7 @@
 
 #include "exec.h"
 #include "fit.h"
+#include "merge.h"
 #include "inspect.h"
 #include "moe.h"
 #include "jsonl.h"
@@ -36,7 +37,7 @@ static const char USAGE[] =
     "trees under different expert-selection and draft policies.\n"
     "\n"
     "commands:\n"
-    "  run SPEC.yaml [--set KEY=VALUE]... [--out DIR] [--blocks-csv] [--dump-selection FILE] [--quiet]\n"
+    "  run SPEC.yaml [--set KEY=VALUE]... [--out DIR] [--blocks-csv] [--dump-selection FILE] [--quiet] [--shard I/N]\n"
     "               [--backend cpu|cublas-loop|cublas-grouped|skinny] [--repeats N] [--cold] [--profile]\n"
     "      run every policy of the spec (and every sweep point); write\n"
     "      results/<name>/{summary.csv,layers.csv,meta.json,spec.resolved.yaml}.\n"
@@ -45,6 +46,10 @@ static const char USAGE[] =
     "      (--cold flushes the L2 before each timed run; the CUDA backends are\n"
     "      loaded then, from this build's cuda/libamoe_moe_cuda.so or\n"
     "      ACCEPTMOE_CUDA_MODULE)\n"
+    "      --shard I/N runs only the sweep points p with p mod N = I (a partial\n"
+    "      result for `merge`; scripts/sweep-parallel.sh, scripts/sweep-slurm.sh)\n"
+    "  merge DIR... --out DIR\n"
+    "      join the partial results of a sharded run, byte for byte as one run\n"
     "  gen SPEC.yaml [--set KEY=VALUE]... -o FILE.amt|FILE.jsonl\n"
     "      write the spec's workload as a trace (.amt) or blocks-jsonl\n"
     "  import --format blocks-jsonl|routing-jsonl IN --model PRESET [--window W | --hybrid] -o FILE.amt\n"
@@ -113,10 +118,12 @@ typedef struct {
   const char *out, *dump, *format, *model, *input, *backend, *target, *trace;
   char *sets[64];
   int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads, hybrid, blocks;
+  int shard_i, shard_n; /* run --shard I/N: the sweep points p with p mod N = I */
 } opts;
 
 static int parse_opts(int argc, char **argv, opts *o) {
   memset(o, 0, sizeof *o);
+  o->shard_n = 1;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
 #define NEXT() (i + 1 < argc ? argv[++i] : NULL)
@@ -152,6 +159,12 @@ static int parse_opts(int argc, char **argv, opts *o) {
       if (!(o->target = NEXT())) return usage_error("%s needs a path", a);
     } else if (!strcmp(a, "--trace")) {
       if (!(o->trace = NEXT())) return usage_error("%s needs a path", a);
+    } else if (!strcmp(a, "--shard")) {
+      const char *v = NEXT();
+      char tail = 0;
+      if (!v || sscanf(v, "%d/%d%c", &o->shard_i, &o->shard_n, &tail) != 2 || o->shard_n < 1 ||
+          o->shard_n > 100000 || o->shard_i < 0 || o->shard_i >= o->shard_n)
+        return usage_error("--shard needs I/N with 0 <= I < N%s", "");
     } else if (!strcmp(a, "--blocks")) {
       const char *v = NEXT();
       if (!v || (o->blocks = atoi(v)) < 10 || o->blocks > 1000000)
@@ -398,8 +411,11 @@ static int cmd_run(int argc, char **argv) {
   json_object_set_new(meta, "version", json_string(AMOE_VERSION));
   json_object_set_new(meta, "git_commit", json_string(AMOE_GIT));
   json_object_set_new(meta, "spec", json_string(o.input));
-  int npoints = amoe_experiment_points(x);
+  if (o.shard_n > 1) /* a partial result: `acceptmoe merge` joins the shards */
+    json_object_set_new(meta, "shard", json_pack("{s:i,s:i}", "index", o.shard_i, "count", o.shard_n));
+  int npoints = amoe_experiment_points(x), table = 0;
   for (int p = 0; p < npoints && !st; p++) {
+    if (p % o.shard_n != o.shard_i) continue;
     if ((rc = spec_point(x, p, s))) break;
     char how[AMOE_PATH_MAX + 128], sv[1024];
     sweep_values(sv, sizeof sv, x, p);
@@ -461,7 +477,7 @@ static int cmd_run(int argc, char **argv) {
       json_object_set_new(pt, "hw_calibration",
                           json_string(s->hw_calibration[0] ? s->hw_calibration : "preset (no calibration file applied)"));
       json_array_append_new(points, pt);
-      if (p == 0) { /* the markdown table on stdout, once a point has results */
+      if (!table++) { /* the markdown table on stdout, once a point has results */
         printf("| point | policy | tau | verified | union | executed | h2d MB/tok | hit | tok/s | speedup | deviated |\n");
         printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
       }
@@ -697,6 +713,27 @@ static int cmd_inspect(int argc, char **argv) {
   return rc;
 }
 
+static int cmd_merge(int argc, char **argv) {
+  char *dirs[4096];
+  int n = 0;
+  const char *out = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--out") || !strcmp(argv[i], "-o")) {
+      if (i + 1 >= argc) return usage_error("%s needs a directory", argv[i]);
+      out = argv[++i];
+    } else if (argv[i][0] == '-') {
+      return usage_error("unknown option '%s'", argv[i]);
+    } else if (n < 4096) {
+      dirs[n++] = argv[i];
+    } else {
+      return usage_error("at most 4096 partial results%s", "");
+    }
+  }
+  if (!out || n < 1) return usage_error("merge needs DIR... --out DIR%s", "");
+  amoe_err e = {{0}};
+  return report(amoe_merge(dirs, n, out, &e), &e);
+}
+
 static int cmd_fit(int argc, char **argv) {
   opts o;
   int rc = parse_opts(argc, argv, &o);
@@ -879,6 +916,7 @@ int main(int argc, char **argv) {
   if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
   if (!strcmp(c, "calibrate")) return cmd_calibrate(argc - 2, argv + 2);
   if (!strcmp(c, "fit")) return cmd_fit(argc - 2, argv + 2);
+  if (!strcmp(c, "merge")) return cmd_merge(argc - 2, argv + 2);
   if (!strcmp(c, "presets")) return cmd_presets();
   if (!strcmp(c, "calibrate-hw")) return cmd_calibrate_hw(argc - 2, argv + 2);
   return usage_error("unknown command '%s'", c);
