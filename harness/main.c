@@ -422,8 +422,8 @@ static int cmd_run(int argc, char **argv) {
     amoe_commitment ph;
     int needs_phat = 0, needs_unions = 0;
     for (int i = 0; i < s->npolicies; i++) {
-      needs_phat |= !strncmp(amoe_verifier_table[s->policies[i].verifier].name, "acceptmoe", 9);
-      needs_unions |= !strcmp(amoe_draft_table[s->policies[i].draft].name, "evict");
+      needs_phat |= amoe_verifier_table[s->policies[i].verifier].reads_commitment;
+      needs_unions |= amoe_draft_table[s->policies[i].draft].reads_union_table;
     }
     if (needs_phat || needs_unions) {
       st = commitment_for(s, needs_unions, &ph, how, sizeof how, &e);

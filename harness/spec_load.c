@@ -442,11 +442,11 @@ static void policy_label(amoe_policy_row *r) {
     snprintf(v, sizeof v, "%s/B=%d", vn, r->budget);
   else
     snprintf(v, sizeof v, "%s", vn);
-  if (r->beta != 0.5 && !strncmp(vn, "acceptmoe", 9))
+  if (r->beta != 0.5 && amoe_verifier_table[r->verifier].reads_commitment) /* β weighs p̂ */
     snprintf(v + strlen(v), sizeof v - strlen(v), "/beta=%g", r->beta);
   if (!strcmp(dn, "eagle"))
     snprintf(r->label, sizeof r->label, "%.60s", v);
-  else if (!strcmp(vn, "natural"))
+  else if (amoe_verifier_table[r->verifier].all_experts)
     snprintf(r->label, sizeof r->label, "%.60s", d);
   else
     snprintf(r->label, sizeof r->label, "%.30s+%.30s", d, v);

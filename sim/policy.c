@@ -8,19 +8,21 @@
 const amoe_verifier_def amoe_verifier_table[] = {
     /* every verifier but natural also needs the natural top-k probabilities
      * (displaced mass); moe-spec weighs every stored entry */
-    {"natural", 0, 0, AMOE_LOGITS_NONE, amoe_verifier_natural},
-    {"moe-spec", 1, 0, AMOE_LOGITS_ALL, amoe_verifier_moe_spec},
-    {"acceptmoe", 0, 1, AMOE_LOGITS_TOP, amoe_verifier_acceptmoe},
-    {"acceptmoe-fix", 1, 0, AMOE_LOGITS_TOP, amoe_verifier_acceptmoe_fix},
-    {"oracle", 0, 0, AMOE_LOGITS_TOP, amoe_verifier_oracle},
+    /* name, needs_budget, reads_commitment, all_experts, logits, select */
+    {"natural", 0, 0, 1, AMOE_LOGITS_NONE, amoe_verifier_natural},
+    {"moe-spec", 1, 0, 0, AMOE_LOGITS_ALL, amoe_verifier_moe_spec},
+    {"acceptmoe", 0, 1, 0, AMOE_LOGITS_TOP, amoe_verifier_acceptmoe},
+    {"acceptmoe-fix", 1, 1, 0, AMOE_LOGITS_TOP, amoe_verifier_acceptmoe_fix},
+    {"oracle", 0, 0, 0, AMOE_LOGITS_TOP, amoe_verifier_oracle},
 };
 const int amoe_verifier_count = (int)(sizeof amoe_verifier_table / sizeof amoe_verifier_table[0]);
 
 const amoe_draft_def amoe_draft_table[] = {
-    {"eagle", amoe_draft_eagle, 0},
-    {"autoregressive", amoe_draft_autoregressive, 1},
-    {"ecospec", amoe_draft_ecospec, 0},
-    {"evict", amoe_draft_evict, 0},
+    /* name, choose, one_token_per_pass, reads_union_table */
+    {"eagle", amoe_draft_eagle, 0, 0},
+    {"autoregressive", amoe_draft_autoregressive, 1, 0},
+    {"ecospec", amoe_draft_ecospec, 0, 0},
+    {"evict", amoe_draft_evict, 0, 1},
 };
 const int amoe_draft_count = (int)(sizeof amoe_draft_table / sizeof amoe_draft_table[0]);
 

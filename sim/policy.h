@@ -32,7 +32,8 @@ typedef struct {
 typedef struct {
   const char *name;
   int needs_budget;          /* 1: `budget` is required */
-  int uses_residency;        /* 1: decisions depend on the cache (offload) */
+  int reads_commitment;      /* 1: reads the commitment table p̂ (calibrated before the run) */
+  int all_experts;           /* 1: S is every expert: the pass routes naturally, nothing is displaced */
   amoe_logits logits;        /* what of the logits the run loop reads for it (block.h) */
   /* Fills S (E flags). */
   void (*select)(const amoe_vctx *c, uint8_t *S);
@@ -57,6 +58,8 @@ typedef struct {
   /* 1: no tree; the target decodes the chosen nodes one per forward pass,
    * in order (autoregressive decoding of the accepted path) */
   int one_token_per_pass;
+  /* 1: reads the calibration workload's union-vs-n table */
+  int reads_union_table;
 } amoe_draft_def;
 
 extern const amoe_verifier_def amoe_verifier_table[];

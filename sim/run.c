@@ -160,7 +160,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   const amoe_model *M = &s->model;
   const amoe_hw *HW = &s->hw;
   const int E = b->experts, k = M->top_k, L = b->layers;
-  const int natural = rs->ver->select == amoe_verifier_natural;
+  const int natural = rs->ver->all_experts;
   memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
   for (int i = 0; i < nn; i++) w->level[b->depth[w->nodes[i]]]++;
   int npath = 0;
