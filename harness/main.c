@@ -572,7 +572,30 @@ out:
 
 /* ------------------------------------------------------------ gen, import */
 
-static amoe_status write_source(amoe_source *src, const amoe_model *m, const char *out, amoe_err *e) {
+/* One progress line on a terminal (stderr), at most five times a second,
+ * after the first second; nothing when stderr is not a terminal or with
+ * --quiet. */
+typedef struct {
+  int on;
+  double t0, last;
+} progress;
+static progress progress_start(int quiet) {
+  progress p = {!quiet && isatty(2), now_s(), 0};
+  return p;
+}
+static void progress_blocks(progress *p, long blocks, const char *what) {
+  if (!p->on) return;
+  double t = now_s();
+  if (t - p->t0 < 1.0 || t - p->last < 0.2) return;
+  p->last = t;
+  fprintf(stderr, "\r%s: %ld blocks, %.0f blocks/s   ", what, blocks, blocks / (t - p->t0));
+}
+static void progress_end(progress *p) {
+  if (p->on && p->last > 0) fputc('\n', stderr);
+}
+
+static amoe_status write_source(amoe_source *src, const amoe_model *m, const char *out, int quiet, amoe_err *e) {
+  progress pg = progress_start(quiet);
   size_t n = strlen(out);
   int jsonl = n > 6 && !strcmp(out + n - 6, ".jsonl");
   amoe_block b;
@@ -587,6 +610,7 @@ static amoe_status write_source(amoe_source *src, const amoe_model *m, const cha
       if (rc < 0) st = (amoe_status)-rc;
       else st = amoe_blocks_jsonl_write(a.f, &b, e), count++;
       if (!st && g_interrupted) st = AMOE_EINTR;
+      progress_blocks(&pg, count, out);
     }
     if (!st) st = amoe_afile_commit(&a, e);
     amoe_afile_abort(&a);
@@ -598,12 +622,14 @@ static amoe_status write_source(amoe_source *src, const amoe_model *m, const cha
       if (rc < 0) st = (amoe_status)-rc;
       else st = amoe_trace_write(w, &b, e), count++;
       if (!st && g_interrupted) st = AMOE_EINTR;
+      progress_blocks(&pg, count, out);
     }
     if (!st) st = amoe_trace_close(w, e);
     else if (w) amoe_trace_abort(w);
   }
   amoe_block_free(&b);
-  if (!st) fprintf(stderr, "wrote %ld blocks to %s\n", count, out);
+  progress_end(&pg);
+  if (!st && !quiet) fprintf(stderr, "wrote %ld blocks to %s\n", count, out);
   return st;
 }
 
@@ -618,7 +644,7 @@ static int cmd_gen(int argc, char **argv) {
     amoe_err e = {{0}};
     amoe_source *src;
     amoe_status st = amoe_source_open(&src, &s->workload, &s->model, &e);
-    if (!st) st = write_source(src, &s->model, o.out, &e);
+    if (!st) st = write_source(src, &s->model, o.out, o.quiet, &e);
     amoe_source_close(st ? NULL : src);
     rc = report(st, &e);
   }
@@ -674,7 +700,7 @@ static int cmd_import(int argc, char **argv) {
   amoe_err e = {{0}};
   if (!(rc = file_source(&o, s, &src, &e))) {
     fprintf(stderr, "%s\n", amoe_source_provenance(src));
-    rc = report(write_source(src, &s->model, o.out, &e), &e);
+    rc = report(write_source(src, &s->model, o.out, o.quiet, &e), &e);
     amoe_source_close(src);
   }
   free(s);

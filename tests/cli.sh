@@ -267,6 +267,17 @@ else
   echo "no GNU parallel: skipped scripts/sweep-parallel.sh"
 fi
 
+# progress: a long generation shows a progress line on a terminal, none
+# when stderr is not one (needs util-linux script for the terminal)
+if command -v script >/dev/null; then
+  n=$(script -qc "$A gen workloads/specs/quickstart.yaml --threads 1 --set workload.blocks=2000 -o $T/pg.amt" /dev/null |
+      tr '\r' '\n' | grep -c "blocks/s")
+  [ "$n" -ge 1 ] && ok || bad "no progress line on a terminal"
+fi
+n=$("$A" gen workloads/specs/quickstart.yaml --threads 1 --set workload.blocks=400 -o "$T/pg.amt" 2>&1 | grep -c "blocks/s")
+[ "$n" -eq 0 ] && ok || bad "a progress line where stderr is not a terminal"
+rm -f "$T/pg.amt"
+
 # the bad-input catalogue (tests/bad-inputs/README.md): exact message and
 # exit status for each class of mistake, and an earlier result left as it was
 B=tests/bad-inputs
