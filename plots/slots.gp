@@ -5,7 +5,7 @@
 if (!exists("in")) in = 'results/reference/figure-offload-slots/summary.csv'
 if (!exists("metric")) metric = 'speedup_vs_natural'
 if (!exists("out")) out = 'slots.png'
-if (out[strlen(out)-3:] eq "svg") { set terminal svg size 900,540 font ",11" } else { set terminal pngcairo size 900,540 font ",10" }
+if (strstrt(out, ".svg") > 0) { set terminal svg size 900,540 font ",11" } else { set terminal pngcairo size 900,540 font ",10" }
 set output out
 set datafile separator comma
 set xlabel "expert slots per layer (of 128 experts)"

@@ -4,7 +4,7 @@
 #   gnuplot -e "in='results/reference/figure-union/summary.csv'; out='union.png'" plots/union.gp
 if (!exists("in")) in = 'results/reference/figure-union/summary.csv'
 if (!exists("out")) out = 'union.png'
-if (out[strlen(out)-3:] eq "svg") { set terminal svg size 900,560 font ",11" } else { set terminal pngcairo size 900,560 font ",10" }
+if (strstrt(out, ".svg") > 0) { set terminal svg size 900,560 font ",11" } else { set terminal pngcairo size 900,560 font ",10" }
 set output out
 set datafile separator comma
 set logscale x 2
