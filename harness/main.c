@@ -329,7 +329,8 @@ static const char *SUMMARY_COLS =
     "model,hw,policy,draft_policy,verifier_policy,budget,blocks,forward_passes,committed_tokens,tau_mean,verified_nodes_mean,"
     "union_mean,eligible_mean,executed_mean,hbm_expert_bytes_per_token,h2d_bytes_per_token,cache_hit_rate,"
     "fetch_wait_share,time_per_token_s,tokens_per_s,speedup_vs_natural,displaced_assignment_rate,"
-    "perturbation_mean,deviated_token_rate";
+    "perturbation_mean,deviated_token_rate,step_s_per_token,draft_s_per_token,dense_s_per_token,moe_s_per_token,"
+    "fetch_s_per_token";
 
 static void sweep_header(FILE *f, const amoe_experiment *x) {
   fputs("point", f);
@@ -492,13 +493,14 @@ static int cmd_run(int argc, char **argv) {
         double sp = nat.tokens_per_s > 0 ? m.tokens_per_s / nat.tokens_per_s : 0;
         fprintf(fs.f,
                 "%d%s,%s,%s,%s,%s,%s,%d,%.0f,%.0f,%.0f,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
-                "%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
+                "%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
                 p, sv, s->model.name, s->hw.name, r->label, amoe_draft_table[r->draft].name,
                 amoe_verifier_table[r->verifier].name, r->budget, rows[i].tot.blocks, rows[i].tot.passes, rows[i].tot.committed,
                 m.tau_mean, m.verified_nodes_mean, m.union_mean, m.eligible_mean, m.executed_mean,
                 m.hbm_expert_bytes_per_token, m.h2d_bytes_per_token, m.cache_hit_rate, m.fetch_wait_share,
                 m.time_per_token_s, m.tokens_per_s, sp, m.displaced_assignment_rate, m.delta_mean,
-                m.deviated_token_rate);
+                m.deviated_token_rate, m.step_s_per_token, m.draft_s_per_token, m.dense_s_per_token, m.moe_s_per_token,
+                m.fetch_s_per_token);
         if (ex) {
           amoe_exec_row er;
           amoe_exec_row_of(ex, i, rows[i].tot.blocks, &er);

@@ -31,6 +31,8 @@ for m in speedup_vs_natural:speedup h2d_bytes_per_token:h2d cache_hit_rate:hit; 
   plot "slots-${m#*:}" slots "in='$res/figure-offload-slots/summary.csv'; metric='${m%%:*}'"
 done
 plot pareto pareto "in='$res/figure-pareto/summary.csv'"
+plot breakdown-offload breakdown "in='$res/acceptmoe-offload-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, offload on RTX 5090 presets (48 slots, LRU)'"
+plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, resident on RTX PRO 6000 presets'"
 {
   echo "# Figures"
   echo
@@ -51,6 +53,11 @@ plot pareto pareto "in='$res/figure-pareto/summary.csv'"
   cap "Speed against deviation" pareto \
     "Speedup against the share of committed tokens whose output constrained routing changed (the acceptance model, kappa 0.05 / 0.16 / 0.3), for AcceptMoE's adaptive set, fixed budgets and the lossless EcoSpec, resident on RTX PRO 6000 presets." \
     "build/acceptmoe run workloads/specs/figure-pareto.yaml"
+  cap "Where the time goes: offload" breakdown-offload \
+    "Milliseconds per committed token per policy: step, draft, dense part, routed experts and the wait on expert fetches (the cost model's parts, §9)." \
+    "build/acceptmoe run workloads/specs/acceptmoe-offload-qwen3.yaml"
+  cap "Where the time goes: resident" breakdown-resident "The same, every expert resident." \
+    "build/acceptmoe run workloads/specs/acceptmoe-resident-qwen3.yaml"
 } >"$readme.tmp" && mv "$readme.tmp" "$readme"
 # docs/validation.md: the table between the generated markers, from the reference runs
 table=$(for d in "$res"/acceptmoe-* "$res"/ecospec-*; do

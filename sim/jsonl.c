@@ -322,6 +322,9 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
   amoe_status st = AMOE_OK;
   rrow *rows = NULL;
   size_t nrows = 0, cap = 0;
+  long ids_only = 0, prompt_rows = 0, with_logits = 0;
+  float *lg = malloc((size_t)experts * sizeof *lg);
+  if (!lg) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   if (!r->f) st = amoe_fail(e, AMOE_EIO, "%s: cannot open: %s", path, strerror(errno));
   while (st == AMOE_OK && next_line(r)) {
     json_error_t je;
@@ -333,18 +336,40 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
     }
     json_t *pi = json_object_get(o, "problem_id"), *la = json_object_get(o, "layer");
     json_t *ti = json_object_get(o, "token_idx"), *ex = json_object_get(o, "experts");
-    json_t *gp = json_object_get(o, "gating_probs");
+    /* optional: gating_probs (vLLM and SGLang return ids only), phase,
+     * logits (E floats) */
+    json_t *gp = json_object_get(o, "gating_probs"), *ph = json_object_get(o, "phase");
+    json_t *lz = json_object_get(o, "logits");
     if (!json_is_integer(pi) || !json_is_integer(la) || !json_is_integer(ti) || !json_is_array(ex) ||
-        !json_is_array(gp))
+        (gp && !json_is_array(gp)))
       st = amoe_fail(e, AMOE_EFORMAT,
-                     "%s:%ld: need integer problem_id, layer, token_idx and arrays experts, gating_probs",
+                     "%s:%ld: need integer problem_id, layer, token_idx and an array experts (gating_probs, if "
+                     "given, an array too)",
                      path, r->lineno);
-    else if ((int)json_array_size(ex) != top_k || json_array_size(gp) != json_array_size(ex))
+    else if ((int)json_array_size(ex) != top_k || (gp && json_array_size(gp) != json_array_size(ex)))
       st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: experts and gating_probs must have top_k = %d entries", path,
                      r->lineno, top_k);
+    else if (ph && !(json_is_string(ph) && (!strcmp(json_string_value(ph), "prompt") ||
+                                             !strcmp(json_string_value(ph), "decode"))))
+      st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: phase must be \"prompt\" or \"decode\"", path, r->lineno);
+    else if (lz && (!json_is_array(lz) || (int)json_array_size(lz) != experts))
+      st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: logits must have %d numbers (one per expert)", path, r->lineno,
+                     experts);
     else if (json_integer_value(la) < 0 || json_integer_value(la) >= layers)
       st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: layer %lld out of range 0..%d", path, r->lineno,
                      (long long)json_integer_value(la), layers - 1);
+    if (st == AMOE_OK && ph && !strcmp(json_string_value(ph), "prompt")) { /* decode statistics only */
+      prompt_rows++;
+      json_decref(o);
+      continue;
+    }
+    for (int x = 0; lz && st == AMOE_OK && x < experts; x++) {
+      json_t *v = json_array_get(lz, (size_t)x);
+      lg[x] = json_is_number(v) ? (float)json_number_value(v) : NAN;
+      if (!(fabsf(lg[x]) <= AMOE_F16_MAX))
+        st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: logits[%d] must be a finite number within +-%g", path, r->lineno,
+                       x, AMOE_F16_MAX);
+    }
     if (st == AMOE_OK && nrows == cap) {
       cap = cap ? 2 * cap : 4096;
       rrow *nr = realloc(rows, cap * sizeof *rows);
@@ -360,17 +385,19 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
       w->rec.token = (int)json_integer_value(ti);
       float zf[AMOE_MAX_TOPK];
       for (int j = 0; j < top_k && st == AMOE_OK; j++) {
-        json_t *xe = json_array_get(ex, (size_t)j), *xp = json_array_get(gp, (size_t)j);
-        double p = json_number_value(xp);
+        json_t *xe = json_array_get(ex, (size_t)j), *xp = gp ? json_array_get(gp, (size_t)j) : NULL;
+        /* ids only: equal weights, the file's order kept as the rank */
+        double p = gp ? json_number_value(xp) : 1.0 / top_k;
         if (!json_is_integer(xe) || json_integer_value(xe) < 0 || json_integer_value(xe) >= experts)
           st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: experts[%d] must be an id in 0..%d", path, r->lineno, j,
                          experts - 1);
-        else if (!json_is_number(xp) || !(p > 0) || p > 1)
+        else if (gp && (!json_is_number(xp) || !(p > 0) || p > 1))
           st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: gating_probs[%d] must be in (0, 1]", path, r->lineno, j);
         else {
           w->rec.ids[j] = (uint16_t)json_integer_value(xe);
           const double z = router == AMOE_ROUTER_SIGMOID_NORM ? (p < 1 ? log(p / (1 - p)) : 30.0) : log(p);
-          zf[j] = (float)(z < 30.0 ? z : 30.0); /* the router maps it back (jsonl.h) */
+          /* the record's own logits where it has them, else from the weights */
+          zf[j] = lz ? lg[w->rec.ids[j]] : (float)(z < 30.0 ? z : 30.0); /* the router maps it back (jsonl.h) */
         }
       }
       /* by weight desc; equal weights keep the file's (the engine's) order,
@@ -385,6 +412,8 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
           w->rec.ids[j - 1] = ti2;
         }
       if (st == AMOE_OK) amoe_f16_store_ordered(zf, w->rec.ids, top_k, w->rec.z);
+      ids_only += !gp && !lz;
+      with_logits += lz != NULL;
       for (int i = 1; i < top_k && st == AMOE_OK; i++) /* every pair: the sort need not make them adjacent */
         for (int j = 0; j < i && st == AMOE_OK; j++)
           if (w->rec.ids[i] == w->rec.ids[j])
@@ -439,12 +468,22 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
       dropped_tok += total - (long)tmin * layers;
       i = j;
     }
-    snprintf(r->note, sizeof r->note,
-             "%d problems kept (ragged layers cut to the shortest: %ld token-layer records dropped; "
-             "%d problems missing a layer dropped)",
-             r->nprob, dropped_tok, dropped_prob);
+    int at = snprintf(r->note, sizeof r->note,
+                      "%d problems kept (ragged layers cut to the shortest: %ld token-layer records dropped; "
+                      "%d problems missing a layer dropped)",
+                      r->nprob, dropped_tok, dropped_prob);
+    if (prompt_rows && at > 0 && at < (int)sizeof r->note)
+      at += snprintf(r->note + at, sizeof r->note - (size_t)at, "; %ld prompt records left out", prompt_rows);
+    if (ids_only && at > 0 && at < (int)sizeof r->note)
+      at += snprintf(r->note + at, sizeof r->note - (size_t)at,
+                     "; %ld records carry expert ids only: their ranks and weights are unknown (equal weights, "
+                     "the file's order)",
+                     ids_only);
+    if (with_logits && at > 0 && at < (int)sizeof r->note)
+      snprintf(r->note + at, sizeof r->note - (size_t)at, "; %ld records with their router logits", with_logits);
   }
   free(rows);
+  free(lg);
   if (r->f) {
     fclose(r->f);
     r->f = NULL;

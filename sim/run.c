@@ -170,8 +170,10 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     npath += b->accepted[w->nodes[i]];
   }
   double t_dense = amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 1);
-  double T = HW->step_s + amoe_cost_draft(M, HW, amoe_cost_draft_steps(depth)) + amoe_cost_head(M, HW, nn) +
-             (M->layers - M->moe_layers) * amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 0);
+  const double t_draft = amoe_cost_draft(M, HW, amoe_cost_draft_steps(depth));
+  const double t_rest = amoe_cost_head(M, HW, nn) +
+                        (M->layers - M->moe_layers) * amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 0);
+  double T = HW->step_s + t_draft + t_rest;
   double sum_u = 0, sum_s = 0, sum_x = 0, sum_f = 0;
   amoe_totals *tt = &rs->res->tot;
   const amoe_expert_coef ec = amoe_cost_expert_coef(M, HW);
@@ -293,6 +295,8 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     lt->t_moe += t_moe;
     lt->t_fetch += wait;
     tt->t_fetch += wait;
+    tt->t_moe += t_moe;
+    tt->t_dense += t_dense;
     tt->hits += hits;
     tt->requests += nx;
     tt->h2d_bytes += nf * amoe_model_expert_bytes(M);
@@ -307,6 +311,11 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   if (rs->cache) amoe_cache_end_pass(rs->cache);
   if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+  if (!record_only) {
+    tt->t_step += HW->step_s;
+    tt->t_draft += t_draft;
+    tt->t_dense += t_rest; /* the head and the dense layers */
+  }
   ps->T = T;
   ps->u = sum_u;
   ps->s = sum_s;
@@ -628,4 +637,9 @@ void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   o->displaced_assignment_rate = t->assignments > 0 ? t->displaced / t->assignments : 0;
   o->deviated_token_rate = t->deviated / c;
   o->delta_mean = t->delta_n > 0 ? t->delta_sum / t->delta_n : 0;
+  o->step_s_per_token = t->t_step / c;
+  o->draft_s_per_token = t->t_draft / c;
+  o->dense_s_per_token = t->t_dense / c;
+  o->moe_s_per_token = t->t_moe / c;
+  o->fetch_s_per_token = t->t_fetch / c;
 }

@@ -30,6 +30,9 @@ typedef struct {
   double union_sum, eligible_sum, executed_sum;
   double hbm_expert_bytes, h2d_bytes, hits, requests;
   double t_fetch, t_total;
+  /* T's parts (§9): t_step + t_draft + t_dense (attention, norms, shared
+   * experts, dense layers, head) + t_moe + t_fetch = t_total */
+  double t_step, t_draft, t_dense, t_moe;
   double displaced, assignments, delta_sum, delta_n, deviated;
 } amoe_totals;
 
@@ -103,6 +106,7 @@ typedef struct {
   double tau_mean, verified_nodes_mean, union_mean, eligible_mean, executed_mean;
   double hbm_expert_bytes_per_token, h2d_bytes_per_token, cache_hit_rate, fetch_wait_share;
   double time_per_token_s, tokens_per_s, displaced_assignment_rate, deviated_token_rate, delta_mean;
+  double step_s_per_token, draft_s_per_token, dense_s_per_token, moe_s_per_token, fetch_s_per_token;
 } amoe_summary;
 void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *out);
 

@@ -292,6 +292,11 @@ int main(void) {
   double t_moe = 12e-3 + 1e-6, t_head = 4e-3 + 1e-6, t_draft = 3 * (3e-3 + 1e-6);
   double T = 5e-4 + t_draft + t_head + t_dense_dense + t_dense_moe + t_moe;
   CHECK(fabs(rows[0].tot.t_total - T) < 1e-12, "block time %.9g, by hand %.9g", rows[0].tot.t_total, T);
+  const amoe_totals *bt = &rows[0].tot; /* and its parts */
+  CHECK(fabs(bt->t_step - 5e-4) < 1e-15 && fabs(bt->t_draft - t_draft) < 1e-15 &&
+            fabs(bt->t_dense - (t_dense_moe + t_dense_dense + t_head)) < 1e-15 && fabs(bt->t_moe - t_moe) < 1e-15 &&
+            bt->t_fetch == 0,
+        "parts: step %.9g draft %.9g dense %.9g moe %.9g", bt->t_step, bt->t_draft, bt->t_dense, bt->t_moe);
   CHECK(rows[0].tot.committed == 3 && rows[0].tot.union_sum == 6 && rows[0].tot.executed_sum == 6,
         "tau %g union %g executed %g", rows[0].tot.committed, rows[0].tot.union_sum, rows[0].tot.executed_sum);
   CHECK(rows[0].tot.hbm_expert_bytes == 6e6, "expert bytes %g", rows[0].tot.hbm_expert_bytes);

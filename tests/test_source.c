@@ -149,6 +149,22 @@ static void import_exact(void) {
   CHECK(amoe_block_ids(&b, 0, 1)[0] == 4 && amoe_block_ids(&b, 0, 1)[1] == 0, "near-equal weights: the file's order");
   amoe_block_free(&b);
   amoe_source_close(src);
+  /* routing-jsonl as engines write it: a prompt row (left out), ids only
+   * (no gating_probs: the file's order kept), and a row with its logits
+   * (ordered by them) */
+  opens("{\"problem_id\":0,\"layer\":0,\"token_idx\":0,\"phase\":\"prompt\",\"experts\":[1,2]}\n"
+        "{\"problem_id\":0,\"layer\":0,\"token_idx\":1,\"phase\":\"decode\",\"experts\":[5,3]}\n"
+        "{\"problem_id\":0,\"layer\":0,\"token_idx\":2,\"experts\":[6,0],\"logits\":[2,0,0,0,0,0,1.5,0]}\n",
+        AMOE_SRC_ROUTING_JSONL, 2, &src);
+  amoe_block_init(&b, 1, 8, amoe_source_m(src));
+  CHECK(amoe_source_next(src, &b, &e) == 1 && b.n == 2, "the two decode tokens, one chain block");
+  CHECK(amoe_block_ids(&b, 0, 0)[0] == 5 && amoe_block_ids(&b, 0, 0)[1] == 3, "ids only: the file's order");
+  CHECK(amoe_block_ids(&b, 0, 1)[0] == 0 && amoe_block_ids(&b, 0, 1)[1] == 6, "with logits: by logit");
+  CHECK(strstr(amoe_source_provenance(src), "1 prompt records left out") &&
+            strstr(amoe_source_provenance(src), "1 records carry expert ids only"),
+        "the importer says what it left out and what it does not know: %s", amoe_source_provenance(src));
+  amoe_block_free(&b);
+  amoe_source_close(src);
 }
 
 int main(void) {
