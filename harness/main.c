@@ -52,11 +52,11 @@ static const char USAGE[] =
     "      join the partial results of a sharded run, byte for byte as one run\n"
     "  gen SPEC.yaml [--set KEY=VALUE]... -o FILE.amt|FILE.jsonl\n"
     "      write the spec's workload as a trace (.amt) or blocks-jsonl\n"
-    "  import --format blocks-jsonl|routing-jsonl IN --model PRESET [--window W | --hybrid] -o FILE.amt\n"
+    "  import --format blocks-jsonl|routing-jsonl|routing-safetensors IN --model PRESET [--window W | --hybrid] -o FILE.amt\n"
     "      convert an interchange file or a real routing trace to .amt: a real\n"
     "      trace as chain blocks of W tokens (default 8), or with --hybrid as\n"
     "      generated draft trees whose accepted path carries the real routes\n"
-    "  inspect FILE [--format blocks-jsonl|routing-jsonl --model PRESET] [--window W | --hybrid] [--json]\n"
+    "  inspect FILE [--format blocks-jsonl|routing-jsonl|routing-safetensors --model PRESET] [--window W | --hybrid] [--json]\n"
     "      FILE is an .amt trace, a JSONL file or a spec; prints window-union\n"
     "      curves, the accept-length histogram and expert popularity\n"
     "  fit SPEC.yaml (--target TARGETS.yaml | --trace FILE [--format routing-jsonl] [--window W])\n"
@@ -675,12 +675,13 @@ static int file_source(const opts *o, amoe_spec *s, amoe_source **src, amoe_err 
     s->workload.source = AMOE_SRC_TRACE;
   } else {
     if (!o->format || !o->model)
-      return usage_error("%s is not an .amt trace: give --format blocks-jsonl|routing-jsonl and --model PRESET",
+      return usage_error("%s is not an .amt trace: give --format blocks-jsonl|routing-jsonl|routing-safetensors and --model PRESET",
                          o->input);
     if (!strcmp(o->format, "blocks-jsonl")) s->workload.source = AMOE_SRC_BLOCKS_JSONL;
     else if (!strcmp(o->format, "routing-jsonl")) s->workload.source = AMOE_SRC_ROUTING_JSONL;
-    else return usage_error("unknown --format '%s' (blocks-jsonl, routing-jsonl)", o->format);
-    if (o->hybrid && s->workload.source != AMOE_SRC_ROUTING_JSONL)
+    else if (!strcmp(o->format, "routing-safetensors")) s->workload.source = AMOE_SRC_ROUTING_SAFETENSORS;
+    else return usage_error("unknown --format '%s' (blocks-jsonl, routing-jsonl, routing-safetensors)", o->format);
+    if (o->hybrid && s->workload.source != AMOE_SRC_ROUTING_JSONL && s->workload.source != AMOE_SRC_ROUTING_SAFETENSORS)
       return usage_error("--hybrid applies to --format routing-jsonl%s", "");
     amoe_diag d = {0};
     int ok = amoe_spec_load_preset(s, 0, o->model, "--model", &d);
@@ -788,7 +789,8 @@ static int cmd_fit(int argc, char **argv) {
       if (o.window) w.window = o.window;
       if (amoe_trace_sniff(o.trace)) w.source = AMOE_SRC_TRACE;
       else if (o.format && !strcmp(o.format, "routing-jsonl")) w.source = AMOE_SRC_ROUTING_JSONL;
-      else rc = usage_error("%s is not an .amt trace: give --format routing-jsonl", o.trace);
+      else if (o.format && !strcmp(o.format, "routing-safetensors")) w.source = AMOE_SRC_ROUTING_SAFETENSORS;
+      else rc = usage_error("%s is not an .amt trace: give --format routing-jsonl|routing-safetensors", o.trace);
       amoe_source *src = NULL;
       amoe_status st = rc ? AMOE_OK : amoe_source_open(&src, &w, &s->model, &e);
       if (!rc && !st)

@@ -50,7 +50,8 @@ typedef enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_ENUM } ktype;
 
 static const char *const ROUTERS[] = {"softmax", "sigmoid-normalized", NULL};
 static const char *const FORMATS[] = {"bf16", "fp8-block128", "mxfp4", NULL};
-static const char *const SOURCES[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl", NULL};
+static const char *const SOURCES[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl", "routing-safetensors",
+                                      NULL};
 static const char *const ROUTING_BLOCKS[] = {"chain", "hybrid", NULL};
 static const char *const CACHES[] = {"lru", "lfu", "belady", "lfru", NULL}; /* amoe_cache_policy order */
 static const char *const ORDERS[] = {"hits-first", "ascending", NULL};

@@ -237,10 +237,10 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
     if (w->source == AMOE_SRC_BLOCKS_JSONL)
       st = amoe_blocks_jsonl_open(&s->jsonl, w->path, model->moe_layers, model->experts, e);
     else
-      st = amoe_routing_jsonl_open(&s->jsonl, w->path, model->moe_layers, model->experts, model->top_k,
-                                   model->router, w->window, e);
+      st = (w->source == AMOE_SRC_ROUTING_SAFETENSORS ? amoe_routing_safetensors_open : amoe_routing_jsonl_open)(
+          &s->jsonl, w->path, model->moe_layers, model->experts, model->top_k, model->router, w->window, e);
     if (st == AMOE_OK) s->m = amoe_jsonl_m(s->jsonl);
-    if (st == AMOE_OK && w->source == AMOE_SRC_ROUTING_JSONL && w->routing_blocks == AMOE_ROUTING_HYBRID) {
+    if (st == AMOE_OK && w->source != AMOE_SRC_BLOCKS_JSONL && w->routing_blocks == AMOE_ROUTING_HYBRID) {
       /* generated trees (the spec's tree, acceptance and routing), storing
        * the top-k as the real tokens do; a problem is one request, which
        * ends with its tokens, not at tokens_per_request */

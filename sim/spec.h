@@ -15,7 +15,8 @@ typedef enum {
   AMOE_SRC_SYNTHETIC = 0,
   AMOE_SRC_TRACE = 1,
   AMOE_SRC_BLOCKS_JSONL = 2,
-  AMOE_SRC_ROUTING_JSONL = 3
+  AMOE_SRC_ROUTING_JSONL = 3,
+  AMOE_SRC_ROUTING_SAFETENSORS = 4 /* the routing-jsonl records in bulk (jsonl.h) */
 } amoe_source_kind;
 
 /* How routing-jsonl becomes blocks (DESIGN §5): windows of real tokens

@@ -278,6 +278,41 @@ n=$("$A" gen workloads/specs/quickstart.yaml --threads 1 --set workload.blocks=4
 [ "$n" -eq 0 ] && ok || bad "a progress line where stderr is not a terminal"
 rm -f "$T/pg.amt"
 
+# routing-safetensors: the same records as routing-jsonl give the same
+# statistics (a ragged file, and the real Mixtral trace where present);
+# corrupt and truncated files name the tensor and byte offset; an ids-only
+# capture goes through fit
+if command -v python3 >/dev/null; then
+  CAP=scripts/capture/routing_safetensors.py
+  python3 $CAP tests/bad-inputs/ragged-routing.jsonl "$T/rr.safetensors" --layers 16 --top-k 8 --experts 64 2>/dev/null
+  "$A" inspect tests/bad-inputs/ragged-routing.jsonl --format routing-jsonl --model olmoe-1b-7b --window 4 --json |
+    sed 's/"input":"[^"]*"//' >"$T/rj.json"
+  "$A" inspect "$T/rr.safetensors" --format routing-safetensors --model olmoe-1b-7b --window 4 --json |
+    sed 's/"input":"[^"]*"//' >"$T/rs.json"
+  [ -s "$T/rj.json" ] && cmp -s "$T/rj.json" "$T/rs.json" && ok || bad "routing-safetensors and routing-jsonl statistics differ"
+  if [ -f "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" ]; then
+    python3 $CAP "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" "$T/mx.safetensors" --layers 32 --top-k 2 --experts 8 2>/dev/null
+    "$A" inspect "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" --format routing-jsonl --model mixtral-8x7b --json |
+      sed 's/"input":"[^"]*"//' >"$T/mj.json"
+    "$A" inspect "$T/mx.safetensors" --format routing-safetensors --model mixtral-8x7b --json | sed 's/"input":"[^"]*"//' >"$T/ms.json"
+    cmp -s "$T/mj.json" "$T/ms.json" && ok || bad "the Mixtral trace's statistics differ between the two formats"
+  fi
+  head -c 300 "$T/rr.safetensors" >"$T/cut.safetensors"
+  expect 2 "tensor '[a-z_]+'.*(data_offsets do not fit|byte offset)|header length" -- \
+    "$A" inspect "$T/cut.safetensors" --format routing-safetensors --model olmoe-1b-7b
+  printf '\377\377\377\377\0\0\0\0{}' >"$T/big.safetensors"
+  expect 2 "byte offset 0: header length [0-9]+ does not fit the file" -- \
+    "$A" inspect "$T/big.safetensors" --format routing-safetensors --model olmoe-1b-7b
+  expect 2 "tensor 'experts' has shape \[10, 16, 8\]; the model needs \[tokens, 32, 2\]" -- \
+    "$A" inspect "$T/rr.safetensors" --format routing-safetensors --model mixtral-8x7b
+  sed 's/,"gating_probs":\[[^]]*\]//' tests/bad-inputs/ragged-routing.jsonl >"$T/ids.jsonl"
+  python3 $CAP "$T/ids.jsonl" "$T/ids.safetensors" --layers 16 --top-k 8 --experts 64 2>/dev/null
+  expect 0 "^routing:" -- "$A" fit workloads/specs/fit-olmoe.yaml --trace "$T/ids.safetensors" --format routing-safetensors \
+    --window 4 --blocks 40 --quiet
+else
+  echo "no python3: skipped the routing-safetensors checks"
+fi
+
 # the bad-input catalogue (tests/bad-inputs/README.md): exact message and
 # exit status for each class of mistake, and an earlier result left as it was
 B=tests/bad-inputs

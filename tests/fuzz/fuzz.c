@@ -7,6 +7,7 @@
  *   routing    routing-jsonl as chain blocks, every block read
  *   commitment a commitment file ({table: [...]})
  *   targets    a fit targets file
+ *   safetensors routing-safetensors as chain blocks, every block read
  * Each writes the input to a private temporary file (the readers take
  * paths) and reads it as the command would; any crash, leak or sanitizer
  * report is a finding. Build and run: scripts/fuzz.sh. */
@@ -26,6 +27,7 @@
 #define FMT_ROUTING 4
 #define FMT_COMMITMENT 5
 #define FMT_TARGETS 6
+#define FMT_SAFETENSORS 7
 
 static const char *tmp_path(void) {
   static char p[128];
@@ -100,6 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   case FMT_AMT: read_source(AMOE_SRC_TRACE); break;
   case FMT_BLOCKS: read_source(AMOE_SRC_BLOCKS_JSONL); break;
   case FMT_ROUTING: read_source(AMOE_SRC_ROUTING_JSONL); break;
+  case FMT_SAFETENSORS: read_source(AMOE_SRC_ROUTING_SAFETENSORS); break;
   case FMT_COMMITMENT: {
     double p[AMOE_MAX_DEPTH];
     int np = 0;
