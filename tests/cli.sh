@@ -309,6 +309,17 @@ if command -v python3 >/dev/null; then
   python3 $CAP "$T/ids.jsonl" "$T/ids.safetensors" --layers 16 --top-k 8 --experts 64 2>/dev/null
   expect 0 "^routing:" -- "$A" fit workloads/specs/fit-olmoe.yaml --trace "$T/ids.safetensors" --format routing-safetensors \
     --window 4 --blocks 40 --quiet
+  # engine captures (synthetic inputs in each engine's layout; the same
+  # tokens as routing-jsonl decode records): identical statistics
+  C=tests/fixtures/capture
+  python3 scripts/capture/engines.py vllm $C/vllm.jsonl "$T/v.st" --experts 64 --top-k 8 2>/dev/null
+  python3 scripts/capture/engines.py sglang $C/sglang.jsonl "$T/s.st" --experts 64 --top-k 8 --layers 17 --dense-layers 0 2>/dev/null
+  "$A" inspect $C/decode.jsonl --format routing-jsonl --model olmoe-1b-7b --window 3 --json | sed 's/"input":"[^"]*"//' >"$T/d.json"
+  for f in v s; do
+    "$A" inspect "$T/$f.st" --format routing-safetensors --model olmoe-1b-7b --window 3 --json | sed 's/"input":"[^"]*"//' >"$T/$f.json"
+    [ -s "$T/d.json" ] && cmp -s "$T/d.json" "$T/$f.json" && ok || bad "the $f capture's statistics differ from routing-jsonl's"
+  done
+  python3 -c "import torch, transformers" 2>/dev/null || echo "no torch/transformers: skipped the Hugging Face converter"
 else
   echo "no python3: skipped the routing-safetensors checks"
 fi
