@@ -662,7 +662,8 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   if (g->committed >= g->p.tokens_per_request) return 0;
   int n = build_tree(g, &g->rng);
   tree_index(g, n);
-  if (amoe_block_reserve(b, n, e) != AMOE_OK) return -1;
+  amoe_status rs = amoe_block_reserve(b, n, e);
+  if (rs != AMOE_OK) return -(int)rs;
   b->request = g->request;
   b->step = g->step;
   for (int t = 0; t < n; t++) {
@@ -728,5 +729,6 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
     memcpy(g->s_last + (size_t)l * D, g->state + ((size_t)l * g->p.candidates + last) * D, D * sizeof(float));
   g->committed += amoe_block_accepted_count(b);
   g->step++;
-  return amoe_block_finish(b, AMOE_CHECK_TREE, e) == AMOE_OK ? 1 : -1;
+  const amoe_status fs = amoe_block_finish(b, AMOE_CHECK_TREE, e);
+  return fs == AMOE_OK ? 1 : -(int)fs;
 }

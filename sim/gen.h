@@ -93,7 +93,8 @@ void amoe_gen_close(amoe_gen *g);
 /* Starts request r (resets the request's random stream and state). */
 void amoe_gen_begin_request(amoe_gen *g, uint32_t r);
 /* Generates the next block of the current request; returns 0 when the
- * request already has tokens_per_request committed tokens, else 1. */
+ * request already has tokens_per_request committed tokens, 1 for a block,
+ * or −status on failure (e says what). */
 int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e);
 /* The acceptance scale h found by calibration. */
 double amoe_gen_accept_scale(const amoe_gen *g);

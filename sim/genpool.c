@@ -56,7 +56,7 @@ static void fill(amoe_genpool *P, amoe_gen *g, amoe_block *work, slot *s, uint32
     int rc = amoe_gen_next(g, work, &s->err);
     if (rc == 0) return;
     if (rc < 0 || (s->st = amoe_block_stash(&s->blocks[s->n], work, &s->err)) != AMOE_OK) {
-      if (rc < 0) s->st = AMOE_EINVAL;
+      if (rc < 0) s->st = (amoe_status)-rc;
       return;
     }
     s->n++;

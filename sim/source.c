@@ -282,7 +282,8 @@ static int hybrid_next(amoe_source *s, amoe_block *b, amoe_err *e) {
   }
   if (s->prob >= amoe_routing_problems(s->jsonl)) return 0;
   if (s->step == 0) amoe_gen_begin_request(s->gen, (uint32_t)s->prob);
-  if (amoe_gen_next(s->gen, b, e) != 1) return -(int)AMOE_EFORMAT;
+  const int grc = amoe_gen_next(s->gen, b, e);
+  if (grc != 1) return grc < 0 ? grc : -(int)AMOE_EFORMAT;
   const int left = amoe_routing_tokens(s->jsonl, s->prob) - s->tok, k = s->m;
   int q = 0;
   for (int t = 0; t >= 0; q++) { /* down the accepted path */
@@ -337,8 +338,7 @@ int amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
       s->in_request = 0;
       s->request++;
     }
-    if (rc == 1) b->index = s->produced;
-    else rc = -(int)AMOE_EINVAL;
+    if (rc == 1) b->index = s->produced; /* (else −status, as the generator said) */
   } else if (s->trace) {
     rc = amoe_trace_next(s->trace, b, e);
   } else {
