@@ -345,6 +345,7 @@ double amoe_flip_prob(double kappa, double margin_min, double c, double s_t) {
 }
 
 static int flips(const amoe_spec *s, const amoe_block *b, int t, double s_t) {
+  if (!(s_t > 0) || !(s->kappa > 0)) return 0; /* (natural routing: no scan for the child) */
   const double p = amoe_flip_prob(s->kappa, s->margin_min, natural_child_prob(b, t), s_t);
   return p > 0 && amoe_rng_coin(s->workload.seed, b->index, (uint64_t)t) < p;
 }
