@@ -807,7 +807,7 @@ static int cmd_fit(int argc, char **argv) {
   if (!rc) {
     const int blocks = o.blocks ? o.blocks : 400;
     amoe_fit_result r;
-    amoe_status st = amoe_fit_routing(s, t, blocks, o.quiet ? NULL : stderr, &r, &e);
+    amoe_status st = amoe_fit_routing(s, t, blocks, o.quiet || !isatty(2) ? NULL : stderr, &r, &e);
     amoe_afile a = {0};
     FILE *f = stdout;
     if (!st && o.out) {
