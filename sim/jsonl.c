@@ -307,6 +307,41 @@ static int cmp_rrow(const void *a, const void *b) {
   return (x->rec.token > y->rec.token) - (x->rec.token < y->rec.token);
 }
 
+/* A routing reader for `layers` x `experts`, top-k, chain blocks of `window`. */
+static amoe_status routing_reader_new(amoe_jsonl_reader **out, const char *path, int layers, int experts, int top_k,
+                                      int window, amoe_err *e) {
+  if (window < 1) return amoe_fail(e, AMOE_EINVAL, "workload.window must be >= 1");
+  AMOE_TRY(reader_new(out, path, e));
+  amoe_jsonl_reader *r = *out;
+  r->routing = 1;
+  r->layers = layers;
+  r->experts = experts;
+  r->top_k = top_k;
+  r->m = top_k;
+  r->window = window;
+  return AMOE_OK;
+}
+
+/* A record's k experts with their float logits zf: ordered by logit desc
+ * (equal ones keep the file's order) and stored so exactly (block.h);
+ * returns the first expert listed twice, or -1. */
+static int rec_store(rrec *rec, float *zf, int k) {
+  for (int i = 1; i < k; i++)
+    for (int j = i; j > 0 && zf[j] > zf[j - 1]; j--) {
+      const float tz = zf[j];
+      const uint16_t ti = rec->ids[j];
+      zf[j] = zf[j - 1];
+      rec->ids[j] = rec->ids[j - 1];
+      zf[j - 1] = tz;
+      rec->ids[j - 1] = ti;
+    }
+  for (int i = 1; i < k; i++) /* every pair: the sort need not make them adjacent */
+    for (int j = 0; j < i; j++)
+      if (rec->ids[i] == rec->ids[j]) return rec->ids[i];
+  amoe_f16_store_ordered(zf, rec->ids, k, rec->z);
+  return -1;
+}
+
 /* Groups token-layer rows into problems (request order), cuts ragged layers
  * to the shortest and says in the reader's note what was dropped. */
 static amoe_status routing_group(amoe_jsonl_reader *r, rrow *rows, size_t nrows, long prompt_rows, long ids_only,
@@ -377,15 +412,8 @@ static amoe_status routing_group(amoe_jsonl_reader *r, rrow *rows, size_t nrows,
 
 amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, int layers, int experts,
                                     int top_k, int router, int window, amoe_err *e) {
-  if (window < 1) return amoe_fail(e, AMOE_EINVAL, "workload.window must be >= 1");
   amoe_jsonl_reader *r = NULL;
-  AMOE_TRY(reader_new(&r, path, e));
-  r->routing = 1;
-  r->layers = layers;
-  r->experts = experts;
-  r->top_k = top_k;
-  r->m = top_k;
-  r->window = window;
+  AMOE_TRY(routing_reader_new(&r, path, layers, experts, top_k, window, e));
   r->f = fopen(path, "rb");
   amoe_status st = AMOE_OK;
   rrow *rows = NULL;
@@ -470,22 +498,10 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
       }
       /* by weight desc; equal weights keep the file's (the engine's) order,
        * and the binary16 store keeps that order exactly */
-      for (int i = 1; i < top_k && st == AMOE_OK; i++)
-        for (int j = i; j > 0 && zf[j] > zf[j - 1]; j--) {
-          float tz = zf[j];
-          uint16_t ti2 = w->rec.ids[j];
-          zf[j] = zf[j - 1];
-          w->rec.ids[j] = w->rec.ids[j - 1];
-          zf[j - 1] = tz;
-          w->rec.ids[j - 1] = ti2;
-        }
-      if (st == AMOE_OK) amoe_f16_store_ordered(zf, w->rec.ids, top_k, w->rec.z);
+      const int twice = st == AMOE_OK ? rec_store(&w->rec, zf, top_k) : -1;
+      if (twice >= 0) st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: expert %d is listed twice", path, r->lineno, twice);
       ids_only += !gp && !lz;
       with_logits += lz != NULL;
-      for (int i = 1; i < top_k && st == AMOE_OK; i++) /* every pair: the sort need not make them adjacent */
-        for (int j = 0; j < i && st == AMOE_OK; j++)
-          if (w->rec.ids[i] == w->rec.ids[j])
-            st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: expert %d is listed twice", path, r->lineno, w->rec.ids[i]);
       nrows++;
     }
     json_decref(o);
@@ -643,15 +659,8 @@ static double st_value(const uint8_t *p, int dtype) {
 
 amoe_status amoe_routing_safetensors_open(amoe_jsonl_reader **out, const char *path, int layers, int experts,
                                           int top_k, int router, int window, amoe_err *e) {
-  if (window < 1) return amoe_fail(e, AMOE_EINVAL, "workload.window must be >= 1");
   amoe_jsonl_reader *r = NULL;
-  AMOE_TRY(reader_new(&r, path, e));
-  r->routing = 1;
-  r->layers = layers;
-  r->experts = experts;
-  r->top_k = top_k;
-  r->m = top_k;
-  r->window = window;
+  AMOE_TRY(routing_reader_new(&r, path, layers, experts, top_k, window, e));
   amoe_status st = AMOE_OK;
   FILE *f = fopen(path, "rb");
   json_t *hdr = NULL;
@@ -785,24 +794,12 @@ amoe_status amoe_routing_safetensors_open(amoe_jsonl_reader **out, const char *p
           empty++;
           continue;
         }
-        for (int i = 1; i < top_k; i++)
-          for (int j = i; j > 0 && zf[j] > zf[j - 1]; j--) {
-            float tz = zf[j];
-            uint16_t ti = w->rec.ids[j];
-            zf[j] = zf[j - 1];
-            w->rec.ids[j] = w->rec.ids[j - 1];
-            zf[j - 1] = tz;
-            w->rec.ids[j - 1] = ti;
-          }
-        for (int i = 1; i < top_k && !st; i++)
-          for (int j = 0; j < i; j++)
-            if (w->rec.ids[i] == w->rec.ids[j]) {
-              st = amoe_fail(e, AMOE_EFORMAT, "%s: tensor 'experts': token %lld layer %d lists expert %d twice", path,
-                             (long long)t, l, w->rec.ids[i]);
-              break;
-            }
-        if (st) break;
-        amoe_f16_store_ordered(zf, w->rec.ids, top_k, w->rec.z);
+        const int twice = rec_store(&w->rec, zf, top_k);
+        if (twice >= 0) {
+          st = amoe_fail(e, AMOE_EFORMAT, "%s: tensor 'experts': token %lld layer %d lists expert %d twice", path,
+                         (long long)t, l, twice);
+          break;
+        }
         ids_only += !wsz && !lsz;
         with_logits += lsz > 0;
         nrows++;
