@@ -485,7 +485,7 @@ static int cmd_run(int argc, char **argv) {
       amoe_summary nat;
       memset(&nat, 0, sizeof nat);
       for (int i = 0; i < s->npolicies; i++)
-        if (!strcmp(s->policies[i].label, "natural")) amoe_summarize(&rows[i].tot, s->offload.enabled, &nat);
+        if (amoe_policy_is_baseline(&s->policies[i])) amoe_summarize(&rows[i].tot, s->offload.enabled, &nat);
       for (int i = 0; i < s->npolicies; i++) {
         const amoe_policy_row *r = &s->policies[i];
         amoe_summary m;
@@ -495,7 +495,7 @@ static int cmd_run(int argc, char **argv) {
                 "%d%s,%s,%s,%s,%s,%s,%d,%.0f,%.0f,%.0f,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
                 "%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
                 p, sv, s->model.name, s->hw.name, r->label, amoe_draft_table[r->draft].name,
-                amoe_verifier_table[r->verifier].name, r->budget, rows[i].tot.blocks, rows[i].tot.passes, rows[i].tot.committed,
+                amoe_verifier_table[r->verifier].name, amoe_policy_budget(r), rows[i].tot.blocks, rows[i].tot.passes, rows[i].tot.committed,
                 m.tau_mean, m.verified_nodes_mean, m.union_mean, m.eligible_mean, m.executed_mean,
                 m.hbm_expert_bytes_per_token, m.h2d_bytes_per_token, m.cache_hit_rate, m.fetch_wait_share,
                 m.time_per_token_s, m.tokens_per_s, sp, m.displaced_assignment_rate, m.delta_mean,

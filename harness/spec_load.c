@@ -431,28 +431,6 @@ int amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *wh
 
 /* ------------------------------------------------------------ policies */
 
-/* A row's label names everything that distinguishes it (CSV-safe: no commas). */
-static void policy_label(amoe_policy_row *r) {
-  const char *dn = amoe_draft_table[r->draft].name, *vn = amoe_verifier_table[r->verifier].name;
-  char d[96], v[64] = "";
-  if (!strcmp(dn, "ecospec"))
-    snprintf(d, sizeof d, "ecospec/lambda=%g/acc=%g", r->lambda, r->predictor_accuracy);
-  else
-    snprintf(d, sizeof d, "%s", dn);
-  if (amoe_verifier_table[r->verifier].needs_budget)
-    snprintf(v, sizeof v, "%s/B=%d", vn, r->budget);
-  else
-    snprintf(v, sizeof v, "%s", vn);
-  if (r->beta != 0.5 && amoe_verifier_table[r->verifier].reads_commitment) /* β weighs p̂ */
-    snprintf(v + strlen(v), sizeof v - strlen(v), "/beta=%g", r->beta);
-  if (!strcmp(dn, "eagle"))
-    snprintf(r->label, sizeof r->label, "%.60s", v);
-  else if (amoe_verifier_table[r->verifier].all_experts)
-    snprintf(r->label, sizeof r->label, "%.60s", d);
-  else
-    snprintf(r->label, sizeof r->label, "%.30s+%.30s", d, v);
-}
-
 static void names_of(char *buf, size_t n, int verifier) {
   buf[0] = 0;
   int cnt = verifier ? amoe_verifier_count : amoe_draft_count;
@@ -461,14 +439,7 @@ static void names_of(char *buf, size_t n, int verifier) {
              verifier ? amoe_verifier_table[i].name : amoe_draft_table[i].name);
 }
 
-static void policy_defaults(amoe_policy_row *r) {
-  memset(r, 0, sizeof *r);
-  r->draft = amoe_draft_find("eagle");
-  r->verifier = amoe_verifier_find("natural");
-  r->lambda = 0.5;
-  r->predictor_accuracy = 0.8;
-  r->beta = 0.5;
-}
+static void policy_defaults(amoe_policy_row *r) { amoe_policy_init(r, 0, 0); }
 
 static int set_policy_name(ydoc *y, yaml_node_t *n, amoe_policy_row *r, int verifier, int either) {
   char w[AMOE_PATH_MAX + 64], names[256];
@@ -495,6 +466,84 @@ static int set_policy_name(ydoc *y, yaml_node_t *n, amoe_policy_row *r, int veri
   return 0;
 }
 
+/* The parameter `key` of a table row (row->params), for a message. */
+static const amoe_param_def *param_in(const amoe_param_def *p, const char *key) {
+  for (int i = 0; i < AMOE_MAX_PARAMS && p[i].key; i++)
+    if (!strcmp(p[i].key, key)) return &p[i];
+  return NULL;
+}
+
+/* One `key: value` of a policy mapping, a parameter of the row's draft or
+ * verifier, checked against its table row's range. */
+static int set_policy_param(ydoc *y, yaml_node_t *k, yaml_node_t *v, amoe_policy_row *r, const char *key,
+                            unsigned *given) {
+  char kw[AMOE_PATH_MAX + 64];
+  int which, idx;
+  const amoe_param_def *pd = amoe_policy_param(r, key, &which, &idx);
+  if (!pd) {
+    /* another policy's parameter: resolved specs written before parameters
+     * were per policy list every one at its default; accept those */
+    char others[256] = "";
+    double dv = NAN;
+    for (int w = 0; w < 2; w++)
+      for (int i = 0; i < (w ? amoe_verifier_count : amoe_draft_count); i++) {
+        const amoe_param_def *o = param_in(w ? amoe_verifier_table[i].params : amoe_draft_table[i].params, key);
+        if (!o) continue;
+        snprintf(others + strlen(others), sizeof others - strlen(others), "%s%s", others[0] ? ", " : "",
+                 w ? amoe_verifier_table[i].name : amoe_draft_table[i].name);
+        dv = o->def;
+      }
+    char *end;
+    if (others[0] && v->type == YAML_SCALAR_NODE && strtod(scalar(v), &end) == dv && !*end) return 1;
+    at(y, k, kw, sizeof kw);
+    if (others[0])
+      amoe_diag_add(y->d, "%s: '%s' is not a parameter of draft %s or verifier %s (it is of: %s)", kw, key,
+                    amoe_draft_table[r->draft].name, amoe_verifier_table[r->verifier].name, others);
+    else
+    {
+      char known[256] = "draft, verifier";
+      for (int w = 0; w < 2; w++) {
+        const amoe_param_def *p = w ? amoe_verifier_table[r->verifier].params : amoe_draft_table[r->draft].params;
+        for (int i = 0; i < AMOE_MAX_PARAMS && p[i].key; i++)
+          snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", p[i].key);
+      }
+      amoe_diag_add(y->d, "%s: unknown policy key '%s' (this policy takes: %s)", kw, key, known);
+    }
+    return 0;
+  }
+  at(y, v, kw, sizeof kw);
+  if (v->type != YAML_SCALAR_NODE) {
+    amoe_diag_add(y->d, "%s: %s must be a number", kw, key);
+    return 0;
+  }
+  /* the scalar parser, on a double beside the row */
+  double x;
+  const krow kr = {pd->key, T_DBL, 0, 8, pd->min, pd->max, NULL, 0};
+  if (!set_value((amoe_spec *)(void *)&x, &kr, scalar(v), quoted(v), kw, y->d)) return 0;
+  if (pd->integer && x != floor(x)) {
+    amoe_diag_add(y->d, "%s: %s must be an integer, not '%s'", kw, key, scalar(v));
+    return 0;
+  }
+  (which ? r->vparam : r->dparam)[idx] = x;
+  *given |= 1u << (which * AMOE_MAX_PARAMS + idx);
+  return 1;
+}
+
+/* Every parameter without a default was given. */
+static int required_params_given(ydoc *y, const amoe_policy_row *r, unsigned given, const char *where) {
+  int ok = 1;
+  for (int w = 0; w < 2; w++) {
+    const amoe_param_def *p = w ? amoe_verifier_table[r->verifier].params : amoe_draft_table[r->draft].params;
+    for (int i = 0; i < AMOE_MAX_PARAMS && p[i].key; i++)
+      if (isnan(p[i].def) && !(given >> (w * AMOE_MAX_PARAMS + i) & 1)) {
+        amoe_diag_add(y->d, "%s: %s %s needs %s", where, w ? "verifier" : "draft",
+                      w ? amoe_verifier_table[r->verifier].name : amoe_draft_table[r->draft].name, p[i].key);
+        ok = 0;
+      }
+  }
+  return ok;
+}
+
 static void parse_policies(ydoc *y, yaml_node_t *seq, amoe_spec *s) {
   char w[AMOE_PATH_MAX + 64];
   at(y, seq, w, sizeof w);
@@ -513,47 +562,30 @@ static void parse_policies(ydoc *y, yaml_node_t *seq, amoe_spec *s) {
     amoe_policy_row *r = &s->policies[s->npolicies];
     policy_defaults(r);
     int ok = 1;
+    unsigned given = 0;
     if (n->type == YAML_SCALAR_NODE) {
       ok = set_policy_name(y, n, r, 0, 1);
+      if (ok) amoe_policy_init(r, r->draft, r->verifier);
     } else if (n->type == YAML_MAPPING_NODE) {
+      /* the names first: they say which parameters there are */
       for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(&y->doc, p->key), *v = yaml_document_get_node(&y->doc, p->value);
-        char kw[AMOE_PATH_MAX + 64];
-        at(y, v, kw, sizeof kw);
         const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "";
-        if (!strcmp(key, "draft") || !strcmp(key, "verifier")) {
-          ok &= set_policy_name(y, v, r, key[0] == 'v', 0);
-          continue;
-        }
-        static const krow PK[] = {
-            {"budget", T_INT, offsetof(amoe_policy_row, budget), 4, 1, AMOE_MAX_EXPERTS, NULL, 0},
-            {"lambda", T_DBL, offsetof(amoe_policy_row, lambda), 8, 0, 1e6, NULL, 0},
-            {"predictor_accuracy", T_DBL, offsetof(amoe_policy_row, predictor_accuracy), 8, 0, 1, NULL, 0},
-            {"beta", T_DBL, offsetof(amoe_policy_row, beta), 8, 0, 100, NULL, 0},
-        };
-        const krow *pk = NULL;
-        for (size_t i = 0; i < sizeof PK / sizeof PK[0]; i++)
-          if (!strcmp(PK[i].path, key)) pk = &PK[i];
-        if (!pk || v->type != YAML_SCALAR_NODE) {
-          at(y, k, kw, sizeof kw);
-          amoe_diag_add(y->d, "%s: unknown policy key '%s' (draft, verifier, budget, lambda, "
-                        "predictor_accuracy, beta)", kw, key);
-          ok = 0;
-          continue;
-        }
-        /* reuse the scalar parser on a policy row */
-        ok &= set_value((amoe_spec *)(void *)r, pk, scalar(v), quoted(v), kw, y->d);
+        if (!strcmp(key, "draft") || !strcmp(key, "verifier")) ok &= set_policy_name(y, v, r, key[0] == 'v', 0);
+      }
+      if (ok) amoe_policy_init(r, r->draft, r->verifier);
+      for (yaml_node_pair_t *p = n->data.mapping.pairs.start; ok && p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(&y->doc, p->key), *v = yaml_document_get_node(&y->doc, p->value);
+        const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "";
+        if (!strcmp(key, "draft") || !strcmp(key, "verifier")) continue;
+        ok &= set_policy_param(y, k, v, r, key, &given);
       }
     } else {
       amoe_diag_add(y->d, "%s: a policy is a name or a mapping", w);
       ok = 0;
     }
-    if (!ok) continue;
-    if (amoe_verifier_table[r->verifier].needs_budget && r->budget == 0) {
-      amoe_diag_add(y->d, "%s: verifier %s needs a budget", w, amoe_verifier_table[r->verifier].name);
-      continue;
-    }
-    policy_label(r);
+    if (!ok || !required_params_given(y, r, given, w)) continue;
+    amoe_policy_label(r);
     s->npolicies++;
   }
 }
@@ -835,17 +867,21 @@ int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
     amoe_diag_add(d, "%s: workload.top_m must be in top_k..experts", where);
   if (s->npolicies == 0) { /* default: natural alone */
     policy_defaults(&s->policies[0]);
-    policy_label(&s->policies[0]);
+    amoe_policy_label(&s->policies[0]);
     s->npolicies = 1;
   }
   int have_nat = 0;
   for (int i = 0; i < s->npolicies; i++) {
     amoe_policy_row *r = &s->policies[i];
-    if (amoe_verifier_table[r->verifier].needs_budget && s->model.top_k &&
-        (r->budget < s->model.top_k || r->budget > s->model.experts))
-      amoe_diag_add(d, "%s: policy %s: budget %d must be in top_k..experts (%d..%d)", where, r->label, r->budget,
-                    s->model.top_k, s->model.experts);
-    if (!strcmp(r->label, "natural")) have_nat = 1;
+    for (int w = 0; w < 2; w++) { /* budgets: within the model's top_k..experts */
+      const amoe_param_def *pd = w ? amoe_verifier_table[r->verifier].params : amoe_draft_table[r->draft].params;
+      const double *pv = w ? r->vparam : r->dparam;
+      for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++)
+        if (pd[j].expert_count && s->model.top_k && (pv[j] < s->model.top_k || pv[j] > s->model.experts))
+          amoe_diag_add(d, "%s: policy %s: %s %g must be in top_k..experts (%d..%d)", where, r->label, pd[j].key,
+                        pv[j], s->model.top_k, s->model.experts);
+    }
+    if (amoe_policy_is_baseline(r)) have_nat = 1;
     for (int j = 0; j < i; j++)
       if (!strcmp(s->policies[j].label, r->label))
         amoe_diag_add(d, "%s: policy %s is listed twice", where, r->label);
@@ -853,7 +889,7 @@ int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   if (!have_nat && s->npolicies < AMOE_MAX_POLICIES) { /* the baseline of speedup_vs_natural */
     amoe_policy_row *r = &s->policies[s->npolicies++];
     policy_defaults(r);
-    policy_label(r);
+    amoe_policy_label(r);
     r->implicit = 1;
   }
   if (s->commitment.seed == 0) s->commitment.seed = s->workload.seed + 1000;
@@ -1029,9 +1065,12 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
     const amoe_policy_row *r = &s->policies[i];
     fprintf(f, "  - {draft: %s, verifier: %s", amoe_draft_table[r->draft].name,
             amoe_verifier_table[r->verifier].name);
-    if (amoe_verifier_table[r->verifier].needs_budget) fprintf(f, ", budget: %d", r->budget);
-    fprintf(f, ", beta: %.17g, lambda: %.17g, predictor_accuracy: %.17g}%s\n", r->beta, r->lambda,
-            r->predictor_accuracy, r->implicit ? "  # added: the baseline of speedup_vs_natural" : "");
+    for (int w = 0; w < 2; w++) {
+      const amoe_param_def *pd = w ? amoe_verifier_table[r->verifier].params : amoe_draft_table[r->draft].params;
+      for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++)
+        fprintf(f, ", %s: %.17g", pd[j].key, (w ? r->vparam : r->dparam)[j]);
+    }
+    fprintf(f, "}%s\n", r->implicit ? "  # added: the baseline of speedup_vs_natural" : "");
   }
   if (x->nsweep) {
     fputs("sweep:\n", f);

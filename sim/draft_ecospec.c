@@ -48,7 +48,7 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
     for (int x = 0; x < E; x++) rank[(size_t)l * E + x] = (uint16_t)pp[x].id;
   }
   /* predicted routes, with counter-based coins (same for every row) */
-  double acc = c->row->predictor_accuracy;
+  double acc = c->row->dparam[1]; /* predictor_accuracy */
   for (int t = 0; t < n; t++)
     for (int l = 0; l < L; l++) {
       const uint16_t *nat = amoe_block_ids(b, l, t);
@@ -81,7 +81,7 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
   state[0] = 2;
   for (int t = 1; t < n; t++)
     if (b->parent[t] == 0) state[t] = 1;
-  double lambda = c->row->lambda;
+  double lambda = c->row->dparam[0]; /* lambda */
   for (int chosen = 1; chosen < c->nodes; chosen++) {
     int best = -1;
     double bs = -INFINITY;

@@ -2,29 +2,39 @@
 #include "clones.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const amoe_verifier_def amoe_verifier_table[] = {
+/* A budget B: the number of experts per layer a fixed-size verifier keeps. */
+#define BUDGET {.key = "budget", .tag = "B", .def = NAN, .min = 1, .max = AMOE_MAX_EXPERTS, .integer = 1, \
+                .expert_count = 1, .shown_if_default = 1}
+/* β weighs the commitment p̂ (AcceptMoE); shown only when not 0.5. */
+#define BETA {.key = "beta", .tag = "beta", .def = 0.5, .min = 0, .max = 100}
+
+amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE] = {
     /* every verifier but natural also needs the natural top-k probabilities
      * (displaced mass); moe-spec weighs every stored entry */
-    /* name, needs_budget, reads_commitment, all_experts, logits, select */
-    {"natural", 0, 0, 1, AMOE_LOGITS_NONE, amoe_verifier_natural},
-    {"moe-spec", 1, 0, 0, AMOE_LOGITS_ALL, amoe_verifier_moe_spec},
-    {"acceptmoe", 0, 1, 0, AMOE_LOGITS_TOP, amoe_verifier_acceptmoe},
-    {"acceptmoe-fix", 1, 1, 0, AMOE_LOGITS_TOP, amoe_verifier_acceptmoe_fix},
-    {"oracle", 0, 0, 0, AMOE_LOGITS_TOP, amoe_verifier_oracle},
+    {.name = "natural", .all_experts = 1, .logits = AMOE_LOGITS_NONE, .select = amoe_verifier_natural},
+    {.name = "moe-spec", .params = {BUDGET}, .logits = AMOE_LOGITS_ALL, .select = amoe_verifier_moe_spec},
+    {.name = "acceptmoe", .params = {BETA}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
+     .select = amoe_verifier_acceptmoe},
+    {.name = "acceptmoe-fix", .params = {BUDGET, BETA}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
+     .select = amoe_verifier_acceptmoe_fix},
+    {.name = "oracle", .logits = AMOE_LOGITS_TOP, .select = amoe_verifier_oracle},
 };
-const int amoe_verifier_count = (int)(sizeof amoe_verifier_table / sizeof amoe_verifier_table[0]);
+int amoe_verifier_count = 5;
 
-const amoe_draft_def amoe_draft_table[] = {
-    /* name, choose, one_token_per_pass, reads_union_table */
-    {"eagle", amoe_draft_eagle, 0, 0},
-    {"autoregressive", amoe_draft_autoregressive, 1, 0},
-    {"ecospec", amoe_draft_ecospec, 0, 0},
-    {"evict", amoe_draft_evict, 0, 1},
+amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
+    {.name = "eagle", .choose = amoe_draft_eagle},
+    {.name = "autoregressive", .choose = amoe_draft_autoregressive, .one_token_per_pass = 1},
+    {.name = "ecospec",
+     .params = {{.key = "lambda", .tag = "lambda", .def = 0.5, .min = 0, .max = 1e6, .shown_if_default = 1},
+                {.key = "predictor_accuracy", .tag = "acc", .def = 0.8, .min = 0, .max = 1, .shown_if_default = 1}},
+     .choose = amoe_draft_ecospec},
+    {.name = "evict", .choose = amoe_draft_evict, .reads_union_table = 1},
 };
-const int amoe_draft_count = (int)(sizeof amoe_draft_table / sizeof amoe_draft_table[0]);
+int amoe_draft_count = 4;
 
 int amoe_verifier_find(const char *name) {
   for (int i = 0; i < amoe_verifier_count; i++)
@@ -36,6 +46,83 @@ int amoe_draft_find(const char *name) {
   for (int i = 0; i < amoe_draft_count; i++)
     if (!strcmp(amoe_draft_table[i].name, name)) return i;
   return -1;
+}
+
+int amoe_verifier_add(const amoe_verifier_def *def) {
+  if (amoe_verifier_count == AMOE_MAX_TABLE || amoe_verifier_find(def->name) >= 0 || amoe_draft_find(def->name) >= 0)
+    return -1;
+  amoe_verifier_table[amoe_verifier_count] = *def;
+  return amoe_verifier_count++;
+}
+
+int amoe_draft_add(const amoe_draft_def *def) {
+  if (amoe_draft_count == AMOE_MAX_TABLE || amoe_verifier_find(def->name) >= 0 || amoe_draft_find(def->name) >= 0)
+    return -1;
+  amoe_draft_table[amoe_draft_count] = *def;
+  return amoe_draft_count++;
+}
+
+static const amoe_param_def *params_of(const amoe_policy_row *r, int which) {
+  return which ? amoe_verifier_table[r->verifier].params : amoe_draft_table[r->draft].params;
+}
+
+void amoe_policy_init(amoe_policy_row *r, int draft, int verifier) {
+  memset(r, 0, sizeof *r);
+  r->draft = draft;
+  r->verifier = verifier;
+  for (int w = 0; w < 2; w++) {
+    const amoe_param_def *p = params_of(r, w);
+    for (int i = 0; i < AMOE_MAX_PARAMS && p[i].key; i++) (w ? r->vparam : r->dparam)[i] = isnan(p[i].def) ? 0 : p[i].def;
+  }
+}
+
+const amoe_param_def *amoe_policy_param(const amoe_policy_row *r, const char *key, int *which, int *index) {
+  for (int w = 0; w < 2; w++) {
+    const amoe_param_def *p = params_of(r, w);
+    for (int i = 0; i < AMOE_MAX_PARAMS && p[i].key; i++)
+      if (!strcmp(p[i].key, key)) {
+        if (which) *which = w;
+        if (index) *index = i;
+        return &p[i];
+      }
+  }
+  return NULL;
+}
+
+int amoe_policy_set(amoe_policy_row *r, const char *key, double value) {
+  int w, i;
+  if (!amoe_policy_param(r, key, &w, &i)) return -1;
+  (w ? r->vparam : r->dparam)[i] = value;
+  return 0;
+}
+
+/* name, then /tag=value for each parameter shown */
+static void named(char *buf, size_t n, const char *name, const amoe_param_def *p, const double *v) {
+  snprintf(buf, n, "%s", name);
+  for (int i = 0; i < AMOE_MAX_PARAMS && p[i].key; i++)
+    if (p[i].shown_if_default || v[i] != p[i].def)
+      snprintf(buf + strlen(buf), n - strlen(buf), "/%s=%g", p[i].tag, v[i]);
+}
+
+void amoe_policy_label(amoe_policy_row *r) {
+  char d[96], v[64];
+  named(d, sizeof d, amoe_draft_table[r->draft].name, amoe_draft_table[r->draft].params, r->dparam);
+  named(v, sizeof v, amoe_verifier_table[r->verifier].name, amoe_verifier_table[r->verifier].params, r->vparam);
+  if (r->draft == 0)
+    snprintf(r->label, sizeof r->label, "%.60s", v);
+  else if (amoe_verifier_table[r->verifier].all_experts)
+    snprintf(r->label, sizeof r->label, "%.60s", d);
+  else
+    snprintf(r->label, sizeof r->label, "%.30s+%.30s", d, v);
+}
+
+int amoe_policy_is_baseline(const amoe_policy_row *r) { return r->draft == 0 && r->verifier == 0; }
+
+int amoe_policy_budget(const amoe_policy_row *r) {
+  const amoe_param_def *p = amoe_verifier_table[r->verifier].params;
+  for (int i = 0; i < AMOE_MAX_PARAMS && p[i].key; i++)
+    if (p[i].expert_count) return (int)r->vparam[i];
+  return 0;
 }
 
 size_t amoe_draft_scratch_bytes(int n, int layers, int experts) {

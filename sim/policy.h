@@ -1,7 +1,10 @@
 /* Policies are rows of two tables driven by one loop (run.c):
  *   draft policies choose which candidate nodes are verified;
  *   verifier policies choose the eligible expert set S of a (block, layer).
- * Adding a policy is one file and one row in policy.c. DESIGN §6. */
+ * A row carries everything the rest of the program needs: the name, the
+ * parameters (spec key, label tag, default, range), what the policy reads.
+ * Nothing outside policy.c and a policy's own file names a policy; adding
+ * one is one file and one row (docs/adding-a-policy.md). docs/design.md §6. */
 #ifndef AMOE_POLICY_H
 #define AMOE_POLICY_H
 
@@ -11,6 +14,18 @@
 #include "model.h"
 #include "router.h"
 #include "spec.h"
+
+/* One numeric parameter of a policy: `key` in the spec's policy mapping,
+ * shown in the row's label as tag=value. */
+typedef struct {
+  const char *key;
+  const char *tag;
+  double def;                /* the default; NAN: the spec must give it */
+  double min, max;           /* the allowed range */
+  int integer;               /* 1: a whole number */
+  int expert_count;          /* 1: also within top_k..experts of the model (a budget) */
+  int shown_if_default;      /* 1: always in the label; 0: only when it differs from def */
+} amoe_param_def;
 
 /* What a verifier sees for one (block, layer). */
 typedef struct {
@@ -31,7 +46,7 @@ typedef struct {
 
 typedef struct {
   const char *name;
-  int needs_budget;          /* 1: `budget` is required */
+  amoe_param_def params[AMOE_MAX_PARAMS]; /* read as row->vparam[i]; unused slots have key NULL */
   int reads_commitment;      /* 1: reads the commitment table p̂ (calibrated before the run) */
   int all_experts;           /* 1: S is every expert: the pass routes naturally, nothing is displaced */
   amoe_logits logits;        /* what of the logits the run loop reads for it (block.h) */
@@ -53,6 +68,7 @@ typedef struct {
 
 typedef struct {
   const char *name;
+  amoe_param_def params[AMOE_MAX_PARAMS]; /* read as row->dparam[i] */
   /* Writes verified node ids ascending (root first); returns their count. */
   int (*choose)(const amoe_dctx *c, int *out);
   /* 1: no tree; the target decodes the chosen nodes one per forward pass,
@@ -62,13 +78,41 @@ typedef struct {
   int reads_union_table;
 } amoe_draft_def;
 
-extern const amoe_verifier_def amoe_verifier_table[];
-extern const int amoe_verifier_count;
-extern const amoe_draft_def amoe_draft_table[];
-extern const int amoe_draft_count;
+/* Row 0 of each table is the default (eagle, natural); their pairing is
+ * the baseline every speedup is measured against. The built-in rows are in
+ * policy.c; amoe_*_add appends one at run time (the toy verifier of
+ * tests/test_policy.c is added so), up to AMOE_MAX_TABLE rows. */
+#define AMOE_MAX_TABLE 16
+extern amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE];
+extern int amoe_verifier_count;
+extern amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE];
+extern int amoe_draft_count;
 
 int amoe_verifier_find(const char *name);
 int amoe_draft_find(const char *name);
+/* Appends a row; returns its index, or -1 when the name is taken or the
+ * table is full. */
+int amoe_verifier_add(const amoe_verifier_def *def);
+int amoe_draft_add(const amoe_draft_def *def);
+
+/* A row of the spec: the pairing of draft and verifier with every
+ * parameter at its default (a required one at 0, to be set). */
+void amoe_policy_init(amoe_policy_row *r, int draft, int verifier);
+/* The definition of parameter `key` of the row's draft (*which = 0) or
+ * verifier (1), and its index; NULL when neither takes it. */
+const amoe_param_def *amoe_policy_param(const amoe_policy_row *r, const char *key, int *which, int *index);
+/* Sets parameter `key`; -1 when neither policy of the row takes it. */
+int amoe_policy_set(amoe_policy_row *r, const char *key, double value);
+/* The row's label: the draft with its parameters, then "+", then the
+ * verifier with its parameters ("moe-spec/B=32", "ecospec/lambda=2/acc=0.8",
+ * "ecospec+acceptmoe"); the default draft and the all-experts verifier go
+ * unnamed when paired with something else. CSV-safe (no commas). */
+void amoe_policy_label(amoe_policy_row *r);
+/* 1 when the row is the baseline pairing (row 0 with row 0). */
+int amoe_policy_is_baseline(const amoe_policy_row *r);
+/* The value of the verifier's expert-count parameter (the `budget` column),
+ * or 0 when it has none. */
+int amoe_policy_budget(const amoe_policy_row *r);
 size_t amoe_draft_scratch_bytes(int n, int layers, int experts);
 
 /* Shared helpers. */

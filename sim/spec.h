@@ -10,6 +10,7 @@
 #define AMOE_PATH_MAX 1024
 #define AMOE_MAX_POLICIES 32
 #define AMOE_MAX_DEPTH 64
+#define AMOE_MAX_PARAMS 4
 
 typedef enum {
   AMOE_SRC_SYNTHETIC = 0,
@@ -30,10 +31,8 @@ typedef struct {
   char label[64];      /* e.g. "acceptmoe", "moe-spec/B=32", "ecospec+acceptmoe" */
   int draft;           /* index into amoe_draft_table */
   int verifier;        /* index into amoe_verifier_table */
-  int budget;          /* B for fixed-budget verifiers */
-  double lambda;       /* ecospec */
-  double predictor_accuracy;
-  double beta;         /* acceptmoe commitment exponent */
+  double dparam[AMOE_MAX_PARAMS]; /* the draft's parameters, in its table row's order (policy.h) */
+  double vparam[AMOE_MAX_PARAMS]; /* the verifier's */
   int implicit;        /* added by the run as the natural baseline */
 } amoe_policy_row;
 

@@ -10,6 +10,10 @@
 #include "clones.h"
 #include "policy.h"
 
+/* parameter slots, in the table rows' order (policy.c) */
+enum { BETA = 0 };                     /* acceptmoe: beta */
+enum { FIX_BUDGET = 0, FIX_BETA = 1 }; /* acceptmoe-fix: budget, beta */
+
 /* exp(H) is an integer for a uniform q; don't let rounding push it over. */
 #define AMOE_NER_EPS 1e-9
 
@@ -91,9 +95,8 @@ static int pack(const double *u, const uint8_t *anchor, int E, double *pu, int *
 
 /* u_e over the natural top-k of every verified node. α_d is 0 from the
  * end of the commitment table on, so only depths below it are computed. */
-static AMOE_CLONES void utilities(const amoe_vctx *c, double *u) {
+static AMOE_CLONES void utilities(const amoe_vctx *c, double beta, double *u) {
   memset(u, 0, (size_t)c->experts * sizeof *u);
-  const double beta = c->row->beta;
   double alpha_d[AMOE_MAX_DEPTH];
   const int nd = c->phat_n < AMOE_MAX_DEPTH ? c->phat_n : AMOE_MAX_DEPTH;
   for (int d = 0; d < nd; d++) {
@@ -131,7 +134,7 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
   uint8_t *anchor = (uint8_t *)(c->scratch + 2 * E), *rest = anchor + E;
   double *pu = c->scratch + 2 * E + (2 * E + 7) / 8;
   int *pid = c->iscratch;
-  utilities(c, u);
+  utilities(c, c->row->vparam[BETA], u);
   memset(anchor, 0, (size_t)E);
   const uint16_t *rid = amoe_block_ids(c->b, c->layer, 0);
   int na = 0; /* distinct anchors */
@@ -195,7 +198,7 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
 
 void amoe_verifier_acceptmoe_fix(const amoe_vctx *c, uint8_t *S) {
   double *u = c->scratch;
-  utilities(c, u);
+  utilities(c, c->row->vparam[FIX_BETA], u);
   memset(S, 0, (size_t)c->experts);
-  amoe_top_by_value(u, NULL, c->experts, c->row->budget, S, c->iscratch);
+  amoe_top_by_value(u, NULL, c->experts, (int)c->row->vparam[FIX_BUDGET], S, c->iscratch);
 }

@@ -125,10 +125,8 @@ static void executed_is_routed(void) {
   memset(s.policies, 0, sizeof s.policies);
   const char *ver[3] = {"acceptmoe", "moe-spec", "oracle"};
   for (int i = 0; i < 3; i++) {
-    s.policies[i].verifier = amoe_verifier_find(ver[i]);
-    s.policies[i].draft = amoe_draft_find("eagle");
-    s.policies[i].beta = 0.5;
-    s.policies[i].budget = 12; /* moe-spec: most assignments displaced */
+    amoe_policy_init(&s.policies[i], amoe_draft_find("eagle"), amoe_verifier_find(ver[i]));
+    amoe_policy_set(&s.policies[i], "budget", 12); /* moe-spec: most assignments displaced */
   }
   static amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, 0};
   const double flops = s.hw.peak_flops;
@@ -339,8 +337,8 @@ int main(void) {
    * more than 1 − e^-0.1, so the walk goes on to node 2 and ends: τ = 2,
    * one deviated token. With κ = 0 nothing flips (τ = 3); with two nodes
    * verified there is no sibling (τ = 1). */
-  s.policies[0].verifier = amoe_verifier_find("moe-spec");
-  s.policies[0].budget = 2;
+  amoe_policy_init(&s.policies[0], amoe_draft_find("eagle"), amoe_verifier_find("moe-spec"));
+  amoe_policy_set(&s.policies[0], "budget", 2);
   s.margin_min = 0.25;
   const double kappas[3] = {1e6, 0, 1e6};
   const int nodes[3] = {64, 64, 2}, want[3] = {2, 3, 1};

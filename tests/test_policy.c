@@ -34,6 +34,14 @@ static int set_eq(const uint8_t *S, const int *want, int n) {
   return 1;
 }
 
+/* A row for verifier v at its defaults, budget B where it takes one. */
+static amoe_policy_row row_for(int v, double budget) {
+  amoe_policy_row r;
+  amoe_policy_init(&r, 0, v);
+  amoe_policy_set(&r, "budget", budget);
+  return r;
+}
+
 static void select_with(const amoe_verifier_def *v, const amoe_block *b, const amoe_policy_row *row,
                         const uint8_t *resident, uint8_t *S) {
   int nodes[4] = {0, 1, 2, 3}, level[8] = {1, 2, 1};
@@ -57,8 +65,7 @@ static void hand_block(void) {
   node(&b, 2, 0, 0, 2, 4, l9);    /* depth 1 */
   node(&b, 3, 1, 1, 2, 5, l9);    /* depth 2, accepted */
   CHECK(amoe_block_finish(&b, AMOE_CHECK_ALL, &e) == AMOE_OK, "%s", e.msg);
-  amoe_policy_row row = {0};
-  row.beta = 0.5;
+  amoe_policy_row row = row_for(amoe_verifier_find("acceptmoe"), 0);
   uint8_t S[E];
   /* α = sqrt(p̂_d)/sqrt(N_d) = 0.5 for nodes 1, 2 (p̂ 0.5, N 2) and node 3 (p̂ 0.25, N 1).
    * u2 = 3·0.5·0.9 = 1.35; u3 = u4 = u5 = 0.5·0.1 = 0.05.
@@ -84,10 +91,11 @@ static void hand_block(void) {
   select_with(am, &b, &row, all, S);
   CHECK(set_eq(S, want, 4), "all resident: never prunes");
   /* moe-spec B=3: mass e2 = 2.7, e0 = e1 = 0.5, others 0.1 -> {0, 1, 2} */
-  row.budget = 3;
+  row = row_for(amoe_verifier_find("moe-spec"), 3);
   select_with(&amoe_verifier_table[amoe_verifier_find("moe-spec")], &b, &row, NULL, S);
   CHECK(set_eq(S, want2, 3), "moe-spec top-3 by mass");
   /* acceptmoe-fix B=3: u0 = u1 = 0.5 (root α = 1), u2 = 1.35 -> {0, 1, 2} */
+  row = row_for(amoe_verifier_find("acceptmoe-fix"), 3);
   select_with(&amoe_verifier_table[amoe_verifier_find("acceptmoe-fix")], &b, &row, NULL, S);
   CHECK(set_eq(S, want2, 3), "acceptmoe-fix top-3 by utility");
   /* oracle: accepted path 0 -> 1 -> 3: {0,1} ∪ {2,3} ∪ {2,5} */
@@ -131,9 +139,7 @@ static void properties(void) {
     amoe_gen_begin_request(g, (uint32_t)req);
     while (amoe_gen_next(g, &b, &e) == 1) {
       int nodes[AMOE_MAX_NODES], nn = 0, level[AMOE_MAX_DEPTH * 4] = {0};
-      amoe_policy_row row = {0};
-      row.beta = 0.5;
-      row.budget = 8;
+      amoe_policy_row row = row_for(0, 0);
       static char scratch[1 << 20];
       amoe_dctx dc = {.b = &b, .row = &row, .nodes = p.nodes, .scratch = scratch};
       nn = amoe_draft_eagle(&dc, nodes);
@@ -152,13 +158,14 @@ static void properties(void) {
         sp.hw.moe_eta = 1;
         sp.workload.seed = 9;
         sp.workload.nodes = p.nodes;
-        amoe_policy_row er = row;
-        er.lambda = 0;
-        er.predictor_accuracy = 0.7;
+        amoe_policy_row er;
+        amoe_policy_init(&er, amoe_draft_find("ecospec"), 0);
+        amoe_policy_set(&er, "lambda", 0);
+        amoe_policy_set(&er, "predictor_accuracy", 0.7);
         amoe_dctx ec = {.b = &b, .spec = &sp, .row = &er, .nodes = p.nodes, .scratch = scratch};
         int o2[AMOE_MAX_NODES], n2 = amoe_draft_ecospec(&ec, o2);
         bad += n2 != nn || memcmp(o2, nodes, (size_t)nn * sizeof(int)) != 0;
-        er.lambda = 2.0;
+        amoe_policy_set(&er, "lambda", 2.0);
         for (int pass = 0; pass < 2; pass++) {
           n2 = pass ? amoe_draft_evict(&ec, o2) : amoe_draft_ecospec(&ec, o2);
           bad += n2 < 1 || n2 > p.nodes || o2[0] != 0;
@@ -187,7 +194,8 @@ static void properties(void) {
           for (int j = 0; j < 4; j++) U[amoe_block_ids(&b, l, nodes[i])[j]] = 1;
         for (int v = 0; v < amoe_verifier_count; v++) {
           const amoe_verifier_def *vd = &amoe_verifier_table[v];
-          amoe_vctx c = {&b, l, 4, 32, 0, nodes, nn, level, phat, 8, res, &row, prob, sc, isc};
+          const amoe_policy_row vrow = row_for(v, 8);
+          amoe_vctx c = {&b, l, 4, 32, 0, nodes, nn, level, phat, 8, res, &vrow, prob, sc, isc};
           vd->select(&c, S);
           int size = 0;
           for (int x = 0; x < 32; x++) size += S[x];
@@ -418,12 +426,10 @@ static void hostile_blocks(void) {
     int isc[2 * EX];
     uint8_t res[EX], S[EX];
     for (int x = 0; x < EX; x++) res[x] = amoe_rng_unif(&r) < 0.5;
-    amoe_policy_row row = {0};
-    row.beta = 0.5;
-    row.budget = 5;
     for (int l = 0; l < L; l++) {
       for (int t = 0; t < n; t++) amoe_router_probs_top(&b, l, t, trial & 1, KK, prob + t * KK);
       for (int v = 0; v < amoe_verifier_count; v++) {
+        const amoe_policy_row row = row_for(v, 5);
         amoe_vctx c = {&b, l, KK, EX, trial & 1, nodes, n, level, phat, 4, trial & 2 ? res : NULL, &row, prob,
                        sc, isc};
         memset(S, 0, EX);
@@ -465,8 +471,7 @@ static void acceptmoe_top8(void) {
       static float prob[AMOE_MAX_NODES * 32];
       double sc[4 * 64], u[64], tmp[64];
       uint8_t S[64], R[64], rest[64];
-      amoe_policy_row row = {0};
-      row.beta = 0.5;
+      const amoe_policy_row row = row_for(amoe_verifier_find("acceptmoe"), 0);
       for (int l = 0; l < 4; l++, layers++) {
         for (int t = 0; t < b.n; t++) amoe_router_probs_top(&b, l, t, 0, 8, prob + t * 8);
         amoe_vctx c = {&b, l, 8, 64, 0, nodes, b.n, level, phat, 6, NULL, &row, prob, sc, isc};

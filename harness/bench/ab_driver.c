@@ -29,6 +29,7 @@
                            amoe_row_result *, amoe_err *);                                                    \
   int v##_amoe_verifier_find(const char *);                                                                   \
   int v##_amoe_draft_find(const char *);                                                                      \
+  void v##_amoe_policy_init(amoe_policy_row *, int, int);                                                     \
   void v##_amoe_row_result_free(amoe_row_result *);
 AB_DECLARE(b)
 AB_DECLARE(n)
@@ -79,17 +80,14 @@ static int ab_replay(const char *trace, const char *policy, int rounds) {
   snprintf(s.workload.path, sizeof s.workload.path, "%s", trace);
   s.workload.blocks = 0;
   s.npolicies = 1;
-  memset(&s.policies[0], 0, sizeof s.policies[0]);
-  s.policies[0].beta = 0.5;
   amoe_spec sb = s, sn = s;
-  sb.policies[0].verifier = b_amoe_verifier_find(policy);
-  sb.policies[0].draft = b_amoe_draft_find("eagle");
-  sn.policies[0].verifier = n_amoe_verifier_find(policy);
-  sn.policies[0].draft = n_amoe_draft_find("eagle");
-  if (sb.policies[0].verifier < 0 || sn.policies[0].verifier < 0) {
+  const int vb = b_amoe_verifier_find(policy), vn = n_amoe_verifier_find(policy);
+  if (vb < 0 || vn < 0) {
     fprintf(stderr, "ab: no verifier '%s'\n", policy);
     return 2;
   }
+  b_amoe_policy_init(&sb.policies[0], b_amoe_draft_find("eagle"), vb);
+  n_amoe_policy_init(&sn.policies[0], n_amoe_draft_find("eagle"), vn);
   static const amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, 0};
   amoe_err e;
   amoe_source *srcb, *srcn;

@@ -80,10 +80,7 @@ static void run_trace(benchmark::State &st, const char *policy) {
   snprintf(s.workload.path, sizeof s.workload.path, "%s", bench_trace().c_str());
   s.workload.blocks = 0;
   s.npolicies = 1;
-  memset(&s.policies[0], 0, sizeof s.policies[0]);
-  s.policies[0].verifier = amoe_verifier_find(policy);
-  s.policies[0].draft = amoe_draft_find("eagle");
-  s.policies[0].beta = 0.5;
+  amoe_policy_init(&s.policies[0], amoe_draft_find("eagle"), amoe_verifier_find(policy));
   static amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, 0};
   amoe_err e;
   amoe_source *src;
@@ -175,8 +172,8 @@ static void BM_acceptmoe_select(benchmark::State &st) {
   amoe_source_close(src);
   double phat[6] = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, scratch[4 * 128];
   int iscratch[256];
-  amoe_policy_row row = {};
-  row.beta = 0.5;
+  amoe_policy_row row;
+  amoe_policy_init(&row, 0, amoe_verifier_find("acceptmoe"));
   uint8_t S[128];
   int at = 0;
   for (auto _ : st) {
