@@ -215,12 +215,16 @@ static int spec_point(const amoe_experiment *x, int i, amoe_spec *s) {
 
 /* ------------------------------------------------------------ run */
 
+/* A run is, per sweep point: the offline tables its policies read, the
+ * workload, (optionally) a backend, the run loop (sim/engine/run.c: route,
+ * select, constrain, cache, cost, accept per block), and the point's rows
+ * in the results (harness/results.c). */
+
 typedef struct {
-  FILE *blocks, *dump;
+  amoe_results *res;
   amoe_exec *ex;
   const amoe_spec *s;
   int point, npoints;
-  const char *sweepvals;
   double t0;
   int tty, quiet;
   double last_print;
@@ -233,38 +237,12 @@ static double now_s(void) {
 }
 
 static amoe_status on_block(void *vc, int row, const amoe_block_stats *b, amoe_err *e) {
-  run_ctx *c = vc;
-  if (!c->blocks) return AMOE_OK;
-  int n = fprintf(c->blocks, "%d%s,%s,%llu,%u,%u,%d,%d,%d,%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", c->point,
-                  c->sweepvals, c->s->policies[row].label, (unsigned long long)b->block, b->request, b->step,
-                  b->passes, b->verified, b->tau, b->deviated, b->union_mean, b->eligible_mean, b->executed_mean, b->fetched,
-                  b->delta_mean, b->time_s);
-  return n < 0 ? amoe_fail(e, AMOE_EIO, "blocks.csv: write failed") : AMOE_OK;
-}
-
-static void ids_json(FILE *f, const char *key, const uint8_t *flags, int E) {
-  fprintf(f, ",\"%s\":[", key);
-  int first = 1;
-  for (int x = 0; x < E; x++)
-    if (flags[x]) {
-      fprintf(f, first ? "%d" : ",%d", x);
-      first = 0;
-    }
-  fputc(']', f);
+  return amoe_results_block(((run_ctx *)vc)->res, row, b, e);
 }
 
 static amoe_status on_select(void *vc, int row, uint64_t block, int layer, const uint8_t *U, const uint8_t *S,
                              const uint8_t *X, const uint8_t *F, int E, amoe_err *e) {
-  run_ctx *c = vc;
-  if (!c->dump) return AMOE_OK;
-  fprintf(c->dump, "{\"point\":%d,\"block\":%llu,\"layer\":%d,\"policy\":\"%s\"", c->point,
-          (unsigned long long)block, layer, c->s->policies[row].label);
-  ids_json(c->dump, "union", U, E);
-  ids_json(c->dump, "eligible", S, E);
-  ids_json(c->dump, "executed", X, E);
-  ids_json(c->dump, "fetched", F, E);
-  if (fputs("}\n", c->dump) == EOF) return amoe_fail(e, AMOE_EIO, "selection dump: write failed");
-  return AMOE_OK;
+  return amoe_results_select(((run_ctx *)vc)->res, row, block, layer, U, S, X, F, E, e);
 }
 
 static amoe_status on_route(void *vc, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
@@ -325,27 +303,80 @@ static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_commitmen
   return AMOE_OK;
 }
 
-static const char *SUMMARY_COLS =
-    "model,hw,policy,draft_policy,verifier_policy,budget,blocks,forward_passes,committed_tokens,tau_mean,verified_nodes_mean,"
-    "union_mean,eligible_mean,executed_mean,hbm_expert_bytes_per_token,h2d_bytes_per_token,cache_hit_rate,"
-    "fetch_wait_share,time_per_token_s,tokens_per_s,speedup_vs_natural,displaced_assignment_rate,"
-    "perturbation_mean,deviated_token_rate,step_s_per_token,draft_s_per_token,dense_s_per_token,moe_s_per_token,"
-    "fetch_s_per_token";
-
-static void sweep_header(FILE *f, const amoe_experiment *x) {
-  fputs("point", f);
-  for (int i = 0; i < x->nsweep; i++) fprintf(f, ",%s", x->sweep[i].key);
+/* Stage 1: the offline tables the spec's policies read (policy table flags). */
+static amoe_status offline_tables(const amoe_spec *s, int quiet, amoe_commitment *ph, int *reads_phat, char *how,
+                                  size_t hn, amoe_err *e) {
+  int unions = 0;
+  *reads_phat = 0;
+  for (int i = 0; i < s->npolicies; i++) {
+    *reads_phat |= amoe_verifier_table[s->policies[i].verifier].reads_commitment;
+    unions |= amoe_draft_table[s->policies[i].draft].reads_union_table;
+  }
+  memset(ph, 0, sizeof *ph);
+  if (!*reads_phat && !unions) {
+    snprintf(how, hn, "not needed by these policies");
+    return AMOE_OK;
+  }
+  AMOE_TRY(commitment_for(s, unions, ph, how, hn, e));
+  if (!quiet && strstr(how, "trace itself")) fprintf(stderr, "acceptmoe: warning: p_d %s\n", how);
+  return AMOE_OK;
 }
 
-static void sweep_values(char *buf, size_t n, const amoe_experiment *x, int point) {
-  buf[0] = 0;
-  int idx = point;
-  char vals[AMOE_MAX_SWEEP_KEYS][128];
-  for (int i = x->nsweep - 1; i >= 0; i--) {
-    snprintf(vals[i], sizeof vals[i], "%s", x->sweep[i].values[idx % x->sweep[i].nvalues]);
-    idx /= x->sweep[i].nvalues;
+/* One sweep point, stages 1-5. */
+static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoints, amoe_results *res, amoe_err *e) {
+  amoe_commitment ph;
+  int reads_phat;
+  char how[AMOE_PATH_MAX + 128];
+  AMOE_TRY(offline_tables(s, o->quiet, &ph, &reads_phat, how, sizeof how, e)); /* 1 */
+  amoe_source *src = NULL;
+  AMOE_TRY(amoe_source_open(&src, &s->workload, &s->model, e)); /* 2 */
+  amoe_exec *ex = NULL; /* 3 */
+  if (o->backend) {
+    int reps = o->profile ? 1 : o->repeats ? o->repeats : (strcmp(o->backend, "cpu") ? 5 : 1);
+    amoe_status st = amoe_exec_open(&ex, o->backend, s, reps, o->cold, e);
+    if (st) {
+      amoe_source_close(src);
+      return st;
+    }
+    if (!o->quiet) {
+      char line[512];
+      amoe_exec_describe(ex, line, sizeof line);
+      fprintf(stderr, "%s\n", line);
+    }
   }
-  for (int i = 0; i < x->nsweep; i++) snprintf(buf + strlen(buf), n - strlen(buf), ",%s", vals[i]);
+  amoe_results_begin_point(res, p, s); /* 4 */
+  run_ctx c = {res, ex, s, p, npoints, now_s(), isatty(2), o->quiet, 0};
+  amoe_run_hooks h = {&c, amoe_results_wants_blocks(res) ? on_block : NULL,
+                      amoe_results_wants_selection(res) ? on_select : NULL, ex ? on_route : NULL, on_progress,
+                      interrupted};
+  amoe_row_result rows[AMOE_MAX_POLICIES];
+  if (o->profile) amoe_moe_profiler(1); /* one pass between cudaProfilerStart/Stop */
+  amoe_status st = amoe_run(s, &ph, src, &h, rows, e);
+  if (o->profile) amoe_moe_profiler(0);
+  if (c.tty && !o->quiet && now_s() - c.t0 >= 1.0) fprintf(stderr, "\n");
+  if (!st) { /* 5 */
+    amoe_exec_row measured[AMOE_MAX_POLICIES];
+    double *mlayers = NULL;
+    if (ex) {
+      mlayers = calloc((size_t)s->npolicies * s->model.moe_layers, sizeof *mlayers);
+      if (!mlayers) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+      for (int i = 0; mlayers && i < s->npolicies; i++) {
+        amoe_exec_row_of(ex, i, rows[i].tot.blocks, &measured[i]);
+        for (int l = 0; l < s->model.moe_layers; l++)
+          mlayers[(size_t)i * s->model.moe_layers + l] = amoe_exec_layer(ex, i, l, rows[i].tot.blocks);
+      }
+    }
+    const amoe_point_result pr = {p, s, rows, amoe_source_provenance(src), how, reads_phat ? &ph : NULL,
+                                  ex ? measured : NULL, mlayers};
+    json_t *pj = st ? NULL : amoe_results_point(res, &pr, e);
+    if (!st && !pj) st = AMOE_EIO;
+    if (pj && ex) amoe_exec_meta(ex, pj);
+    free(mlayers);
+    for (int i = 0; i < s->npolicies; i++) amoe_row_result_free(&rows[i]);
+  }
+  amoe_exec_close(ex);
+  amoe_source_close(src);
+  return st;
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -354,9 +385,12 @@ static int cmd_run(int argc, char **argv) {
   if (rc) return rc;
   amoe_experiment *x = calloc(1, sizeof *x);
   amoe_spec *s = calloc(1, sizeof *s);
-  if (!x || !s) return EXIT_RUNTIME;
+  if (!x || !s) {
+    free(x);
+    return EXIT_RUNTIME;
+  }
   if ((rc = load_spec(&o, x))) goto out;
-  if (o.blocks_csv) x->base.output.blocks_csv = 1;
+  if (o.blocks_csv) x->base.output.blocks_csv = 1; /* the resolved spec says so too */
   if (o.dump) snprintf(x->base.output.dump_selection, sizeof x->base.output.dump_selection, "%s", o.dump);
   char dir[AMOE_PATH_MAX];
   if (o.out)
@@ -365,206 +399,21 @@ static int cmd_run(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s", x->base.output.dir);
   else
     snprintf(dir, sizeof dir, "results/%s", x->base.name);
+  const amoe_results_opts ro = {dir, x, o.input, o.backend, x->base.output.blocks_csv,
+                                x->base.output.dump_selection[0] ? x->base.output.dump_selection : NULL,
+                                o.shard_i, o.shard_n, stdout};
   amoe_err e = {{0}};
-  amoe_status st = amoe_mkdirs(dir, &e);
-  if (st) {
-    rc = report(st, &e);
-    goto out;
-  }
-  char path[AMOE_PATH_MAX + 64];
-  amoe_afile fs, fl, fb = {0}, fd = {0}, fm, fy;
-  memset(&fs, 0, sizeof fs);
-  memset(&fl, 0, sizeof fl);
-  memset(&fm, 0, sizeof fm);
-  memset(&fy, 0, sizeof fy);
-  snprintf(path, sizeof path, "%s/summary.csv", dir);
-  st = amoe_afile_open(&fs, path, &e);
-  snprintf(path, sizeof path, "%s/layers.csv", dir);
-  if (!st) st = amoe_afile_open(&fl, path, &e);
-  snprintf(path, sizeof path, "%s/blocks.csv", dir);
-  if (!st && x->base.output.blocks_csv) st = amoe_afile_open(&fb, path, &e);
-  if (!st && x->base.output.dump_selection[0]) st = amoe_afile_open(&fd, x->base.output.dump_selection, &e);
-  snprintf(path, sizeof path, "%s/meta.json", dir);
-  if (!st) st = amoe_afile_open(&fm, path, &e);
-  snprintf(path, sizeof path, "%s/spec.resolved.yaml", dir);
-  if (!st) st = amoe_afile_open(&fy, path, &e);
-  sweep_header(fs.f ? fs.f : stderr, x);
-  if (fs.f)
-    fprintf(fs.f, ",%s%s\n", SUMMARY_COLS,
-            o.backend ? ",backend,predicted_moe_time_per_block_s,measured_moe_time_per_block_s,measured_over_predicted,"
-                        "predicted_fetch_time_per_block_s,measured_fetch_time_per_block_s,measured_h2d_bytes_per_s"
-                      : "");
-  if (fl.f) {
-    sweep_header(fl.f, x);
-    fputs(",policy,layer,union_mean,eligible_mean,executed_mean,cache_hit_rate,fetched_per_block,"
-          "h2d_bytes_per_block,t_moe_s_per_block,t_fetch_s_per_block",
-          fl.f);
-    fputs(o.backend ? ",measured_moe_s_per_block\n" : "\n", fl.f);
-  }
-  if (fb.f) {
-    sweep_header(fb.f, x);
-    fputs(",policy,block,request,step,forward_passes,verified_nodes,tau,deviated,union_mean,eligible_mean,executed_mean,"
-          "fetched_experts,perturbation_mean,time_s\n",
-          fb.f);
-  }
-  json_t *meta = json_object(), *points = json_array();
-  json_object_set_new(meta, "tool", json_string("acceptmoe"));
-  json_object_set_new(meta, "version", json_string(AMOE_VERSION));
-  json_object_set_new(meta, "git_commit", json_string(AMOE_GIT));
-  json_object_set_new(meta, "spec", json_string(o.input));
-  if (o.shard_n > 1) /* a partial result: `acceptmoe merge` joins the shards */
-    json_object_set_new(meta, "shard", json_pack("{s:i,s:i}", "index", o.shard_i, "count", o.shard_n));
-  int npoints = amoe_experiment_points(x), table = 0;
-  for (int p = 0; p < npoints && !st; p++) {
+  amoe_results *res = NULL;
+  amoe_status st = amoe_results_open(&res, &ro, &e);
+  const int npoints = amoe_experiment_points(x);
+  for (int p = 0; p < npoints && !st && !rc; p++) {
     if (p % o.shard_n != o.shard_i) continue;
     if ((rc = spec_point(x, p, s))) break;
-    char how[AMOE_PATH_MAX + 128], sv[1024];
-    sweep_values(sv, sizeof sv, x, p);
-    amoe_commitment ph;
-    int needs_phat = 0, needs_unions = 0;
-    for (int i = 0; i < s->npolicies; i++) {
-      needs_phat |= amoe_verifier_table[s->policies[i].verifier].reads_commitment;
-      needs_unions |= amoe_draft_table[s->policies[i].draft].reads_union_table;
-    }
-    if (needs_phat || needs_unions) {
-      st = commitment_for(s, needs_unions, &ph, how, sizeof how, &e);
-      if (!st && !o.quiet && strstr(how, "trace itself")) fprintf(stderr, "acceptmoe: warning: p_d %s\n", how);
-    }
-    else {
-      memset(&ph, 0, sizeof ph);
-      snprintf(how, sizeof how, "not needed by these policies");
-    }
-    amoe_source *src = NULL;
-    if (!st) st = amoe_source_open(&src, &s->workload, &s->model, &e);
-    if (st) break;
-    amoe_exec *ex = NULL;
-    if (o.backend) {
-      int reps = o.profile ? 1 : o.repeats ? o.repeats : (strcmp(o.backend, "cpu") ? 5 : 1);
-      st = amoe_exec_open(&ex, o.backend, s, reps, o.cold, &e);
-      if (st) {
-        amoe_source_close(src);
-        break;
-      }
-      if (!o.quiet) {
-        char line[512];
-        amoe_exec_describe(ex, line, sizeof line);
-        fprintf(stderr, "%s\n", line);
-      }
-    }
-    run_ctx c = {fb.f, fd.f, ex, s, p, npoints, sv, now_s(), isatty(2), o.quiet, 0};
-    amoe_run_hooks h = {&c, fb.f ? on_block : NULL, fd.f ? on_select : NULL, o.backend ? on_route : NULL,
-                        on_progress, interrupted};
-    amoe_row_result rows[AMOE_MAX_POLICIES];
-    if (o.profile) amoe_moe_profiler(1); /* one pass between cudaProfilerStart/Stop */
-    st = amoe_run(s, &ph, src, &h, rows, &e);
-    if (o.profile) amoe_moe_profiler(0);
-    if (c.tty && !o.quiet && now_s() - c.t0 >= 1.0) fprintf(stderr, "\n");
-    if (!st) {
-      json_t *pt = json_object();
-      json_object_set_new(pt, "point", json_integer(p));
-      json_error_t je;
-      json_t *prov = json_loads(amoe_source_provenance(src), 0, &je);
-      json_object_set_new(pt, "workload", prov ? prov : json_string(amoe_source_provenance(src)));
-      json_object_set_new(pt, "workload_seed", json_integer((json_int_t)s->workload.seed));
-      json_object_set_new(pt, "acceptance_seed", json_integer((json_int_t)s->workload.seed));
-      json_object_set_new(pt, "commitment", json_string(how));
-      json_object_set_new(pt, "acceptance_model",
-                          json_pack("{s:f,s:f}", "kappa", s->kappa, "margin_min", s->margin_min));
-      if (needs_phat) {
-        json_t *tab = json_array();
-        for (int d = 0; d < ph.n; d++) json_array_append_new(tab, json_real(ph.p[d]));
-        json_object_set_new(pt, "commitment_table", tab);
-      }
-      json_object_set_new(pt, "hw_calibration",
-                          json_string(s->hw_calibration[0] ? s->hw_calibration : "preset (no calibration file applied)"));
-      json_array_append_new(points, pt);
-      if (!table++) { /* the markdown table on stdout, once a point has results */
-        printf("| point | policy | tau | verified | union | executed | h2d MB/tok | hit | tok/s | speedup | deviated |\n");
-        printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-      }
-      amoe_summary nat;
-      memset(&nat, 0, sizeof nat);
-      for (int i = 0; i < s->npolicies; i++)
-        if (amoe_policy_is_baseline(&s->policies[i])) amoe_summarize(&rows[i].tot, s->offload.enabled, &nat);
-      for (int i = 0; i < s->npolicies; i++) {
-        const amoe_policy_row *r = &s->policies[i];
-        amoe_summary m;
-        amoe_summarize(&rows[i].tot, s->offload.enabled, &m);
-        double sp = nat.tokens_per_s > 0 ? m.tokens_per_s / nat.tokens_per_s : 0;
-        fprintf(fs.f,
-                "%d%s,%s,%s,%s,%s,%s,%d,%.0f,%.0f,%.0f,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
-                "%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
-                p, sv, s->model.name, s->hw.name, r->label, amoe_draft_table[r->draft].name,
-                amoe_verifier_table[r->verifier].name, amoe_policy_budget(r), rows[i].tot.blocks, rows[i].tot.passes, rows[i].tot.committed,
-                m.tau_mean, m.verified_nodes_mean, m.union_mean, m.eligible_mean, m.executed_mean,
-                m.hbm_expert_bytes_per_token, m.h2d_bytes_per_token, m.cache_hit_rate, m.fetch_wait_share,
-                m.time_per_token_s, m.tokens_per_s, sp, m.displaced_assignment_rate, m.delta_mean,
-                m.deviated_token_rate, m.step_s_per_token, m.draft_s_per_token, m.dense_s_per_token, m.moe_s_per_token,
-                m.fetch_s_per_token);
-        if (ex) {
-          amoe_exec_row er;
-          amoe_exec_row_of(ex, i, rows[i].tot.blocks, &er);
-          fprintf(fs.f, ",%s,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g", o.backend, er.predicted_moe_s, er.measured_moe_s,
-                  er.measured_over_predicted, er.predicted_fetch_s, er.measured_fetch_s, er.h2d_bytes_per_s);
-        }
-        fputc('\n', fs.f);
-        printf("| %d | %s | %.3f | %.1f | %.2f | %.2f | %.2f | %.3f | %.1f | %.3f | %.4f |\n", p, r->label,
-               m.tau_mean, m.verified_nodes_mean, m.union_mean, m.executed_mean, m.h2d_bytes_per_token / 1e6,
-               m.cache_hit_rate, m.tokens_per_s, sp, m.deviated_token_rate);
-        /* sets per forward pass; bytes and time per block */
-        double B = rows[i].tot.blocks > 0 ? rows[i].tot.blocks : 1;
-        double P = rows[i].tot.passes > 0 ? rows[i].tot.passes : 1;
-        for (int l = 0; l < s->model.moe_layers; l++) {
-          const amoe_layer_totals *lt = &rows[i].layers[l];
-          fprintf(fl.f, "%d%s,%s,%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g", p, sv, r->label, l,
-                  lt->union_sum / P, lt->eligible_sum / P, lt->executed_sum / P,
-                  s->offload.enabled ? (lt->requests > 0 ? lt->hits / lt->requests : 0) : 1.0, lt->fetched / B,
-                  lt->fetched * amoe_model_expert_bytes(&s->model) / B, lt->t_moe / B, lt->t_fetch / B);
-          if (ex) fprintf(fl.f, ",%.17g", amoe_exec_layer(ex, i, l, rows[i].tot.blocks));
-          fputc('\n', fl.f);
-        }
-        amoe_row_result_free(&rows[i]);
-      }
-      if (ex) amoe_exec_meta(ex, pt);
-    }
-    amoe_exec_close(ex);
-    amoe_source_close(src);
+    st = run_point(&o, s, p, npoints, res, &e);
   }
-  json_object_set_new(meta, "points", points);
-  if (!st && !rc) {
-    char *ytxt = NULL;
-    size_t ylen = 0;
-    FILE *mem = open_memstream(&ytxt, &ylen);
-    if (mem) {
-      amoe_spec_write_yaml(mem, x);
-      fclose(mem);
-      fwrite(ytxt, 1, ylen, fy.f);
-      char hash[32];
-      snprintf(hash, sizeof hash, "%016llx", (unsigned long long)amoe_trace_checksum(ytxt, ylen));
-      json_object_set_new(meta, "spec_hash", json_string(hash)); /* of spec.resolved.yaml */
-      free(ytxt);
-    }
-    char *txt = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    if (txt) {
-      fputs(txt, fm.f);
-      fputc('\n', fm.f);
-      free(txt);
-    }
-    st = amoe_afile_commit(&fs, &e);
-    if (!st) st = amoe_afile_commit(&fl, &e);
-    if (!st) st = amoe_afile_commit(&fb, &e);
-    if (!st) st = amoe_afile_commit(&fd, &e);
-    if (!st) st = amoe_afile_commit(&fy, &e);
-    if (!st) st = amoe_afile_commit(&fm, &e);
-    if (!st && !o.quiet) fprintf(stderr, "results in %s/\n", dir);
-  }
-  json_decref(meta);
-  amoe_afile_abort(&fs);
-  amoe_afile_abort(&fl);
-  amoe_afile_abort(&fb);
-  amoe_afile_abort(&fd);
-  amoe_afile_abort(&fm);
-  amoe_afile_abort(&fy);
+  if (!st && !rc) st = amoe_results_commit(res, &e);
+  if (!st && !rc && !o.quiet) fprintf(stderr, "results in %s/\n", dir);
+  amoe_results_close(res);
   if (!rc) rc = report(st, &e);
 out:
   free(x);

@@ -1,9 +1,14 @@
 #include "results.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "policy.h"
+#include "trace.h"
 
 amoe_status amoe_afile_open(amoe_afile *a, const char *path, amoe_err *e) {
   memset(a, 0, sizeof *a);
@@ -53,4 +58,354 @@ amoe_status amoe_mkdirs(const char *dir, amoe_err *e) {
   AMOE_TRY(amoe_afile_open(&probe, pp, e));
   amoe_afile_abort(&probe);
   return AMOE_OK;
+}
+
+/* ------------------------------------------------------------ a run's files */
+
+struct amoe_results {
+  amoe_results_opts o;
+  amoe_afile summary, layers, blocks, dump, meta, resolved;
+  json_t *meta_json, *points;
+  int point, rows_written;
+  const amoe_spec *s;
+  char sweepvals[1024]; /* ",v1,v2" of the current point */
+};
+
+/* A CSV column: its name and where its value lives in a row struct. */
+typedef struct {
+  const char *name;
+  char kind; /* s: const char *, i: int, n: a count as %.0f, g: a double as %.17g */
+  size_t off;
+} col;
+
+static void header(FILE *f, const amoe_experiment *x, const col *c, int n) {
+  fputs("point", f);
+  for (int i = 0; i < x->nsweep; i++) fprintf(f, ",%s", x->sweep[i].key);
+  for (int i = 0; i < n; i++) fprintf(f, ",%s", c[i].name);
+}
+
+static void values(FILE *f, const void *row, const col *c, int n) {
+  const char *b = row;
+  for (int i = 0; i < n; i++) switch (c[i].kind) {
+    case 's': fprintf(f, ",%s", *(const char *const *)(b + c[i].off)); break;
+    case 'i': fprintf(f, ",%d", *(const int *)(b + c[i].off)); break;
+    case 'n': fprintf(f, ",%.0f", *(const double *)(b + c[i].off)); break;
+    default: fprintf(f, ",%.17g", *(const double *)(b + c[i].off)); break;
+    }
+}
+
+/* summary.csv: one row per (point, policy). */
+typedef struct {
+  const char *model, *hw, *policy, *draft, *verifier;
+  int budget;
+  double blocks, passes, committed;
+  amoe_summary m;
+  double speedup;
+  const char *backend;
+  amoe_exec_row x;
+} summary_row;
+
+#define SR(f, k) k, offsetof(summary_row, f)
+static const col SUMMARY[] = {
+    {"model", SR(model, 's')},
+    {"hw", SR(hw, 's')},
+    {"policy", SR(policy, 's')},
+    {"draft_policy", SR(draft, 's')},
+    {"verifier_policy", SR(verifier, 's')},
+    {"budget", SR(budget, 'i')},
+    {"blocks", SR(blocks, 'n')},
+    {"forward_passes", SR(passes, 'n')},
+    {"committed_tokens", SR(committed, 'n')},
+    {"tau_mean", SR(m.tau_mean, 'g')},
+    {"verified_nodes_mean", SR(m.verified_nodes_mean, 'g')},
+    {"union_mean", SR(m.union_mean, 'g')},
+    {"eligible_mean", SR(m.eligible_mean, 'g')},
+    {"executed_mean", SR(m.executed_mean, 'g')},
+    {"hbm_expert_bytes_per_token", SR(m.hbm_expert_bytes_per_token, 'g')},
+    {"h2d_bytes_per_token", SR(m.h2d_bytes_per_token, 'g')},
+    {"cache_hit_rate", SR(m.cache_hit_rate, 'g')},
+    {"fetch_wait_share", SR(m.fetch_wait_share, 'g')},
+    {"time_per_token_s", SR(m.time_per_token_s, 'g')},
+    {"tokens_per_s", SR(m.tokens_per_s, 'g')},
+    {"speedup_vs_natural", SR(speedup, 'g')},
+    {"displaced_assignment_rate", SR(m.displaced_assignment_rate, 'g')},
+    {"perturbation_mean", SR(m.delta_mean, 'g')},
+    {"deviated_token_rate", SR(m.deviated_token_rate, 'g')},
+    {"step_s_per_token", SR(m.step_s_per_token, 'g')},
+    {"draft_s_per_token", SR(m.draft_s_per_token, 'g')},
+    {"dense_s_per_token", SR(m.dense_s_per_token, 'g')},
+    {"moe_s_per_token", SR(m.moe_s_per_token, 'g')},
+    {"fetch_s_per_token", SR(m.fetch_s_per_token, 'g')},
+};
+/* with --backend: measured beside predicted, per block */
+static const col SUMMARY_MEASURED[] = {
+    {"backend", SR(backend, 's')},
+    {"predicted_moe_time_per_block_s", SR(x.predicted_moe_s, 'g')},
+    {"measured_moe_time_per_block_s", SR(x.measured_moe_s, 'g')},
+    {"measured_over_predicted", SR(x.measured_over_predicted, 'g')},
+    {"predicted_fetch_time_per_block_s", SR(x.predicted_fetch_s, 'g')},
+    {"measured_fetch_time_per_block_s", SR(x.measured_fetch_s, 'g')},
+    {"measured_h2d_bytes_per_s", SR(x.h2d_bytes_per_s, 'g')},
+};
+
+/* layers.csv: one row per (point, policy, MoE layer); sets per forward
+ * pass, bytes and time per block. */
+typedef struct {
+  const char *policy;
+  int layer;
+  double union_mean, eligible_mean, executed_mean, hit_rate, fetched, h2d_bytes, t_moe, t_fetch, measured;
+} layer_row;
+
+#define LR(f, k) k, offsetof(layer_row, f)
+static const col LAYERS[] = {
+    {"policy", LR(policy, 's')},
+    {"layer", LR(layer, 'i')},
+    {"union_mean", LR(union_mean, 'g')},
+    {"eligible_mean", LR(eligible_mean, 'g')},
+    {"executed_mean", LR(executed_mean, 'g')},
+    {"cache_hit_rate", LR(hit_rate, 'g')},
+    {"fetched_per_block", LR(fetched, 'g')},
+    {"h2d_bytes_per_block", LR(h2d_bytes, 'g')},
+    {"t_moe_s_per_block", LR(t_moe, 'g')},
+    {"t_fetch_s_per_block", LR(t_fetch, 'g')},
+};
+static const col LAYERS_MEASURED[] = {{"measured_moe_s_per_block", LR(measured, 'g')}};
+
+/* blocks.csv: one row per (point, policy, block). */
+typedef struct {
+  const char *policy;
+  double block, request, step; /* integers, written as %.0f */
+  int passes, verified, tau, deviated;
+  double union_mean, eligible_mean, executed_mean, fetched, delta_mean, time_s;
+} block_row;
+
+#define BR(f, k) k, offsetof(block_row, f)
+static const col BLOCKS[] = {
+    {"policy", BR(policy, 's')},
+    {"block", BR(block, 'n')},
+    {"request", BR(request, 'n')},
+    {"step", BR(step, 'n')},
+    {"forward_passes", BR(passes, 'i')},
+    {"verified_nodes", BR(verified, 'i')},
+    {"tau", BR(tau, 'i')},
+    {"deviated", BR(deviated, 'i')},
+    {"union_mean", BR(union_mean, 'g')},
+    {"eligible_mean", BR(eligible_mean, 'g')},
+    {"executed_mean", BR(executed_mean, 'g')},
+    {"fetched_experts", BR(fetched, 'g')},
+    {"perturbation_mean", BR(delta_mean, 'g')},
+    {"time_s", BR(time_s, 'g')},
+};
+#define NCOL(t) ((int)(sizeof t / sizeof t[0]))
+
+amoe_status amoe_results_open(amoe_results **out, const amoe_results_opts *o, amoe_err *e) {
+  *out = NULL;
+  AMOE_TRY(amoe_mkdirs(o->dir, e));
+  amoe_results *r = calloc(1, sizeof *r);
+  if (!r) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  r->o = *o;
+  char path[AMOE_PATH_MAX + 64];
+  amoe_status st;
+  snprintf(path, sizeof path, "%s/summary.csv", o->dir);
+  st = amoe_afile_open(&r->summary, path, e);
+  snprintf(path, sizeof path, "%s/layers.csv", o->dir);
+  if (!st) st = amoe_afile_open(&r->layers, path, e);
+  snprintf(path, sizeof path, "%s/blocks.csv", o->dir);
+  if (!st && o->blocks_csv) st = amoe_afile_open(&r->blocks, path, e);
+  if (!st && o->dump) st = amoe_afile_open(&r->dump, o->dump, e);
+  snprintf(path, sizeof path, "%s/meta.json", o->dir);
+  if (!st) st = amoe_afile_open(&r->meta, path, e);
+  snprintf(path, sizeof path, "%s/spec.resolved.yaml", o->dir);
+  if (!st) st = amoe_afile_open(&r->resolved, path, e);
+  if (st) {
+    amoe_results_close(r);
+    return st;
+  }
+  header(r->summary.f, o->x, SUMMARY, NCOL(SUMMARY));
+  if (o->backend)
+    for (int i = 0; i < NCOL(SUMMARY_MEASURED); i++) fprintf(r->summary.f, ",%s", SUMMARY_MEASURED[i].name);
+  fputc('\n', r->summary.f);
+  header(r->layers.f, o->x, LAYERS, NCOL(LAYERS));
+  if (o->backend) fprintf(r->layers.f, ",%s", LAYERS_MEASURED[0].name);
+  fputc('\n', r->layers.f);
+  if (r->blocks.f) {
+    header(r->blocks.f, o->x, BLOCKS, NCOL(BLOCKS));
+    fputc('\n', r->blocks.f);
+  }
+  r->meta_json = json_object();
+  r->points = json_array();
+  json_object_set_new(r->meta_json, "tool", json_string("acceptmoe"));
+  json_object_set_new(r->meta_json, "version", json_string(AMOE_VERSION));
+  json_object_set_new(r->meta_json, "git_commit", json_string(AMOE_GIT));
+  json_object_set_new(r->meta_json, "spec", json_string(o->spec_path));
+  if (o->shard_n > 1) /* a partial result: `acceptmoe merge` joins the shards */
+    json_object_set_new(r->meta_json, "shard", json_pack("{s:i,s:i}", "index", o->shard_i, "count", o->shard_n));
+  *out = r;
+  return AMOE_OK;
+}
+
+void amoe_results_begin_point(amoe_results *r, int point, const amoe_spec *s) {
+  r->point = point;
+  r->s = s;
+  /* the point's value of each sweep key: the last key varies fastest */
+  const amoe_experiment *x = r->o.x;
+  char vals[AMOE_MAX_SWEEP_KEYS][128];
+  int idx = point;
+  for (int i = x->nsweep - 1; i >= 0; i--) {
+    snprintf(vals[i], sizeof vals[i], "%s", x->sweep[i].values[idx % x->sweep[i].nvalues]);
+    idx /= x->sweep[i].nvalues;
+  }
+  r->sweepvals[0] = 0;
+  for (int i = 0; i < x->nsweep; i++)
+    snprintf(r->sweepvals + strlen(r->sweepvals), sizeof r->sweepvals - strlen(r->sweepvals), ",%s", vals[i]);
+}
+
+int amoe_results_wants_blocks(const amoe_results *r) { return r->blocks.f != NULL; }
+int amoe_results_wants_selection(const amoe_results *r) { return r->dump.f != NULL; }
+
+amoe_status amoe_results_block(amoe_results *r, int row, const amoe_block_stats *b, amoe_err *e) {
+  if (!r->blocks.f) return AMOE_OK;
+  const block_row br = {r->s->policies[row].label, (double)b->block, b->request, b->step, b->passes, b->verified,
+                        b->tau, b->deviated, b->union_mean, b->eligible_mean, b->executed_mean, b->fetched,
+                        b->delta_mean, b->time_s};
+  fprintf(r->blocks.f, "%d%s", r->point, r->sweepvals);
+  values(r->blocks.f, &br, BLOCKS, NCOL(BLOCKS));
+  return fputc('\n', r->blocks.f) == EOF ? amoe_fail(e, AMOE_EIO, "blocks.csv: write failed") : AMOE_OK;
+}
+
+static void ids_json(FILE *f, const char *key, const uint8_t *flags, int E) {
+  fprintf(f, ",\"%s\":[", key);
+  int first = 1;
+  for (int x = 0; x < E; x++)
+    if (flags[x]) {
+      fprintf(f, first ? "%d" : ",%d", x);
+      first = 0;
+    }
+  fputc(']', f);
+}
+
+amoe_status amoe_results_select(amoe_results *r, int row, uint64_t block, int layer, const uint8_t *uni,
+                                const uint8_t *eligible, const uint8_t *executed, const uint8_t *fetched, int experts,
+                                amoe_err *e) {
+  FILE *f = r->dump.f;
+  if (!f) return AMOE_OK;
+  fprintf(f, "{\"point\":%d,\"block\":%llu,\"layer\":%d,\"policy\":\"%s\"", r->point, (unsigned long long)block, layer,
+          r->s->policies[row].label);
+  ids_json(f, "union", uni, experts);
+  ids_json(f, "eligible", eligible, experts);
+  ids_json(f, "executed", executed, experts);
+  ids_json(f, "fetched", fetched, experts);
+  return fputs("}\n", f) == EOF ? amoe_fail(e, AMOE_EIO, "selection dump: write failed") : AMOE_OK;
+}
+
+json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_err *e) {
+  const amoe_spec *s = pt->s;
+  json_t *pj = json_object();
+  json_object_set_new(pj, "point", json_integer(pt->point));
+  json_error_t je;
+  json_t *prov = json_loads(pt->workload, 0, &je);
+  json_object_set_new(pj, "workload", prov ? prov : json_string(pt->workload));
+  json_object_set_new(pj, "workload_seed", json_integer((json_int_t)s->workload.seed));
+  json_object_set_new(pj, "acceptance_seed", json_integer((json_int_t)s->workload.seed));
+  json_object_set_new(pj, "commitment", json_string(pt->commitment));
+  json_object_set_new(pj, "acceptance_model", json_pack("{s:f,s:f}", "kappa", s->kappa, "margin_min", s->margin_min));
+  if (pt->phat) {
+    json_t *tab = json_array();
+    for (int d = 0; d < pt->phat->n; d++) json_array_append_new(tab, json_real(pt->phat->p[d]));
+    json_object_set_new(pj, "commitment_table", tab);
+  }
+  json_object_set_new(pj, "hw_calibration",
+                      json_string(s->hw_calibration[0] ? s->hw_calibration : "preset (no calibration file applied)"));
+  json_array_append_new(r->points, pj);
+  FILE *t = r->o.table;
+  if (t && !r->rows_written++) { /* the markdown table, once a point has results */
+    fprintf(t, "| point | policy | tau | verified | union | executed | h2d MB/tok | hit | tok/s | speedup | deviated |\n");
+    fprintf(t, "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  }
+  amoe_summary base;
+  memset(&base, 0, sizeof base);
+  for (int i = 0; i < s->npolicies; i++)
+    if (amoe_policy_is_baseline(&s->policies[i])) amoe_summarize(&pt->rows[i].tot, s->offload.enabled, &base);
+  const double B_bytes = amoe_model_expert_bytes(&s->model);
+  for (int i = 0; i < s->npolicies; i++) {
+    const amoe_policy_row *p = &s->policies[i];
+    const amoe_totals *tot = &pt->rows[i].tot;
+    summary_row sr = {.model = s->model.name, .hw = s->hw.name, .policy = p->label,
+                      .draft = amoe_draft_table[p->draft].name, .verifier = amoe_verifier_table[p->verifier].name,
+                      .budget = amoe_policy_budget(p), .blocks = tot->blocks, .passes = tot->passes,
+                      .committed = tot->committed};
+    amoe_summarize(tot, s->offload.enabled, &sr.m);
+    sr.speedup = base.tokens_per_s > 0 ? sr.m.tokens_per_s / base.tokens_per_s : 0;
+    fprintf(r->summary.f, "%d%s", pt->point, r->sweepvals);
+    values(r->summary.f, &sr, SUMMARY, NCOL(SUMMARY));
+    if (pt->measured) {
+      sr.backend = r->o.backend;
+      sr.x = pt->measured[i];
+      values(r->summary.f, &sr, SUMMARY_MEASURED, NCOL(SUMMARY_MEASURED));
+    }
+    fputc('\n', r->summary.f);
+    if (t)
+      fprintf(t, "| %d | %s | %.3f | %.1f | %.2f | %.2f | %.2f | %.3f | %.1f | %.3f | %.4f |\n", pt->point, p->label,
+              sr.m.tau_mean, sr.m.verified_nodes_mean, sr.m.union_mean, sr.m.executed_mean,
+              sr.m.h2d_bytes_per_token / 1e6, sr.m.cache_hit_rate, sr.m.tokens_per_s, sr.speedup,
+              sr.m.deviated_token_rate);
+    const double B = tot->blocks > 0 ? tot->blocks : 1, P = tot->passes > 0 ? tot->passes : 1;
+    for (int l = 0; l < s->model.moe_layers; l++) {
+      const amoe_layer_totals *lt = &pt->rows[i].layers[l];
+      layer_row lr = {p->label, l, lt->union_sum / P, lt->eligible_sum / P, lt->executed_sum / P,
+                      s->offload.enabled ? (lt->requests > 0 ? lt->hits / lt->requests : 0) : 1.0, lt->fetched / B,
+                      lt->fetched * B_bytes / B, lt->t_moe / B, lt->t_fetch / B, 0};
+      fprintf(r->layers.f, "%d%s", pt->point, r->sweepvals);
+      values(r->layers.f, &lr, LAYERS, NCOL(LAYERS));
+      if (pt->measured_layers) {
+        lr.measured = pt->measured_layers[(size_t)i * s->model.moe_layers + l];
+        values(r->layers.f, &lr, LAYERS_MEASURED, NCOL(LAYERS_MEASURED));
+      }
+      fputc('\n', r->layers.f);
+    }
+  }
+  if (ferror(r->summary.f) || ferror(r->layers.f)) {
+    amoe_fail(e, AMOE_EIO, "%s: write failed", r->o.dir);
+    return NULL;
+  }
+  return pj;
+}
+
+amoe_status amoe_results_commit(amoe_results *r, amoe_err *e) {
+  json_object_set(r->meta_json, "points", r->points);
+  char *ytxt = NULL;
+  size_t ylen = 0;
+  FILE *mem = open_memstream(&ytxt, &ylen);
+  if (!mem) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  amoe_spec_write_yaml(mem, r->o.x);
+  fclose(mem);
+  fwrite(ytxt, 1, ylen, r->resolved.f);
+  char hash[32];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)amoe_trace_checksum(ytxt, ylen));
+  json_object_set_new(r->meta_json, "spec_hash", json_string(hash)); /* of spec.resolved.yaml */
+  free(ytxt);
+  char *txt = json_dumps(r->meta_json, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  if (!txt) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  fputs(txt, r->meta.f);
+  fputc('\n', r->meta.f);
+  free(txt);
+  AMOE_TRY(amoe_afile_commit(&r->summary, e));
+  AMOE_TRY(amoe_afile_commit(&r->layers, e));
+  AMOE_TRY(amoe_afile_commit(&r->blocks, e));
+  AMOE_TRY(amoe_afile_commit(&r->dump, e));
+  AMOE_TRY(amoe_afile_commit(&r->resolved, e));
+  return amoe_afile_commit(&r->meta, e);
+}
+
+void amoe_results_close(amoe_results *r) {
+  if (!r) return;
+  amoe_afile_abort(&r->summary);
+  amoe_afile_abort(&r->layers);
+  amoe_afile_abort(&r->blocks);
+  amoe_afile_abort(&r->dump);
+  amoe_afile_abort(&r->meta);
+  amoe_afile_abort(&r->resolved);
+  json_decref(r->meta_json);
+  json_decref(r->points);
+  free(r);
 }

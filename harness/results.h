@@ -4,9 +4,13 @@
 #ifndef AMOE_RESULTS_H
 #define AMOE_RESULTS_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #include "err.h"
+#include "exec.h"
+#include "run.h"
+#include "spec_load.h"
 
 typedef struct {
   FILE *f;
@@ -21,5 +25,57 @@ amoe_status amoe_afile_commit(amoe_afile *a, amoe_err *e);
 void amoe_afile_abort(amoe_afile *a);
 /* mkdir -p, then a probe that the directory is writable. */
 amoe_status amoe_mkdirs(const char *dir, amoe_err *e);
+
+/* ------------------------------------------------------------ a run's files */
+
+/* summary.csv, layers.csv, meta.json, spec.resolved.yaml in `dir`, and on
+ * request blocks.csv and the selection dump; every column of a CSV is one
+ * row of a column table in results.c, read by the header and the rows alike
+ * (docs/metrics.md defines them). */
+typedef struct amoe_results amoe_results;
+
+typedef struct {
+  const char *dir;
+  const amoe_experiment *x;
+  const char *spec_path;   /* as given on the command line, for meta.json */
+  const char *backend;     /* NULL: no measured columns */
+  int blocks_csv;
+  const char *dump;        /* the selection dump's path, or NULL */
+  int shard_i, shard_n;    /* shard_n > 1: a partial result (meta.json says so) */
+  FILE *table;             /* the markdown table of each point, or NULL */
+} amoe_results_opts;
+
+amoe_status amoe_results_open(amoe_results **r, const amoe_results_opts *o, amoe_err *e);
+
+/* One sweep point, in the order of the run. */
+typedef struct {
+  int point;
+  const amoe_spec *s;
+  const amoe_row_result *rows;        /* [s->npolicies] */
+  const char *workload;               /* the source's provenance (JSON text) */
+  const char *commitment;             /* where p̂ came from */
+  const amoe_commitment *phat;        /* written into meta.json, or NULL when no row reads it */
+  const amoe_exec_row *measured;      /* [npolicies], or NULL without a backend */
+  const double *measured_layers;      /* [npolicies][moe_layers], or NULL */
+} amoe_point_result;
+
+/* Before a point runs: its sweep values, for the rows the hooks write. */
+void amoe_results_begin_point(amoe_results *r, int point, const amoe_spec *s);
+/* The run loop's per-block and per-layer hooks (run.h), into blocks.csv and
+ * the dump; nothing when those were not asked for. */
+amoe_status amoe_results_block(amoe_results *r, int row, const amoe_block_stats *b, amoe_err *e);
+amoe_status amoe_results_select(amoe_results *r, int row, uint64_t block, int layer, const uint8_t *uni,
+                                const uint8_t *eligible, const uint8_t *executed, const uint8_t *fetched, int experts,
+                                amoe_err *e);
+int amoe_results_wants_blocks(const amoe_results *r);
+int amoe_results_wants_selection(const amoe_results *r);
+/* The point's rows into summary.csv and layers.csv and the markdown table,
+ * and its entry in meta.json (returned, borrowed, for a backend to add to;
+ * NULL on a write error). */
+json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_err *e);
+/* Writes spec.resolved.yaml and meta.json, then renames every file into place. */
+amoe_status amoe_results_commit(amoe_results *r, amoe_err *e);
+/* Removes what was not committed; frees. */
+void amoe_results_close(amoe_results *r);
 
 #endif

@@ -5,7 +5,7 @@
  * the spec loader takes it with its parameters (defaults, ranges, the
  * required one), labels it, writes it into the resolved spec, and the run
  * loop executes it: every layer's S is the window, every executed expert
- * lies in it, and the summary gains its row. */
+ * lies in it, and summary.csv gains its rows. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -147,6 +147,32 @@ int main(void) {
             rows[2].tot.eligible_sum == 10.0 * rows[2].tot.passes * s.model.moe_layers,
         "eligible = width per layer");
   CHECK(rows[0].tot.displaced == 0 && rows[1].tot.displaced > 0, "natural displaces nothing, a window does");
+  /* ... and the results: its rows in summary.csv, named and budgeted by the table */
+  char dir[] = "/tmp/amoe_toy_out_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  amoe_results *res;
+  const amoe_results_opts ro = {.dir = dir, .x = &x, .spec_path = "toy", .shard_n = 1};
+  CHECK(amoe_results_open(&res, &ro, &e) == AMOE_OK, "%s", e.msg);
+  amoe_results_begin_point(res, 0, &s);
+  const amoe_point_result pr = {0, &s, rows, amoe_source_provenance(src), "table", &ph, NULL, NULL};
+  CHECK(amoe_results_point(res, &pr, &e) != NULL, "%s", e.msg);
+  CHECK(amoe_results_commit(res, &e) == AMOE_OK, "%s", e.msg);
+  amoe_results_close(res);
+  char path[300], line[2048];
+  snprintf(path, sizeof path, "%s/summary.csv", dir);
+  FILE *f = fopen(path, "r");
+  int found = 0, lines = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    lines++;
+    found += !strncmp(line, "0,olmoe-1b-7b,h200,window/w=10/off=30,eagle,window,10,12,", 57);
+  }
+  if (f) fclose(f);
+  CHECK(lines == 5 && found == 1, "summary.csv: %d lines, the window/w=10/off=30 row %d times", lines, found);
+  for (const char *n = "summary.csv\0layers.csv\0meta.json\0spec.resolved.yaml\0"; *n; n += strlen(n) + 1) {
+    snprintf(path, sizeof path, "%s/%s", dir, n);
+    remove(path);
+  }
+  rmdir(dir);
   for (int i = 0; i < s.npolicies; i++) amoe_row_result_free(&rows[i]);
   amoe_source_close(src);
   remove(p);
