@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fits the generator's normal noise (sim/gen.c, gen_normal): the normal
+"""Fits the generator's normal noise (sim/workload/gen.c, gen_normal): the normal
 quantile at p = (u + 1/2) / 65536 for a 16-bit piece u of the random stream,
 approximated by an odd (3,3) rational in v = p - 1/2,
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "check.h"
 #include "cost.h"
 #include "policy.h"

@@ -149,7 +149,10 @@ int amoe_draft_eagle(const amoe_dctx *c, int *out);
 int amoe_draft_ecospec(const amoe_dctx *c, int *out);
 int amoe_draft_evict(const amoe_dctx *c, int *out);
 /* Nodes in EAGLE order (cumulative score desc, ties: earlier node), root first;
- * every prefix is a connected tree. Returns n. */
+ * every prefix is a connected tree. Returns n. The one tree ordering. */
 int amoe_draft_rank(const amoe_block *b, int *order);
+/* Writes the nodes order[0..n) to out in ascending id (keep: b->n bytes of
+ * scratch); returns n. */
+int amoe_nodes_ascending(const amoe_block *b, const int *order, int n, uint8_t *keep, int *out);
 
 #endif

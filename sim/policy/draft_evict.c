@@ -1,59 +1,3 @@
-/* eagle: verify the root and the best nodes-1 candidates by cumulative draft
- * score (ties: the earlier node). autoregressive: the tokens the eagle row
- * commits (its tree's natural accepted path), decoded one per pass. */
-#include <stdlib.h>
-
-#include "policy.h"
-
-int amoe_draft_autoregressive(const amoe_dctx *c, int *out) {
-  const amoe_block *b = c->b;
-  int n = amoe_draft_eagle(c, out), m = 0;
-  /* ascending ids with parent[t] < t: the path's nodes come in path order */
-  for (int i = 0; i < n; i++) {
-    const int t = out[i];
-    if (t == 0 || (m > 0 && b->accepted[t] && b->parent[t] == out[m - 1])) out[m++] = t;
-  }
-  return m;
-}
-
-/* A child never outscores its parent and ties go to the earlier node, so
- * every prefix of this order is closed under parents. */
-int amoe_draft_rank(const amoe_block *b, int *order) {
-  order[0] = 0;
-  int cnt = 0;
-  for (int t = 1; t < b->n; t++) { /* insertion: stable on ties */
-    float s = b->score[t];
-    int j = cnt++;
-    while (j > 0 && s > b->score[order[j]]) {
-      order[j + 1] = order[j];
-      j--;
-    }
-    order[j + 1] = t;
-  }
-  return b->n;
-}
-
-/* Writes order[0..n) ascending into out. */
-static int ascending(const amoe_block *b, const int *order, int n, uint8_t *keep, int *out) {
-  for (int t = 0; t < b->n; t++) keep[t] = 0;
-  for (int i = 0; i < n; i++) keep[order[i]] = 1;
-  int m = 0;
-  for (int t = 0; t < b->n; t++)
-    if (keep[t]) out[m++] = t;
-  return m;
-}
-
-int amoe_draft_eagle(const amoe_dctx *c, int *out) {
-  const amoe_block *b = c->b;
-  if (b->n <= c->nodes) {
-    for (int t = 0; t < b->n; t++) out[t] = t;
-    return b->n;
-  }
-  int *order = c->scratch;
-  amoe_draft_rank(b, order);
-  return ascending(b, order, c->nodes, (uint8_t *)(order + b->n), out);
-}
-
 /* evict: the prefix n of the EAGLE order that maximises expected committed
  * tokens / predicted block time. E[τ](n) = 1 + Σ exp(score) over the prefix
  * (the draft's own path probabilities); the block time comes from the cost
@@ -63,6 +7,7 @@ int amoe_draft_eagle(const amoe_dctx *c, int *out) {
 #include <math.h>
 
 #include "cost.h"
+#include "policy.h"
 #include "run.h"
 
 static double union_at(const amoe_dctx *c, int n) {
@@ -101,5 +46,5 @@ int amoe_draft_evict(const amoe_dctx *c, int *out) {
       best_n = i;
     }
   }
-  return ascending(b, order, best_n, (uint8_t *)(order + b->n), out);
+  return amoe_nodes_ascending(b, order, best_n, (uint8_t *)(order + b->n), out);
 }

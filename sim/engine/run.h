@@ -95,11 +95,6 @@ void amoe_row_result_free(amoe_row_result *r);
  * EAGLE-verified tree of `nodes` nodes, reaches depth d; and the union table. */
 amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amoe_commitment *out, amoe_err *e);
 
-/* §7: the probability that a node's output flips, given κ, the margin
- * floor, the draft's confidence c in the node's natural child (0: none) and
- * the perturbation s = √(Σ_l ρ_l²): 2Φ(−m / (κ s)), m = max(ln(c/(1−c)),
- * margin_min). */
-double amoe_flip_prob(double kappa, double margin_min, double c, double s);
 
 /* Derived per-run metrics (DESIGN §10). */
 typedef struct {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accept.h"
 #include "cache.h"
 #include "clones.h"
 #include "cost.h"
@@ -149,11 +150,154 @@ typedef struct {
   double T, u, s, x, f;
 } pass_sums;
 
+/* One MoE layer of a pass: the sets and counts (in work) and its figures. */
+typedef struct {
+  int nu, ns, nx, nf, hits, waves, displaced;
+  double t_moe, wait;
+} layer_sums;
+
+/* Stage route, natural verifier: U = the union of the nodes' top-k, which
+ * is also what executes (X = U); counts per expert when by_count. */
+static inline void layer_route_natural(const amoe_block *b, int l, int k, work *w, int nn, int by_count,
+                                       layer_sums *ls) {
+  const int E = b->experts;
+  if (by_count) { /* the union is where the counts are nonzero */
+    memset(w->count, 0, (size_t)E * sizeof(int));
+    amoe_route_natural(b, l, k, w->nodes, nn, NULL, w->count);
+    for (int x = 0; x < E; x++) ls->nu += w->U[x] = w->count[x] > 0;
+  } else {
+    memset(w->U, 0, (size_t)E);
+    amoe_route_natural(b, l, k, w->nodes, nn, w->U, NULL);
+    for (int x = 0; x < E; x++) ls->nu += w->U[x];
+    memcpy(w->X, w->U, (size_t)E);
+  }
+  memset(w->S, 1, (size_t)E);
+  ls->ns = E;
+}
+
+/* Stages select and constrain: the verifier's S, then every node routed
+ * inside it. The executed set is the natural entries inside S plus one
+ * replacement per displaced entry: X = (U ∩ S) ∪ R, and the token counts
+ * likewise (natural counts kept where S holds, plus R's). Adds each
+ * accepted-path node's displaced weight share squared to w->delta (§7:
+ * layers add in quadrature). */
+static inline void layer_select_constrain(const amoe_spec *s, const amoe_commitment *ph, const row_state *rs,
+                                          const amoe_block *b, int l, work *w, int nn, int npath, int by_count,
+                                          int want_routes, const uint8_t *resident, layer_sums *ls) {
+  const int E = b->experts, k = s->model.top_k;
+  const float *P = probs_of(w, b, l, nn, s->model.router, k); /* [node][k] at this layer */
+  amoe_vctx vc = {b, l, k, E, s->model.router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
+                  P, w->scratch, w->iscratch};
+  rs->ver->select(&vc, w->S);
+  for (int x = 0; x < E; x++) ls->ns += w->S[x];
+  uint8_t *restrict Xl = w->X, *restrict U = w->U, *restrict R = w->R;
+  const uint8_t *restrict Sl = w->S;
+  int *restrict cnt = w->count, *restrict rcnt = w->rcount;
+  memset(U, 0, (size_t)E);
+  if (by_count) {
+    memset(cnt, 0, (size_t)E * sizeof(int));
+    memset(rcnt, 0, (size_t)(E + 1) * sizeof(int)); /* (the spare slot too: it counts) */
+  } else
+    memset(R, 0, (size_t)E + 1);
+  const amoe_route_sums ro = {U, by_count ? cnt : NULL, rcnt, R, w->route};
+  ls->displaced = amoe_route_layer(b, l, k, w->nodes, nn, Sl, &ro);
+  for (int q = 0; q < npath; q++) {
+    const int i = w->path[q], t = w->nodes[i];
+    const float *pt = P + (size_t)t * k;
+    float mass = 0;
+    for (int j = 0; j < k; j++) mass += pt[j];
+    const float rho = mass > 0 ? amoe_route_displaced(0.0f, amoe_block_ids(b, l, t), pt, k, Sl) / mass : 0.0f;
+    w->delta[i] += rho * rho;
+  }
+  if (want_routes)
+    for (int i = 0; i < nn; i++) {
+      const int got = amoe_route_constrained(b, l, w->nodes[i], k, Sl, w->route);
+      record_route(b, l, w, i, k, w->route, got, s->model.router);
+    }
+  if (by_count)
+    for (int x = 0; x < E; x++) cnt[x] = (Sl[x] ? cnt[x] : 0) + rcnt[x];
+  else
+    for (int x = 0; x < E; x++) Xl[x] = (uint8_t)((U[x] & Sl[x]) | R[x]);
+  for (int x = 0; x < E; x++) ls->nu += U[x];
+}
+
+/* Stage execute: X from the counts, the experts' part of the MoE time
+ * (§9; the fixed part per wave comes after the cache), the popularity
+ * ecospec's predictor reads. */
+static inline void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, int E, work *w, int by_count,
+                                 layer_sums *ls) {
+  /* no branches: about half the experts run, at random */
+  if (by_count)
+    for (int x = 0; x < E; x++) {
+      const int run = w->count[x] > 0;
+      w->X[x] = (uint8_t)run;
+      w->F[x] = 0;
+      ls->nx += run;
+      ls->t_moe += run ? amoe_cost_expert_at(ec, w->count[x]) : 0.0;
+    }
+  else {
+    const uint8_t *restrict X = w->X;
+    uint8_t *restrict F = w->F;
+    for (int x = 0; x < E; x++) {
+      F[x] = 0;
+      ls->nx += X[x];
+    }
+    ls->t_moe += ls->nx * ec.mem_s;
+  }
+  for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
+}
+
+/* Stage cache (offload, §8): hits, fetches, waves and the wait they cost:
+ * the copies (hidden behind the layer's dense part with overlap), then the
+ * eager engine's host synchronisation, which nothing hides. Resident: every
+ * executed expert hits, in one wave. */
+static inline amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, work *w, double t_dense,
+                                      layer_sums *ls, amoe_err *e) {
+  ls->hits = ls->nx;
+  ls->waves = ls->nx > 0;
+  if (!rs->cache) return AMOE_OK;
+  if (rs->log)
+    for (int x = 0; x < s->model.experts; x++)
+      if (w->X[x] && amoe_reqlog_add(rs->log, l, x) != AMOE_OK)
+        return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+  amoe_cache_pass_stats cs;
+  amoe_cache_pass(rs->cache, l, w->X, w->F, &cs);
+  ls->hits = cs.hits;
+  ls->nf = cs.fetched;
+  ls->waves = cs.waves;
+  const double t_fetch = amoe_cost_fetch(&s->model, &s->hw, ls->nf);
+  ls->wait = (s->offload.overlap ? (t_fetch > t_dense ? t_fetch - t_dense : 0) : t_fetch) +
+             s->offload.host_overhead_per_layer_s;
+  return AMOE_OK;
+}
+
+/* The layer's figures into the row's totals. */
+static inline void layer_account(const amoe_model *M, row_state *rs, int l, double t_dense, const layer_sums *ls) {
+  amoe_totals *tt = &rs->res->tot;
+  amoe_layer_totals *lt = &rs->res->layers[l];
+  lt->union_sum += ls->nu;
+  lt->eligible_sum += ls->ns;
+  lt->executed_sum += ls->nx;
+  lt->hits += ls->hits;
+  lt->requests += ls->nx;
+  lt->fetched += ls->nf;
+  lt->t_moe += ls->t_moe;
+  lt->t_fetch += ls->wait;
+  tt->t_fetch += ls->wait;
+  tt->t_moe += ls->t_moe;
+  tt->t_dense += t_dense;
+  tt->hits += ls->hits;
+  tt->requests += ls->nx;
+  tt->h2d_bytes += ls->nf * amoe_model_expert_bytes(M);
+  tt->hbm_expert_bytes += ls->nx * amoe_model_expert_bytes(M);
+}
+
 /* One forward pass of the target over w->nodes[0..nn) (ascending, root
- * first): per MoE layer the verifier's S, constrained routing, the cache
- * and the cost model (§9), after drafting a tree of `depth` (0: none). Leaves the
+ * first), after drafting a tree of `depth` (0: none): per MoE layer the
+ * stages route or select + constrain, execute, cache, cost. Leaves the
  * squared displaced weight shares (§7) of the verified accepted nodes,
- * summed over the layers, in w->delta. */
+ * summed over the layers, in w->delta. record_only: Belady's first pass,
+ * which only realises the request sequence. */
 static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
                                         const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
                                         int nn, int depth, pass_sums *ps, amoe_err *e) {
@@ -169,142 +313,42 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     w->path[npath] = i;
     npath += b->accepted[w->nodes[i]];
   }
-  double t_dense = amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 1);
+  /* cost (§9) of what does not depend on the layer's experts */
+  const double t_dense = amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 1);
   const double t_draft = amoe_cost_draft(M, HW, amoe_cost_draft_steps(depth));
   const double t_rest = amoe_cost_head(M, HW, nn) +
                         (M->layers - M->moe_layers) * amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 0);
   double T = HW->step_s + t_draft + t_rest;
-  double sum_u = 0, sum_s = 0, sum_x = 0, sum_f = 0;
-  amoe_totals *tt = &rs->res->tot;
+  pass_sums sum = {0};
   const amoe_expert_coef ec = amoe_cost_expert_coef(M, HW);
   /* When even all nn tokens on one expert cost less compute than its bytes,
    * every executed expert costs exactly its bytes: then only the executed
    * set matters, and the per-expert token counts are not kept. */
   const int by_count = ec.per_token_s * nn > ec.mem_s;
+  const int want_routes = h && h->on_route && !record_only;
   for (int l = 0; l < L; l++) {
-    int nu = 0, ns = E, nx = 0, nf = 0;
-    if (natural && by_count) { /* the union is where the counts are nonzero */
-      memset(w->count, 0, (size_t)E * sizeof(int));
-      amoe_route_natural(b, l, k, w->nodes, nn, NULL, w->count);
-      for (int x = 0; x < E; x++) nu += w->U[x] = w->count[x] > 0;
-    } else if (natural) { /* (other verifiers mark the union in their node loop below) */
-      memset(w->U, 0, (size_t)E);
-      amoe_route_natural(b, l, k, w->nodes, nn, w->U, NULL);
-      for (int x = 0; x < E; x++) nu += w->U[x];
-      memcpy(w->X, w->U, (size_t)E);
-    }
+    layer_sums ls = {0};
     const uint8_t *resident = rs->cache ? amoe_cache_resident(rs->cache, l) : NULL;
-    const int want_routes = h && h->on_route && !record_only;
     if (natural) {
-      memset(w->S, 1, (size_t)E);
+      layer_route_natural(b, l, k, w, nn, by_count, &ls);
       if (want_routes)
-        for (int i = 0; i < nn; i++) {
-          record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k, M->router);
-        }
+        for (int i = 0; i < nn; i++) record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k, M->router);
     } else {
-      const float *P = probs_of(w, b, l, nn, M->router, k); /* [node][k] at this layer */
-      amoe_vctx vc = {b, l, k, E, M->router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
-                      P, w->scratch, w->iscratch};
-      rs->ver->select(&vc, w->S);
-      ns = 0;
-      for (int x = 0; x < E; x++) ns += w->S[x];
-      /* The executed set is the natural entries inside S plus one
-       * replacement per displaced entry: X = (U ∩ S) ∪ R, and the token
-       * counts likewise (natural counts kept where S holds, plus R's). */
-      uint8_t *restrict Xl = w->X, *restrict U = w->U, *restrict R = w->R;
-      const uint8_t *restrict Sl = w->S;
-      int *restrict cnt = w->count, *restrict rcnt = w->rcount;
-      memset(U, 0, (size_t)E);
-      if (by_count) {
-        memset(cnt, 0, (size_t)E * sizeof(int));
-        memset(rcnt, 0, (size_t)(E + 1) * sizeof(int)); /* (the spare slot too: it counts) */
-      } else
-        memset(R, 0, (size_t)E + 1);
-      const amoe_route_sums ro = {U, by_count ? cnt : NULL, rcnt, R, w->route};
-      const int displaced = amoe_route_layer(b, l, k, w->nodes, nn, Sl, &ro);
-      for (int q = 0; q < npath; q++) { /* the displaced mass, where §7's acceptance walk reads it */
-        const int i = w->path[q], t = w->nodes[i];
-        const float *pt = P + (size_t)t * k;
-        float mass = 0;
-        for (int j = 0; j < k; j++) mass += pt[j];
-        const float rho = mass > 0 ? amoe_route_displaced(0.0f, amoe_block_ids(b, l, t), pt, k, Sl) / mass : 0.0f;
-        w->delta[i] += rho * rho; /* layers add in quadrature */
-      }
-      if (want_routes)
-        for (int i = 0; i < nn; i++) {
-          const int got = amoe_route_constrained(b, l, w->nodes[i], k, Sl, w->route);
-          record_route(b, l, w, i, k, w->route, got, M->router);
-        }
-      if (by_count)
-        for (int x = 0; x < E; x++) cnt[x] = (Sl[x] ? cnt[x] : 0) + rcnt[x];
-      else
-        for (int x = 0; x < E; x++) Xl[x] = (uint8_t)((U[x] & Sl[x]) | R[x]);
-      for (int x = 0; x < E; x++) nu += U[x];
-      if (!record_only) tt->displaced += (double)displaced;
+      layer_select_constrain(s, ph, rs, b, l, w, nn, npath, by_count, want_routes, resident, &ls);
+      if (!record_only) rs->res->tot.displaced += (double)ls.displaced;
     }
-    tt->assignments += record_only ? 0 : (double)nn * k;
-    double t_moe = 0; /* the experts' part; the fixed part per wave below */
-    /* no branches: about half the experts run, at random */
-    if (by_count)
-      for (int x = 0; x < E; x++) {
-        const int run = w->count[x] > 0;
-        w->X[x] = (uint8_t)run;
-        w->F[x] = 0;
-        nx += run;
-        t_moe += run ? amoe_cost_expert_at(ec, w->count[x]) : 0.0;
-      }
-    else {
-      const uint8_t *restrict X = w->X;
-      uint8_t *restrict F = w->F;
-      for (int x = 0; x < E; x++) {
-        F[x] = 0;
-        nx += X[x];
-      }
-      t_moe += nx * ec.mem_s;
-    }
-    for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
-    int hits = nx, waves = nx > 0;
-    double wait = 0;
-    if (rs->cache) {
-      if (rs->log)
-        for (int x = 0; x < E; x++)
-          if (w->X[x] && amoe_reqlog_add(rs->log, l, x) != AMOE_OK)
-            return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
-      amoe_cache_pass_stats cs;
-      amoe_cache_pass(rs->cache, l, w->X, w->F, &cs);
-      hits = cs.hits;
-      nf = cs.fetched;
-      waves = cs.waves;
-      /* copies (hidden behind the layer's dense part with overlap), then
-       * the eager engine's host synchronisation, which nothing hides */
-      const double t_fetch = amoe_cost_fetch(M, HW, nf);
-      wait = (s->offload.overlap ? (t_fetch > t_dense ? t_fetch - t_dense : 0) : t_fetch) +
-             s->offload.host_overhead_per_layer_s;
-    }
-    t_moe += amoe_cost_moe_fixed(HW, waves);
-    if (want_routes) AMOE_TRY(h->on_route(h->ctx, ri, b->index, l, nn, k, w->rt, w->rw, t_moe, nf, wait, e));
-    T += t_dense + t_moe + wait;
+    rs->res->tot.assignments += record_only ? 0 : (double)nn * k;
+    layer_execute(ec, rs, l, E, w, by_count, &ls);
+    AMOE_TRY(layer_cache(s, rs, l, w, t_dense, &ls, e));
+    ls.t_moe += amoe_cost_moe_fixed(HW, ls.waves);
+    if (want_routes) AMOE_TRY(h->on_route(h->ctx, ri, b->index, l, nn, k, w->rt, w->rw, ls.t_moe, ls.nf, ls.wait, e));
+    T += t_dense + ls.t_moe + ls.wait;
     if (record_only) continue;
-    amoe_layer_totals *lt = &rs->res->layers[l];
-    lt->union_sum += nu;
-    lt->eligible_sum += ns;
-    lt->executed_sum += nx;
-    lt->hits += hits;
-    lt->requests += nx;
-    lt->fetched += nf;
-    lt->t_moe += t_moe;
-    lt->t_fetch += wait;
-    tt->t_fetch += wait;
-    tt->t_moe += t_moe;
-    tt->t_dense += t_dense;
-    tt->hits += hits;
-    tt->requests += nx;
-    tt->h2d_bytes += nf * amoe_model_expert_bytes(M);
-    tt->hbm_expert_bytes += nx * amoe_model_expert_bytes(M);
-    sum_u += nu;
-    sum_s += ns;
-    sum_x += nx;
-    sum_f += nf;
+    layer_account(M, rs, l, t_dense, &ls);
+    sum.u += ls.nu;
+    sum.s += ls.ns;
+    sum.x += ls.nx;
+    sum.f += ls.nf;
     if (h && h->on_select)
       AMOE_TRY(h->on_select(h->ctx, ri, b->index, l, w->U, w->S, w->X, w->F, E, e));
   }
@@ -312,60 +356,13 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
   if (!record_only) {
-    tt->t_step += HW->step_s;
-    tt->t_draft += t_draft;
-    tt->t_dense += t_rest; /* the head and the dense layers */
+    rs->res->tot.t_step += HW->step_s;
+    rs->res->tot.t_draft += t_draft;
+    rs->res->tot.t_dense += t_rest; /* the head and the dense layers */
   }
-  ps->T = T;
-  ps->u = sum_u;
-  ps->s = sum_s;
-  ps->x = sum_x;
-  ps->f = sum_f;
+  sum.T = T;
+  *ps = sum;
   return AMOE_OK;
-}
-
-/* Draft probability of node t's natural (accepted) child, or 0 when the
- * candidate tree has none: the accepted path ends at t. */
-static double natural_child_prob(const amoe_block *b, int t) {
-  for (int c = t + 1; c < b->n; c++)
-    if (b->parent[c] == t && b->accepted[c]) return exp((double)b->logp[c]);
-  return 0;
-}
-
-/* Whether the target's output at node t changes under the perturbation
- * s_t = √(Σ_l ρ_t,l²) (§7): with probability 2Φ(−m_t / (κ s_t)), m_t the
- * target's margin, taken from the draft's confidence c in the natural child,
- * max(ln(c / (1 − c)), margin_min). A coin keyed by (seed, block, node),
- * the same for every policy. */
-double amoe_flip_prob(double kappa, double margin_min, double c, double s_t) {
-  if (!(s_t > 0) || !(kappa > 0) || c >= 1) return 0;
-  double m = c > 0 ? log(c / (1 - c)) : margin_min;
-  if (!(m >= margin_min)) m = margin_min;
-  return erfc(m / (kappa * s_t * sqrt(2.0))); /* 2Φ(−x) = erfc(x/√2) */
-}
-
-static int flips(const amoe_spec *s, const amoe_block *b, int t, double s_t) {
-  if (!(s_t > 0) || !(s->kappa > 0)) return 0; /* (natural routing: no scan for the child) */
-  const double p = amoe_flip_prob(s->kappa, s->margin_min, natural_child_prob(b, t), s_t);
-  return p > 0 && amoe_rng_coin(s->workload.seed, b->index, (uint64_t)t) < p;
-}
-
-/* After a flip at t the new token may still be one of t's other verified
- * children: with probability (their draft mass) / (1 − natural child's),
- * picked in proportion to their draft probability (a second coin keyed by
- * the node). Returns that child's index into nodes[], or -1. */
-static int sibling_after_flip(const amoe_spec *s, const amoe_block *b, const int *nodes, int nn, int pos) {
-  const int t = nodes[pos];
-  const double rest = 1 - natural_child_prob(b, t);
-  if (!(rest > 0)) return -1;
-  double u = amoe_rng_coin(s->workload.seed, b->index, (uint64_t)t + AMOE_MAX_NODES) * rest;
-  for (int i = pos + 1; i < nn; i++) {
-    const int c = nodes[i];
-    if (b->parent[c] != t || b->accepted[c]) continue;
-    u -= exp((double)b->logp[c]);
-    if (u < 0) return i;
-  }
-  return -1;
 }
 
 /* One row on one block: the draft policy's nodes verified in one forward
@@ -398,7 +395,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
        * stream stays the natural one's (there is no draft to reject) */
       const double s_t = sqrt((double)w->delta[0]);
       dsum += s_t;
-      deviated += flips(s, b, w->seq[q], s_t);
+      deviated += amoe_accept_flips(s, b, w->seq[q], s_t);
     }
     tau = passes = verified = nn;
   } else {
@@ -408,27 +405,10 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
     AMOE_TRY(row_pass(s, ph, rs, ri, b, w, h, record_only, nn, maxd, &sum, e));
     passes = 1;
     verified = nn;
-    /* acceptance (§7): walk the natural accepted path inside the verified set */
-    tau = 1;
-    int pos = 0; /* index into nodes[] of the current path node (root) */
-    for (;;) {
-      int t = w->nodes[pos];
-      const double s_t = sqrt((double)w->delta[pos]);
-      dsum += s_t;
-      if (flips(s, b, t, s_t)) {
-        /* t's output changed: the walk may go on one verified sibling of
-         * the natural child, whose own output the trace does not know */
-        deviated = 1;
-        tau += sibling_after_flip(s, b, w->nodes, nn, pos) >= 0;
-        break;
-      }
-      int next = -1;
-      for (int i = pos + 1; i < nn && next < 0; i++)
-        if (b->parent[w->nodes[i]] == t && b->accepted[w->nodes[i]]) next = i;
-      if (next < 0) break;
-      pos = next;
-      tau++;
-    }
+    const amoe_accept_result ar = amoe_accept_walk(s, b, w->nodes, nn, w->delta); /* §7 */
+    tau = ar.tau;
+    deviated = ar.deviated;
+    dsum = ar.s_sum;
   }
   if (record_only) return AMOE_OK;
   amoe_totals *tt = &rs->res->tot;

@@ -1,0 +1,34 @@
+/* The acceptance model (docs/design.md §7): which verified tokens commit when
+ * the verifier displaced some of their experts. Natural routing reproduces
+ * the trace's accepted path; a displaced node's output flips with a
+ * probability that grows with its perturbation and shrinks with the draft's
+ * confidence. Coins are keyed by (seed, block, node): every policy row sees
+ * the same ones. */
+#ifndef AMOE_ACCEPT_H
+#define AMOE_ACCEPT_H
+
+#include "block.h"
+#include "spec.h"
+
+/* The probability that a node's output flips, given κ, the margin floor,
+ * the draft's confidence c in the node's natural child (0: none) and the
+ * perturbation s = √(Σ_l ρ_l²): 2Φ(−m / (κ s)), m = max(ln(c/(1−c)),
+ * margin_min). */
+double amoe_flip_prob(double kappa, double margin_min, double c, double s);
+
+/* Whether node t's output flips under perturbation s_t (its coin). */
+int amoe_accept_flips(const amoe_spec *s, const amoe_block *b, int t, double s_t);
+
+/* The walk of one verification pass over nodes[0..nn) (ascending, root
+ * first), delta[i] = Σ_l ρ² of nodes[i]: along the natural accepted path
+ * inside the verified set until a node flips (then one verified sibling of
+ * the natural child may still commit) or the path leaves the set. */
+typedef struct {
+  int tau;        /* committed tokens */
+  int deviated;   /* 1: a flip ended the walk */
+  double s_sum;   /* Σ s_t over the nodes walked */
+} amoe_accept_result;
+amoe_accept_result amoe_accept_walk(const amoe_spec *s, const amoe_block *b, const int *nodes, int nn,
+                                    const float *delta);
+
+#endif
