@@ -15,6 +15,14 @@
 #define AMOE_CLONES
 #endif
 
+/* A stage of a hot AMOE_CLONES function, written apart for the reader but
+ * compiled into each clone (a call would run the baseline build). */
+#if defined(__GNUC__)
+#define AMOE_STAGE static inline __attribute__((always_inline))
+#else
+#define AMOE_STAGE static inline
+#endif
+
 /* 1 when this CPU runs AVX2, F16C and FMA (x86-64 builds with GCC or
  * Clang; elsewhere 0), and ACCEPTMOE_NO_AVX2 is unset or 0. Hand-written
  * vector paths check it and fall back to the portable code, which they are

@@ -158,7 +158,7 @@ typedef struct {
 
 /* Stage route, natural verifier: U = the union of the nodes' top-k, which
  * is also what executes (X = U); counts per expert when by_count. */
-static inline void layer_route_natural(const amoe_block *b, int l, int k, work *w, int nn, int by_count,
+AMOE_STAGE void layer_route_natural(const amoe_block *b, int l, int k, work *w, int nn, int by_count,
                                        layer_sums *ls) {
   const int E = b->experts;
   if (by_count) { /* the union is where the counts are nonzero */
@@ -181,7 +181,7 @@ static inline void layer_route_natural(const amoe_block *b, int l, int k, work *
  * likewise (natural counts kept where S holds, plus R's). Adds each
  * accepted-path node's displaced weight share squared to w->delta (§7:
  * layers add in quadrature). */
-static inline void layer_select_constrain(const amoe_spec *s, const amoe_commitment *ph, const row_state *rs,
+AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_commitment *ph, const row_state *rs,
                                           const amoe_block *b, int l, work *w, int nn, int npath, int by_count,
                                           int want_routes, const uint8_t *resident, layer_sums *ls) {
   const int E = b->experts, k = s->model.top_k;
@@ -224,7 +224,7 @@ static inline void layer_select_constrain(const amoe_spec *s, const amoe_commitm
 /* Stage execute: X from the counts, the experts' part of the MoE time
  * (§9; the fixed part per wave comes after the cache), the popularity
  * ecospec's predictor reads. */
-static inline void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, int E, work *w, int by_count,
+AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, int E, work *w, int by_count,
                                  layer_sums *ls) {
   /* no branches: about half the experts run, at random */
   if (by_count)
@@ -251,7 +251,7 @@ static inline void layer_execute(const amoe_expert_coef ec, row_state *rs, int l
  * the copies (hidden behind the layer's dense part with overlap), then the
  * eager engine's host synchronisation, which nothing hides. Resident: every
  * executed expert hits, in one wave. */
-static inline amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, work *w, double t_dense,
+AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, work *w, double t_dense,
                                       layer_sums *ls, amoe_err *e) {
   ls->hits = ls->nx;
   ls->waves = ls->nx > 0;
@@ -272,7 +272,7 @@ static inline amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, 
 }
 
 /* The layer's figures into the row's totals. */
-static inline void layer_account(const amoe_model *M, row_state *rs, int l, double t_dense, const layer_sums *ls) {
+AMOE_STAGE void layer_account(const amoe_model *M, row_state *rs, int l, double t_dense, const layer_sums *ls) {
   amoe_totals *tt = &rs->res->tot;
   amoe_layer_totals *lt = &rs->res->layers[l];
   lt->union_sum += ls->nu;
