@@ -365,72 +365,102 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   return AMOE_OK;
 }
 
-/* One row on one block: the draft policy's nodes verified in one forward
- * pass, or, for a draft that decodes one token per pass (autoregressive),
- * each of its nodes in its own pass, in order. */
-static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
-                             const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
-                             amoe_err *e) {
-  const int L = b->layers;
-  if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
-  if (rs->cache && s->offload.reset && (int64_t)b->request != rs->request) amoe_cache_reset(rs->cache);
-  rs->request = b->request;
+/* What one row did with one block. */
+typedef struct {
+  pass_sums sum;
+  int passes, verified, tau, deviated;
+  double s_sum; /* Σ s_t over the walked (or decoded) tokens */
+} block_outcome;
+
+/* Stage draft: the nodes the target processes, ascending, root first. */
+static int block_draft(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, const amoe_block *b, work *w) {
   const uint8_t *res_layers[AMOE_MAX_LAYERS];
   if (rs->cache)
-    for (int l = 0; l < L; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
+    for (int l = 0; l < b->layers; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
   amoe_dctx dc = {b, s, rs->row, ph, s->workload.nodes, rs->cache ? res_layers : NULL, rs->popularity,
                   w->dscratch};
-  int nn = rs->draft->choose(&dc, w->nodes);
-  pass_sums sum = {0}, ps;
-  int tau = 0, deviated = 0, passes = 0, verified = 0;
-  double dsum = 0;
-  if (rs->draft->one_token_per_pass) {
-    /* nodes[] is the token sequence: each token alone, its own step */
-    memcpy(w->seq, w->nodes, (size_t)nn * sizeof *w->seq);
-    for (int q = 0; q < nn; q++) {
-      w->nodes[0] = w->seq[q];
-      AMOE_TRY(row_pass(s, ph, rs, ri, b, w, h, record_only, 1, 0, &ps, e));
-      sum.T += ps.T, sum.u += ps.u, sum.s += ps.s, sum.x += ps.x, sum.f += ps.f;
-      /* a token the verifier displaced may come out differently; the
-       * stream stays the natural one's (there is no draft to reject) */
-      const double s_t = sqrt((double)w->delta[0]);
-      dsum += s_t;
-      deviated += amoe_accept_flips(s, b, w->seq[q], s_t);
-    }
-    tau = passes = verified = nn;
-  } else {
-    int maxd = 0;
-    for (int i = 0; i < nn; i++)
-      if (b->depth[w->nodes[i]] > maxd) maxd = b->depth[w->nodes[i]];
-    AMOE_TRY(row_pass(s, ph, rs, ri, b, w, h, record_only, nn, maxd, &sum, e));
-    passes = 1;
-    verified = nn;
-    const amoe_accept_result ar = amoe_accept_walk(s, b, w->nodes, nn, w->delta); /* §7 */
-    tau = ar.tau;
-    deviated = ar.deviated;
-    dsum = ar.s_sum;
+  return rs->draft->choose(&dc, w->nodes);
+}
+
+/* Speculative decoding: the nn nodes verified in one pass, then the
+ * acceptance walk (§7). */
+static amoe_status block_verify(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+                                const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only, int nn,
+                                block_outcome *o, amoe_err *e) {
+  int maxd = 0;
+  for (int i = 0; i < nn; i++)
+    if (b->depth[w->nodes[i]] > maxd) maxd = b->depth[w->nodes[i]];
+  AMOE_TRY(row_pass(s, ph, rs, ri, b, w, h, record_only, nn, maxd, &o->sum, e));
+  const amoe_accept_result ar = amoe_accept_walk(s, b, w->nodes, nn, w->delta);
+  o->passes = 1;
+  o->verified = nn;
+  o->tau = ar.tau;
+  o->deviated = ar.deviated;
+  o->s_sum = ar.s_sum;
+  return AMOE_OK;
+}
+
+/* Autoregressive decoding: nodes[] is the token sequence, each token alone
+ * in its own pass. A token the verifier displaced may come out differently;
+ * the stream stays the natural one's (there is no draft to reject). */
+static amoe_status block_decode(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+                                const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only, int nn,
+                                block_outcome *o, amoe_err *e) {
+  memcpy(w->seq, w->nodes, (size_t)nn * sizeof *w->seq);
+  for (int q = 0; q < nn; q++) {
+    pass_sums ps;
+    w->nodes[0] = w->seq[q];
+    AMOE_TRY(row_pass(s, ph, rs, ri, b, w, h, record_only, 1, 0, &ps, e));
+    o->sum.T += ps.T, o->sum.u += ps.u, o->sum.s += ps.s, o->sum.x += ps.x, o->sum.f += ps.f;
+    const double s_t = sqrt((double)w->delta[0]);
+    o->s_sum += s_t;
+    o->deviated += amoe_accept_flips(s, b, w->seq[q], s_t);
   }
-  if (record_only) return AMOE_OK;
+  o->tau = o->passes = o->verified = nn;
+  return AMOE_OK;
+}
+
+/* The block's figures into the row's totals and the per-block hook. */
+static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, const amoe_run_hooks *h,
+                                 const block_outcome *o, amoe_err *e) {
   amoe_totals *tt = &rs->res->tot;
   tt->blocks += 1;
-  tt->passes += passes;
-  tt->committed += tau;
-  tt->verified += verified;
-  tt->layer_blocks += (double)L * passes;
-  tt->union_sum += sum.u;
-  tt->eligible_sum += sum.s;
-  tt->executed_sum += sum.x;
-  tt->t_total += sum.T;
-  tt->delta_sum += dsum;
-  tt->delta_n += tau;
-  tt->deviated += deviated;
+  tt->passes += o->passes;
+  tt->committed += o->tau;
+  tt->verified += o->verified;
+  tt->layer_blocks += (double)b->layers * o->passes;
+  tt->union_sum += o->sum.u;
+  tt->eligible_sum += o->sum.s;
+  tt->executed_sum += o->sum.x;
+  tt->t_total += o->sum.T;
+  tt->delta_sum += o->s_sum;
+  tt->delta_n += o->tau;
+  tt->deviated += o->deviated;
   if (h && h->on_block) {
-    const double lp = (double)L * passes;
-    amoe_block_stats bs = {b->index, b->request, b->step, passes, verified, tau, deviated, sum.u / lp, sum.s / lp,
-                           sum.x / lp, sum.f, dsum / tau, sum.T};
+    const double lp = (double)b->layers * o->passes;
+    amoe_block_stats bs = {b->index,   b->request,    b->step,       o->passes,    o->verified,
+                           o->tau,     o->deviated,   o->sum.u / lp, o->sum.s / lp, o->sum.x / lp,
+                           o->sum.f,   o->s_sum / o->tau, o->sum.T};
     AMOE_TRY(h->on_block(h->ctx, ri, &bs, e));
   }
   return AMOE_OK;
+}
+
+/* One row on one block: draft, then the passes (each: route, select,
+ * constrain, execute, cache, cost), acceptance, totals. */
+static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+                             const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
+                             amoe_err *e) {
+  if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
+  if (rs->cache && s->offload.reset && (int64_t)b->request != rs->request) amoe_cache_reset(rs->cache);
+  rs->request = b->request;
+  const int nn = block_draft(s, ph, rs, b, w);
+  block_outcome o = {0};
+  if (rs->draft->one_token_per_pass)
+    AMOE_TRY(block_decode(s, ph, rs, ri, b, w, h, record_only, nn, &o, e));
+  else
+    AMOE_TRY(block_verify(s, ph, rs, ri, b, w, h, record_only, nn, &o, e));
+  return record_only ? AMOE_OK : block_account(rs, ri, b, h, &o, e);
 }
 
 void amoe_row_result_free(amoe_row_result *r) {
