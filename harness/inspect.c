@@ -1,5 +1,7 @@
 #include "inspect.h"
+#include "route.h"
 #include "router.h"
+#include "sort.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +20,11 @@ typedef struct {
   double t16, t16n;
   int *cnt; /* [E] selections of the current request at a layer */
 } stream;
+
+static int shallower(const void *a, const void *b, const void *blk) {
+  const uint8_t *depth = ((const amoe_block *)blk)->depth;
+  return depth[*(const int *)a] < depth[*(const int *)b];
+}
 
 static int cmp_int_desc(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
@@ -101,13 +108,7 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe
     for (int l = 0; l < L; l++) { /* the block's union, every node verified */
       memset(useen, 0, (size_t)E);
       int u = 0;
-      for (int t = 0; t < b.n; t++) {
-        const uint16_t *id = amoe_block_ids(&b, l, t);
-        for (int j = 0; j < k; j++) {
-          u += !useen[id[j]];
-          useen[id[j]] = 1;
-        }
-      }
+      for (int t = 0; t < b.n; t++) u += amoe_route_union_add(&b, l, k, t, useen);
       usum += u;
       ucnt += 1;
     }
@@ -123,12 +124,7 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe
     int np = 0; /* accepted nodes, root first, in depth order */
     for (int t = 0; t < b.n; t++)
       if (b.accepted[t]) path[np++] = t;
-    for (int i = 1; i < np; i++)
-      for (int j = i; j > 0 && b.depth[path[j]] < b.depth[path[j - 1]]; j--) {
-        int tmp = path[j];
-        path[j] = path[j - 1];
-        path[j - 1] = tmp;
-      }
+    amoe_sort(path, np, sizeof *path, shallower, &b);
     o->tau_hist[np < 64 ? np : 64]++;
     o->tau_mean += np;
     if (s.ntok + np > s.cap) {

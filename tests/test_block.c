@@ -7,6 +7,7 @@
 #include "block.h"
 #include "check.h"
 #include "rng.h"
+#include "sort.h"
 
 /* The value of f16 bits h, computed the long way. */
 static double f16_value(unsigned h) {
@@ -168,7 +169,36 @@ static void test_pair_checks(void) {
   amoe_block_free(&b);
 }
 
+/* amoe_sort against qsort on (key, position): the same stable order, on
+ * arrays full of ties. */
+typedef struct {
+  int key, pos;
+} kp;
+static int kp_before(const void *a, const void *b, const void *ctx) {
+  (void)ctx;
+  return ((const kp *)a)->key < ((const kp *)b)->key;
+}
+static int kp_cmp(const void *a, const void *b) {
+  const kp *x = a, *y = b;
+  return x->key != y->key ? (x->key > y->key) - (x->key < y->key) : (x->pos > y->pos) - (x->pos < y->pos);
+}
+static void test_sort(void) {
+  amoe_rng r;
+  amoe_rng_seed(&r, 5, 5, 5);
+  int bad = 0;
+  for (int trial = 0; trial < 500; trial++) {
+    const int n = trial % 70;
+    kp a[70], b[70];
+    for (int i = 0; i < n; i++) a[i] = b[i] = (kp){(int)(amoe_rng_unif(&r) * (1 + trial % 9)), i};
+    amoe_sort(a, n, sizeof *a, kp_before, NULL);
+    qsort(b, (size_t)n, sizeof *b, kp_cmp);
+    bad += memcmp(a, b, (size_t)n * sizeof *a) != 0;
+  }
+  CHECK(bad == 0, "amoe_sort is qsort's stable order in %d of 500 arrays", 500 - bad);
+}
+
 int main(void) {
+  test_sort();
   test_f16();
   test_set_full();
   test_set_full_versions();

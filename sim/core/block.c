@@ -1,6 +1,7 @@
 #include "block.h"
 #include "clones.h"
 #include "model.h"
+#include "sort.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -783,6 +784,16 @@ static int fpair_desc(const void *a, const void *b) {
   return (x->id > y->id) - (x->id < y->id);
 }
 
+/* a stored logit and its expert: -inf ones order by id among themselves */
+typedef struct {
+  uint16_t z, id;
+} zid;
+static int masked_lower_id(const void *a, const void *b, const void *ctx) {
+  (void)ctx;
+  const zid *x = a, *y = b;
+  return x->z == 0xfc00 && y->z == 0xfc00 && x->id < y->id;
+}
+
 static void store_pairs(amoe_block *b, int l, int t, fpair *p, int n) {
   qsort(p, (size_t)n, sizeof *p, fpair_desc);
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
@@ -794,12 +805,10 @@ static void store_pairs(amoe_block *b, int l, int t, fpair *p, int n) {
   }
   amoe_f16_store_ordered(zf, id, b->m, z);
   /* masked experts (-inf) after the first are ordered by id, as stored ties must be */
-  for (int i = 1; i < b->m; i++)
-    for (int j = i; j > 0 && z[j] == 0xfc00 && z[j - 1] == 0xfc00 && id[j] < id[j - 1]; j--) {
-      uint16_t x = id[j];
-      id[j] = id[j - 1];
-      id[j - 1] = x;
-    }
+  zid e[AMOE_MAX_EXPERTS];
+  for (int j = 0; j < b->m; j++) e[j] = (zid){z[j], id[j]};
+  amoe_sort(e, b->m, sizeof *e, masked_lower_id, NULL);
+  for (int j = 0; j < b->m; j++) id[j] = e[j].id;
 }
 
 void amoe_block_set_exact(amoe_block *b, int l, int t, const float *zfull) {

@@ -600,11 +600,7 @@ amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amo
       memset(seen, 0, (size_t)b.experts);
       int u = 0;
       for (int i = 0; i < un; i++) {
-        const uint16_t *id = amoe_block_ids(&b, l, order[i]);
-        for (int j = 0; j < top_k && j < b.m; j++) {
-          u += !seen[id[j]];
-          seen[id[j]] = 1;
-        }
+        u += amoe_route_union_add(&b, l, top_k, order[i], seen);
         usum[i + 1] += u;
         ucnt[i + 1] += 1;
       }

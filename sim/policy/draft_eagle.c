@@ -4,21 +4,18 @@
 #include <stdint.h>
 
 #include "policy.h"
+#include "sort.h"
 
-/* A child never outscores its parent and ties go to the earlier node, so
- * every prefix of this order is closed under parents. */
+static int higher_score(const void *a, const void *b, const void *blk) {
+  const float *score = ((const amoe_block *)blk)->score;
+  return score[*(const int *)a] > score[*(const int *)b];
+}
+
+/* A child never outscores its parent and ties go to the earlier node (the
+ * sort is stable), so every prefix of this order is closed under parents. */
 int amoe_draft_rank(const amoe_block *b, int *order) {
-  order[0] = 0;
-  int cnt = 0;
-  for (int t = 1; t < b->n; t++) { /* insertion: stable on ties */
-    float s = b->score[t];
-    int j = cnt++;
-    while (j > 0 && s > b->score[order[j]]) {
-      order[j + 1] = order[j];
-      j--;
-    }
-    order[j + 1] = t;
-  }
+  for (int t = 0; t < b->n; t++) order[t] = t;
+  amoe_sort(order + 1, b->n - 1, sizeof *order, higher_score, b); /* the root stays first */
   return b->n;
 }
 

@@ -9,6 +9,14 @@
 
 #include "clones.h"
 #include "policy.h"
+#include "sort.h"
+
+/* ascending utility, ties lower id */
+static int lower_utility(const void *a, const void *b, const void *util) {
+  const double *u = util;
+  const int x = *(const int *)a, y = *(const int *)b;
+  return u[x] < u[y] || (u[x] == u[y] && x < y);
+}
 
 /* parameter slots, in the table rows' order (policy.c) */
 enum { BETA = 0 };                     /* acceptmoe: beta */
@@ -179,14 +187,7 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
   int *cand = c->iscratch + E, nc = 0;
   for (int e = 0; e < E; e++)
     if (S[e] && !c->resident[e] && !anchor[e]) cand[nc++] = e;
-  for (int i = 1; i < nc; i++) /* ascending utility, ties lower id */
-    for (int j = i; j > 0 && (u[cand[j]] < u[cand[j - 1]] ||
-                              (u[cand[j]] == u[cand[j - 1]] && cand[j] < cand[j - 1]));
-         j--) {
-      int tmp = cand[j];
-      cand[j] = cand[j - 1];
-      cand[j - 1] = tmp;
-    }
+  amoe_sort(cand, nc, sizeof *cand, lower_utility, u);
   double acc = 0;
   for (int i = 0; i < nc && size - 1 >= k; i++) {
     if (acc + v[cand[i]] > (double)a) break;

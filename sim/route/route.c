@@ -77,6 +77,16 @@ void amoe_route_natural(const amoe_block *b, int l, int k, const int *restrict n
       for (int j = 0; j < k; j++) cnt[ids[(size_t)nodes[i] * m + j]]++;
 }
 
+int amoe_route_union_add(const amoe_block *b, int l, int k, int t, uint8_t *U) {
+  const uint16_t *id = amoe_block_ids(b, l, t);
+  int added = 0;
+  for (int j = 0; j < k && j < b->m; j++) {
+    added += !U[id[j]];
+    U[id[j]] = 1;
+  }
+  return added;
+}
+
 /* One node's natural entries: marks the union (and, with cnt, counts
  * them); returns how many leave S. */
 static inline int mark_node(const uint16_t *restrict id, int k, const uint8_t *restrict S, uint8_t *restrict U,

@@ -22,6 +22,10 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
  * stores ran at one or two cycles a store depending on where the code
  * landed (natural replay differed by up to 30% between two builds). */
 void amoe_route_natural(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt);
+/* The natural union grown by node t at layer l: its top-k entries marked in
+ * U; returns how many were not there yet. (Union sizes for inspect and the
+ * commitment table's union-vs-n curve.) */
+int amoe_route_union_add(const amoe_block *b, int l, int k, int t, uint8_t *U);
 
 /* What routing a layer's verified nodes under S adds up to. The caller
  * zeroes U, cnt, rcnt and R (all E + 1 of the last two). The last slot of

@@ -1,6 +1,7 @@
 #include "gen.h"
 #include "clones.h"
 #include "fmaf.h"
+#include "sort.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -182,6 +183,11 @@ static void sort_by_score(int *idx, int n, const pool_node *pool, uint64_t *tmp)
   for (int i = 0; i < n; i++) idx[i] = (int)(uint32_t)a[i];
 }
 
+static int greater_double(const void *a, const void *b, const void *ctx) {
+  (void)ctx;
+  return *(const double *)a > *(const double *)b;
+}
+
 /* Appends the K draft children of node `par` to the pool. */
 static void expand(amoe_gen *g, amoe_rng *r, int par, int *np) {
   int K = g->p.branch;
@@ -195,12 +201,7 @@ static void expand(amoe_gen *g, amoe_rng *r, int par, int *np) {
   if (lg[K] > mx) mx = lg[K];
   for (int i = 0; i <= K; i++) sum += exp(lg[i] - mx);
   for (int i = 0; i < K; i++) lg[i] = lg[i] - mx - log(sum);
-  for (int i = 1; i < K; i++) /* the draft's top-1 first */
-    for (int j = i; j > 0 && lg[j] > lg[j - 1]; j--) {
-      double t = lg[j];
-      lg[j] = lg[j - 1];
-      lg[j - 1] = t;
-    }
+  amoe_sort(lg, K, sizeof *lg, greater_double, NULL); /* the draft's top-1 first */
   for (int i = 0; i < K; i++) {
     pool_node *c = &g->pool[(*np)++];
     c->parent = par;

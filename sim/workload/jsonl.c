@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sort.h"
+
 typedef struct {
   int token;
   uint16_t ids[AMOE_MAX_TOPK];
@@ -322,19 +324,23 @@ static amoe_status routing_reader_new(amoe_jsonl_reader **out, const char *path,
   return AMOE_OK;
 }
 
+typedef struct {
+  float z;
+  uint16_t id;
+} fid;
+static int higher_logit(const void *a, const void *b, const void *ctx) {
+  (void)ctx;
+  return ((const fid *)a)->z > ((const fid *)b)->z;
+}
+
 /* A record's k experts with their float logits zf: ordered by logit desc
  * (equal ones keep the file's order) and stored so exactly (block.h);
  * returns the first expert listed twice, or -1. */
 static int rec_store(rrec *rec, float *zf, int k) {
-  for (int i = 1; i < k; i++)
-    for (int j = i; j > 0 && zf[j] > zf[j - 1]; j--) {
-      const float tz = zf[j];
-      const uint16_t ti = rec->ids[j];
-      zf[j] = zf[j - 1];
-      rec->ids[j] = rec->ids[j - 1];
-      zf[j - 1] = tz;
-      rec->ids[j - 1] = ti;
-    }
+  fid e[AMOE_MAX_TOPK];
+  for (int j = 0; j < k; j++) e[j] = (fid){zf[j], rec->ids[j]};
+  amoe_sort(e, k, sizeof *e, higher_logit, NULL);
+  for (int j = 0; j < k; j++) zf[j] = e[j].z, rec->ids[j] = e[j].id;
   for (int i = 1; i < k; i++) /* every pair: the sort need not make them adjacent */
     for (int j = 0; j < i; j++)
       if (rec->ids[i] == rec->ids[j]) return rec->ids[i];
