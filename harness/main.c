@@ -197,7 +197,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
 static int load_spec(const opts *o, amoe_experiment *x) {
   if (!o->input) return usage_error("this command needs a spec file%s", "");
   amoe_diag d = {0};
-  int ok = amoe_experiment_load(x, o->input, o->sets, o->nset, &d);
+  int ok = amoe_experiment_load(x, o->input, o->sets, o->nset, &d) == AMOE_OK;
   amoe_diag_print(&d, stderr);
   amoe_diag_free(&d);
   return ok ? 0 : EXIT_USAGE;
@@ -205,7 +205,7 @@ static int load_spec(const opts *o, amoe_experiment *x) {
 
 static int spec_point(const amoe_experiment *x, int i, amoe_spec *s) {
   amoe_diag d = {0};
-  int ok = amoe_experiment_point(x, i, s, &d);
+  int ok = amoe_experiment_point(x, i, s, &d) == AMOE_OK;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   s->workload.threads = g_threads ? g_threads : (int)(n < 1 ? 1 : n > 8 ? 8 : n);
   amoe_diag_print(&d, stderr);
@@ -294,7 +294,7 @@ static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_commitmen
     snprintf(how, hn, "table in the spec");
   } else if (s->commitment.mode == AMOE_COMMIT_FILE) {
     amoe_diag d = {0};
-    int ok = amoe_commitment_file_load(s->commitment.file, ph->p, &ph->n, &d);
+    int ok = amoe_commitment_file_load(s->commitment.file, ph->p, &ph->n, &d) == AMOE_OK;
     amoe_status st = ok ? AMOE_OK : amoe_fail(e, AMOE_EINVAL, "%s", d.n ? d.msgs[0] : "bad commitment file");
     amoe_diag_free(&d);
     snprintf(how, hn, "file %s", s->commitment.file);
@@ -533,7 +533,7 @@ static int file_source(const opts *o, amoe_spec *s, amoe_source **src, amoe_err 
     if (o->hybrid && s->workload.source != AMOE_SRC_ROUTING_JSONL && s->workload.source != AMOE_SRC_ROUTING_SAFETENSORS)
       return usage_error("--hybrid applies to --format routing-jsonl%s", "");
     amoe_diag d = {0};
-    int ok = amoe_spec_load_preset(s, 0, o->model, "--model", &d);
+    int ok = amoe_spec_load_preset(s, 0, o->model, "--model", &d) == AMOE_OK;
     amoe_diag_print(&d, stderr);
     amoe_diag_free(&d);
     if (!ok) return EXIT_USAGE;

@@ -376,7 +376,7 @@ void amoe_presets_dir(char *out, size_t n, const char *kind, const char *spec_pa
 
 static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int preset);
 
-int amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *where, amoe_diag *d) {
+static int load_preset(amoe_spec *s, int hw, const char *name, const char *where, amoe_diag *d) {
   char dir[AMOE_PATH_MAX], path[AMOE_PATH_MAX + 160];
   amoe_presets_dir(dir, sizeof dir, hw ? "hw" : "models", NULL);
   for (const char *c = name; *c; c++)
@@ -647,7 +647,7 @@ static void parse_preset_node(ydoc *y, yaml_node_t *v, amoe_spec *s, int hw) {
   at(y, v, w, sizeof w);
   const char *sect = hw ? "hardware" : "model";
   if (v->type == YAML_SCALAR_NODE) {
-    amoe_spec_load_preset(s, hw, scalar(v), w, y->d);
+    load_preset(s, hw, scalar(v), w, y->d);
     return;
   }
   if (v->type != YAML_MAPPING_NODE) {
@@ -661,7 +661,7 @@ static void parse_preset_node(ydoc *y, yaml_node_t *v, amoe_spec *s, int hw) {
       if (x->type != YAML_SCALAR_NODE)
         amoe_diag_add(y->d, "%s: preset must be a name", w);
       else
-        amoe_spec_load_preset(s, hw, scalar(x), w, y->d);
+        load_preset(s, hw, scalar(x), w, y->d);
     }
   }
   walk(y, v, sect, s, 0);
@@ -763,14 +763,14 @@ void amoe_spec_defaults(amoe_spec *s) {
   s->margin_min = AMOE_DEFAULT_MARGIN_MIN;
 }
 
-int amoe_spec_set(amoe_spec *s, const char *key, const char *value, const char *where, amoe_diag *d) {
+static int spec_set(amoe_spec *s, const char *key, const char *value, const char *where, amoe_diag *d) {
   int before = d->n;
   char text[AMOE_PATH_MAX + 256];
   /* Build a one-key YAML document so every key goes through the same walk. */
   ydoc y;
   const char *dot = strrchr(key, '.');
   if (!strcmp(key, "model") || !strcmp(key, "hardware")) {
-    amoe_spec_load_preset(s, key[0] == 'h', value, where, d);
+    load_preset(s, key[0] == 'h', value, where, d);
     return d->n == before;
   }
   if (dot && (!strncmp(key, "offload.", 8))) s->offload.enabled = 1;
@@ -843,19 +843,19 @@ static void parse_sweep(ydoc *y, yaml_node_t *n, amoe_experiment *x) {
         continue;
       }
       amoe_spec probe = x->base; /* check the value now, with its position */
-      ok &= amoe_spec_set(&probe, key, scalar(e), ew, y->d);
+      ok &= spec_set(&probe, key, scalar(e), ew, y->d);
       snprintf(sk->values[sk->nvalues++], 128, "%s", scalar(e));
     }
     if (ok && sk->nvalues > 0) x->nsweep++;
   }
 }
 
-int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
+static int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   int before = d->n;
-  char msg[256];
+  amoe_err me;
   if (!s->model.name[0] && s->model.moe_layers > 0) snprintf(s->model.name, sizeof s->model.name, "custom");
   if (!s->model.name[0]) amoe_diag_add(d, "%s: model: required (a preset name or a shape)", where);
-  else if (!amoe_model_check(&s->model, msg, sizeof msg)) amoe_diag_add(d, "%s: model %s: %s", where, s->model.name, msg);
+  else if (amoe_model_check(&s->model, &me)) amoe_diag_add(d, "%s: model %s: %s", where, s->model.name, me.msg);
   if (!s->hw.name[0] || s->hw.hbm_bw <= 0 || s->hw.h2d_bw <= 0 || s->hw.peak_flops <= 0)
     amoe_diag_add(d, "%s: hardware: required (a preset name, or hbm_bw, h2d_bw and peak_flops)", where);
   if (s->workload.source != AMOE_SRC_SYNTHETIC && !s->workload.path[0])
@@ -900,7 +900,7 @@ int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   return d->n == before;
 }
 
-int amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d) {
+static int experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d) {
   memset(x, 0, sizeof *x);
   snprintf(x->spec_path, sizeof x->spec_path, "%s", path);
   amoe_spec_defaults(&x->base);
@@ -937,12 +937,12 @@ int amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets
       for (int j = swept; j < x->nsweep - 1; j++) x->sweep[j] = x->sweep[j + 1];
       x->nsweep--;
     }
-    amoe_spec_set(&x->base, key, eq + 1, where, d);
+    spec_set(&x->base, key, eq + 1, where, d);
   }
   x->skew_auto = x->base.workload.skew < 0;
   x->top_m_auto = x->base.workload.top_m == 0;
   x->candidates_auto = x->base.workload.candidates == 0;
-  if (d->n == before) amoe_spec_validate(&x->base, path, d);
+  if (d->n == before) spec_validate(&x->base, path, d);
   return d->n == before;
 }
 
@@ -952,7 +952,7 @@ int amoe_experiment_points(const amoe_experiment *x) {
   return n;
 }
 
-int amoe_experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, amoe_diag *d) {
+static int experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, amoe_diag *d) {
   *out = x->base;
   int before = d->n;
   /* the implicit baseline is re-added by validate */
@@ -966,9 +966,9 @@ int amoe_experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, amo
     idx /= k->nvalues;
     char where[AMOE_PATH_MAX + 200];
     snprintf(where, sizeof where, "%s: sweep %s", x->spec_path, k->key);
-    amoe_spec_set(out, k->key, k->values[v], where, d);
+    spec_set(out, k->key, k->values[v], where, d);
   }
-  if (d->n == before) amoe_spec_validate(out, x->spec_path, d);
+  if (d->n == before) spec_validate(out, x->spec_path, d);
   return d->n == before;
 }
 
@@ -1082,7 +1082,7 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
   }
 }
 
-int amoe_commitment_file_load(const char *path, double *p, int *n, amoe_diag *d) {
+static int commitment_file_load(const char *path, double *p, int *n, amoe_diag *d) {
   ydoc y;
   int before = d->n;
   if (!load_file(&y, path, d)) return 0;
@@ -1100,4 +1100,30 @@ int amoe_commitment_file_load(const char *path, double *p, int *n, amoe_diag *d)
   memcpy(p, tmp.commitment.table, sizeof(double) * (size_t)tmp.commitment.table_n);
   *n = tmp.commitment.table_n;
   return 1;
+}
+
+/* ------------------------------------------------------------ the API: errors as values */
+
+amoe_status amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *where, amoe_diag *d) {
+  return load_preset(s, hw, name, where, d) ? AMOE_OK : AMOE_EINVAL;
+}
+
+amoe_status amoe_spec_set(amoe_spec *s, const char *key, const char *value, const char *where, amoe_diag *d) {
+  return spec_set(s, key, value, where, d) ? AMOE_OK : AMOE_EINVAL;
+}
+
+amoe_status amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
+  return spec_validate(s, where, d) ? AMOE_OK : AMOE_EINVAL;
+}
+
+amoe_status amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d) {
+  return experiment_load(x, path, sets, nset, d) ? AMOE_OK : AMOE_EINVAL;
+}
+
+amoe_status amoe_experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, amoe_diag *d) {
+  return experiment_point(x, idx, out, d) ? AMOE_OK : AMOE_EINVAL;
+}
+
+amoe_status amoe_commitment_file_load(const char *path, double *p, int *n, amoe_diag *d) {
+  return commitment_file_load(path, p, n, d) ? AMOE_OK : AMOE_EINVAL;
 }

@@ -1,6 +1,7 @@
-/* YAML experiment specs (DESIGN §13): presets, overrides, --set, sweeps.
- * Every error is collected as "file:line:column: message"; the caller
- * prints them all and exits with status 2. */
+/* YAML experiment specs (docs/design.md §13): presets, overrides, --set,
+ * sweeps. Every error is collected in the diag as "file:line:column:
+ * message"; the functions return AMOE_EINVAL when they added any (the
+ * caller prints them all; main exits with status 2). */
 #ifndef AMOE_SPEC_LOAD_H
 #define AMOE_SPEC_LOAD_H
 
@@ -43,23 +44,23 @@ typedef struct {
 void amoe_presets_dir(char *out, size_t n, const char *kind, const char *spec_path);
 
 /* Loads a spec file and applies `nset` "KEY=VALUE" overrides in order. */
-int amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d);
+amoe_status amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d);
 /* Number of sweep points (1 without a sweep) and the spec at point i. */
 int amoe_experiment_points(const amoe_experiment *x);
-int amoe_experiment_point(const amoe_experiment *x, int i, amoe_spec *out, amoe_diag *d);
+amoe_status amoe_experiment_point(const amoe_experiment *x, int i, amoe_spec *out, amoe_diag *d);
 /* Writes the resolved spec (every default filled in) as YAML. */
 void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x);
 /* Applies one KEY=VALUE to a spec (used by sweeps and --set). */
-int amoe_spec_set(amoe_spec *s, const char *key, const char *value, const char *where, amoe_diag *d);
+amoe_status amoe_spec_set(amoe_spec *s, const char *key, const char *value, const char *where, amoe_diag *d);
 /* Loads a model or hardware preset by name into s. */
-int amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *where, amoe_diag *d);
+amoe_status amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *where, amoe_diag *d);
 /* Fills every default (the schema's defaults, not a real model's numbers). */
 void amoe_spec_defaults(amoe_spec *s);
 /* Final checks that need the whole spec (model shape, policy budgets). */
-int amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d);
+amoe_status amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d);
 
 
 
 /* Reads a commitment file written by `acceptmoe calibrate` ({table: [...]}). */
-int amoe_commitment_file_load(const char *path, double *p, int *n, amoe_diag *d);
+amoe_status amoe_commitment_file_load(const char *path, double *p, int *n, amoe_diag *d);
 #endif

@@ -117,8 +117,8 @@ static void executed_is_routed(void) {
   amoe_spec s;
   amoe_diag d = {0};
   amoe_spec_defaults(&s);
-  CHECK(amoe_spec_load_preset(&s, 0, "qwen3-30b-a3b", "test", &d) &&
-            amoe_spec_load_preset(&s, 1, "h200", "test", &d) && d.n == 0,
+  CHECK(amoe_spec_load_preset(&s, 0, "qwen3-30b-a3b", "test", &d) == AMOE_OK &&
+            amoe_spec_load_preset(&s, 1, "h200", "test", &d) == AMOE_OK && d.n == 0,
         "presets");
   amoe_diag_free(&d);
   s.workload.blocks = 3;

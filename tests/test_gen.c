@@ -17,7 +17,7 @@ static amoe_spec spec_for(const char *model) {
   amoe_spec s;
   amoe_diag d = {0};
   amoe_spec_defaults(&s);
-  CHECK(amoe_spec_load_preset(&s, 0, model, "test", &d), "preset %s", model);
+  CHECK(amoe_spec_load_preset(&s, 0, model, "test", &d) == AMOE_OK, "preset %s", model);
   amoe_diag_free(&d);
   return s;
 }
@@ -243,7 +243,7 @@ int main(int argc, char **argv) {
   snprintf(q.hw.name, sizeof q.hw.name, "x");
   q.hw.hbm_bw = q.hw.h2d_bw = q.hw.peak_flops = 1e12;
   q.hw.moe_eta = 1;
-  CHECK(amoe_spec_validate(&q, "test", &d), "validate");
+  CHECK(amoe_spec_validate(&q, "test", &d) == AMOE_OK, "validate");
   amoe_diag_free(&d);
   static amoe_commitment ph = {{1}, 1, {0}, 0};
   amoe_row_result rows[2];

@@ -37,7 +37,7 @@ static amoe_spec hybrid_spec(const char *path) {
   amoe_spec s;
   amoe_diag d = {0};
   amoe_spec_defaults(&s);
-  CHECK(amoe_spec_load_preset(&s, 0, "olmoe-1b-7b", "test", &d) && d.n == 0, "preset");
+  CHECK(amoe_spec_load_preset(&s, 0, "olmoe-1b-7b", "test", &d) == AMOE_OK && d.n == 0, "preset");
   amoe_diag_free(&d);
   s.workload.source = AMOE_SRC_ROUTING_JSONL;
   s.workload.routing_blocks = AMOE_ROUTING_HYBRID;

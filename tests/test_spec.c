@@ -29,7 +29,7 @@ int main(void) {
                             "policies: [natural, {verifier: moe-spec, budget: 16}, {draft: ecospec, lambda: 2}]\n"
                             "sweep: {offload.slots_per_layer: [16, 32], acceptance_model.kappa: [0, 0.1, 0.2]}\n");
   char *sets[] = {"workload.seed=7", "model.top_k=6"};
-  CHECK(amoe_experiment_load(&x, p, sets, 2, &d), "load: %s", d.n ? d.msgs[0] : "");
+  CHECK(amoe_experiment_load(&x, p, sets, 2, &d) == AMOE_OK, "load: %s", d.n ? d.msgs[0] : "");
   CHECK(x.base.model.experts == 128 && x.base.model.top_k == 6 && x.base.model.hidden == 2048,
         "preset fields kept, top_k from --set over the file's override (%d)", x.base.model.top_k);
   CHECK(x.base.hw.h2d_bw == 5.5e10 && x.base.hw.hbm_bw == 4.3e12, "hardware override");
@@ -40,21 +40,21 @@ int main(void) {
             !strcmp(x.base.policies[2].label, "ecospec/lambda=2/acc=0.8"),
         "policy rows and labels");
   CHECK(amoe_experiment_points(&x) == 6, "2 x 3 sweep points");
-  CHECK(amoe_experiment_point(&x, 4, &s, &d), "point 4");
+  CHECK(amoe_experiment_point(&x, 4, &s, &d) == AMOE_OK, "point 4");
   CHECK(s.offload.enabled && s.offload.slots_per_layer == 32 && s.kappa == 0.1, "point 4 = (32, 0.1): %d %g",
         s.offload.slots_per_layer, s.kappa);
   /* a spec without natural gets the baseline row added */
-  CHECK(amoe_experiment_point(&x, 0, &s, &d) && s.npolicies == 3, "natural listed: no extra row");
+  CHECK(amoe_experiment_point(&x, 0, &s, &d) == AMOE_OK && s.npolicies == 3, "natural listed: no extra row");
   amoe_diag_free(&d);
   p = write_tmp("model: qwen3-30b-a3b\nhardware: h200\npolicies: [{verifier: acceptmoe}]\n");
-  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) && x.base.npolicies == 2 && x.base.policies[1].implicit &&
+  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_OK && x.base.npolicies == 2 && x.base.policies[1].implicit &&
             !strcmp(x.base.policies[1].label, "natural"),
         "the natural baseline is added");
   amoe_diag_free(&d);
   /* every error, each with a position */
   p = write_tmp("model: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: -3, tree: {depth: x}}\nwat: 1\n"
                 "policies: [{verifier: moe-spec}]\n");
-  CHECK(!amoe_experiment_load(&x, p, NULL, 0, &d) && d.n == 4, "four errors, got %d", d.n);
+  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_EINVAL && d.n == 4, "four errors, got %d", d.n);
   for (int i = 0; i < d.n; i++) CHECK(strstr(d.msgs[i], p) && strchr(d.msgs[i] + strlen(p), ':'), "%s", d.msgs[i]);
   amoe_diag_free(&d);
   remove(p);

@@ -86,7 +86,7 @@ int main(void) {
                             "workload: {blocks: 12, seed: 5, tree: {nodes: 16}}\n"
                             "policies: [natural, {verifier: window, width: 12}, {verifier: window, width: 10, "
                             "offset: 30}, {draft: ecospec, verifier: window, width: 9}]\n");
-  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d), "load: %s", d.n ? d.msgs[0] : "");
+  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_OK, "load: %s", d.n ? d.msgs[0] : "");
   amoe_diag_free(&d);
   CHECK(x.base.npolicies == 4, "four rows (%d)", x.base.npolicies);
   CHECK(!strcmp(x.base.policies[1].label, "window/w=12"), "label %s", x.base.policies[1].label);
@@ -106,7 +106,7 @@ int main(void) {
   static amoe_experiment x2;
   p = write_tmp(txt);
   free(txt);
-  CHECK(amoe_experiment_load(&x2, p, NULL, 0, &d) && x2.base.npolicies == 4 &&
+  CHECK(amoe_experiment_load(&x2, p, NULL, 0, &d) == AMOE_OK && x2.base.npolicies == 4 &&
             !strcmp(x2.base.policies[2].label, "window/w=10/off=30"),
         "resolved spec reloads: %s", d.n ? d.msgs[0] : "");
   amoe_diag_free(&d);
@@ -123,13 +123,13 @@ int main(void) {
     char text[256];
     snprintf(text, sizeof text, "model: olmoe-1b-7b\nhardware: h200\n%s\n", bad[i][0]);
     p = write_tmp(text);
-    int ok = amoe_experiment_load(&x2, p, NULL, 0, &d) && amoe_experiment_point(&x2, 0, &s, &d);
+    int ok = amoe_experiment_load(&x2, p, NULL, 0, &d) == AMOE_OK && amoe_experiment_point(&x2, 0, &s, &d) == AMOE_OK;
     CHECK(!ok && d.n >= 1 && strstr(d.msgs[0], bad[i][1]), "%s: %s", bad[i][0], d.n ? d.msgs[0] : "accepted");
     amoe_diag_free(&d);
   }
 
   /* the run loop executes it */
-  CHECK(amoe_experiment_point(&x, 0, &s, &d), "point 0");
+  CHECK(amoe_experiment_point(&x, 0, &s, &d) == AMOE_OK, "point 0");
   amoe_diag_free(&d);
   amoe_source *src;
   amoe_err e;

@@ -66,7 +66,7 @@ static amoe_spec ab_qwen3(void) {
   amoe_spec s;
   amoe_diag d = {0};
   amoe_spec_defaults(&s);
-  if (!amoe_spec_load_preset(&s, 0, "qwen3-30b-a3b", "ab", &d) || !amoe_spec_load_preset(&s, 1, "h200", "ab", &d)) {
+  if (amoe_spec_load_preset(&s, 0, "qwen3-30b-a3b", "ab", &d) || amoe_spec_load_preset(&s, 1, "h200", "ab", &d)) {
     fprintf(stderr, "ab: presets not found\n");
     exit(2);
   }

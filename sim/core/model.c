@@ -1,26 +1,24 @@
 #include "model.h"
 
-#include "gen.h"
-
 #include <stdio.h>
 
 double amoe_model_shared_expert_bytes(const amoe_model *m) {
   return 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;
 }
 
-int amoe_model_check(const amoe_model *m, char *msg, int msglen) {
+amoe_status amoe_model_check(const amoe_model *m, amoe_err *e) {
   if (m->moe_layers < 1 || m->moe_layers > AMOE_MAX_LAYERS)
-    return snprintf(msg, msglen, "moe_layers must be in 1..%d", AMOE_MAX_LAYERS), 0;
+    return amoe_fail(e, AMOE_EINVAL, "moe_layers must be in 1..%d", AMOE_MAX_LAYERS);
   if (m->layers < m->moe_layers)
-    return snprintf(msg, msglen, "layers (%d) < moe_layers (%d)", m->layers, m->moe_layers), 0;
+    return amoe_fail(e, AMOE_EINVAL, "layers (%d) < moe_layers (%d)", m->layers, m->moe_layers);
   if (m->experts < 2 || m->experts > AMOE_MAX_EXPERTS)
-    return snprintf(msg, msglen, "experts must be in 2..%d", AMOE_MAX_EXPERTS), 0;
+    return amoe_fail(e, AMOE_EINVAL, "experts must be in 2..%d", AMOE_MAX_EXPERTS);
   if (m->top_k < 1 || m->top_k > m->experts || m->top_k > AMOE_MAX_TOPK)
-    return snprintf(msg, msglen, "top_k must be in 1..min(experts, %d)", AMOE_MAX_TOPK), 0;
-  if (m->hidden < 1) return snprintf(msg, msglen, "hidden (d) is required for a shape"), 0;
+    return amoe_fail(e, AMOE_EINVAL, "top_k must be in 1..min(experts, %d)", AMOE_MAX_TOPK);
+  if (m->hidden < 1) return amoe_fail(e, AMOE_EINVAL, "hidden (d) is required for a shape");
   if (m->moe_intermediate < 1 && !(m->expert_bytes > 0))
-    return snprintf(msg, msglen, "moe_intermediate (f) or expert_bytes is required for a shape"), 0;
-  return 1;
+    return amoe_fail(e, AMOE_EINVAL, "moe_intermediate (f) or expert_bytes is required for a shape");
+  return AMOE_OK;
 }
 
 double amoe_model_locality_at(const amoe_model *m, int l, int layers) {

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "err.h"
+
 #define AMOE_NAME_MAX 64
 #define AMOE_MAX_EXPERTS 1024
 #define AMOE_MAX_LAYERS 256
@@ -47,6 +49,10 @@ typedef struct {
   amoe_routing_fit routing;
 } amoe_model;
 
+/* Routing defaults fitted to the real Mixtral-8x7B trace (docs/generator.md). */
+#define AMOE_FIT_LOCALITY 0.3
+#define AMOE_FIT_NOISE 1.0
+
 /* The routing of a model without a fitted `routing:` section: Mixtral's
  * fit (constant locality 0.3, no request concentration). */
 void amoe_model_routing_defaults(amoe_model *m);
@@ -75,7 +81,7 @@ static inline double amoe_model_expert_bytes(const amoe_model *m) {
 }
 /* Bytes of one shared expert (always bf16 3·d·f·2). */
 double amoe_model_shared_expert_bytes(const amoe_model *m);
-/* Checks shapes for consistency; message names the field. */
-int amoe_model_check(const amoe_model *m, char *msg, int msglen);
+/* Checks shapes for consistency: AMOE_EINVAL, the message naming the field. */
+amoe_status amoe_model_check(const amoe_model *m, amoe_err *e);
 
 #endif

@@ -48,14 +48,13 @@ float amoe_gen_normal(uint16_t u);
 
 /* Routing defaults fitted to the real Mixtral-8x7B trace (docs/generator.md). */
 #define AMOE_FIT_TEMPERATURE 0.8
-#define AMOE_FIT_LOCALITY 0.3
 #define AMOE_FIT_LAYER_CORRELATION 0.5
 /* Popularity skew: 0.6 fits Mixtral's 8 experts (the window-union curve),
  * 0.45 fits OLMoE's 64 (busiest/quietest/effective experts on c4); between
  * them linear in log2(E), beyond 64 held at 0.45 (no data). */
 #define AMOE_FIT_SKEW_FEW 0.6
 #define AMOE_FIT_SKEW_MANY 0.45
-#define AMOE_FIT_NOISE 1.0
+/* (AMOE_FIT_LOCALITY and AMOE_FIT_NOISE, the model's routing defaults, are in model.h) */
 
 typedef struct {
   uint64_t seed;

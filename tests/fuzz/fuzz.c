@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
       set[m] = 0;
       nset = strchr(set, '=') != NULL;
     }
-    if (amoe_experiment_load(&x, path, sets, nset, &dg)) {
+    if (amoe_experiment_load(&x, path, sets, nset, &dg) == AMOE_OK) {
       amoe_spec s;
       for (int i = 0; i < amoe_experiment_points(&x) && i < 4; i++) amoe_experiment_point(&x, i, &s, &dg);
       FILE *f = fopen("/dev/null", "w");
