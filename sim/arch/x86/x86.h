@@ -21,6 +21,17 @@ extern int amoe_x86_avx2;
 
 /* core/block.c's top-m of E logits (E % 32 == 0, m <= 32), sorted (topm.c) */
 void amoe_x86_set_full(uint16_t *id, amoe_f16 *z, int E, int m, const float *zfull);
+
+/* route/router.c's softmax_exps for m % 8 == 0: e^(z_j − z_0) into out,
+ * returns 1/Σ (router.c) */
+float amoe_x86_softmax_exps(const amoe_f16 *z, int m, float *out);
+/* its sigmoid_scores for n % 8 == 0 */
+void amoe_x86_sigmoid(const amoe_f16 *z, int n, float *out);
+/* the top-8 softmax probabilities of one node from its stored 1/Σ */
+void amoe_x86_softmax_top8(const amoe_f16 *z, float inv, float *out);
+/* the same for the listed nodes of a layer (m logits apart; nodes NULL:
+ * 0..n-1), node t's at out[t·8], four nodes a step */
+void amoe_x86_softmax_top8_nodes(const amoe_f16 *z, const int *nodes, int n, int m, const float *inv, float *out);
 #endif
 
 #endif
