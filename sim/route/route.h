@@ -27,6 +27,15 @@ void amoe_route_natural(const amoe_block *b, int l, int k, const int *nodes, int
  * commitment table's union-vs-n curve.) */
 int amoe_route_union_add(const amoe_block *b, int l, int k, int t, uint8_t *U);
 
+/* The pieces of constrained routing the vector path shares (arch/x86):
+ * the first `need` of a node's stored entries id[k..m) inside S, returning
+ * how many (< need only when they run out); then, the rest of S being
+ * -inf, the lowest ids of S (sbits: S as bits) that node t does not store,
+ * at most `need`, returning how many. */
+#define AMOE_ROUTE_WORDS (AMOE_MAX_EXPERTS / 64)
+int amoe_route_scan(const uint16_t *id, int k, int m, const uint8_t *S, int need, uint16_t *out);
+int amoe_route_unstored(const amoe_block *b, int l, int t, const uint64_t *sbits, int need, uint16_t *out);
+
 /* What routing a layer's verified nodes under S adds up to. The caller
  * zeroes U, cnt, rcnt and R (all E + 1 of the last two). The last slot of
  * rcnt and R is a spare, written to instead of branching; what it holds

@@ -31,7 +31,7 @@ static inline float router_exp(float x0) {
 }
 
 /* e^(z_j − z_0) for j < m into out; returns the softmax's 1/Σ over them,
- * summed in four fixed partial sums (arch/x86/router.c: eight lanes at a
+ * summed in four fixed partial sums (arch/x86/router_x86.c: eight lanes at a
  * time, the same bits). */
 static AMOE_CLONES float softmax_exps(const amoe_f16 *z, int m, float *out) {
 #ifdef AMOE_X86_PATHS

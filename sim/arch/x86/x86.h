@@ -12,18 +12,20 @@
 
 #include <stdint.h>
 
+#include "block.h"
 #include "clones.h"
 #include "f16.h"
+#include "route.h"
 
 #ifdef AMOE_X86_PATHS
-/* 1 when this CPU runs the paths (cpu.c) */
+/* 1 when this CPU runs the paths (cpu_x86.c) */
 extern int amoe_x86_avx2;
 
-/* core/block.c's top-m of E logits (E % 32 == 0, m <= 32), sorted (topm.c) */
+/* core/block.c's top-m of E logits (E % 32 == 0, m <= 32), sorted (topm_x86.c) */
 void amoe_x86_set_full(uint16_t *id, amoe_f16 *z, int E, int m, const float *zfull);
 
 /* route/router.c's softmax_exps for m % 8 == 0: e^(z_j − z_0) into out,
- * returns 1/Σ (router.c) */
+ * returns 1/Σ (router_x86.c) */
 float amoe_x86_softmax_exps(const amoe_f16 *z, int m, float *out);
 /* its sigmoid_scores for n % 8 == 0 */
 void amoe_x86_sigmoid(const amoe_f16 *z, int n, float *out);
@@ -32,6 +34,10 @@ void amoe_x86_softmax_top8(const amoe_f16 *z, float inv, float *out);
 /* the same for the listed nodes of a layer (m logits apart; nodes NULL:
  * 0..n-1), node t's at out[t·8], four nodes a step */
 void amoe_x86_softmax_top8_nodes(const amoe_f16 *z, const int *nodes, int n, int m, const float *inv, float *out);
+
+/* route/route.c's amoe_route_layer for k == 8, E <= 256, m >= 8 (route_x86.c) */
+int amoe_x86_route_layer8(const amoe_block *b, int l, const int *nodes, int nn, const uint8_t *S,
+                          const amoe_route_sums *o);
 #endif
 
 #endif
