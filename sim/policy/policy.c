@@ -186,73 +186,8 @@ double amoe_effective_rank_packed(double *q, int c) {
   return exp(-sum4(q, c));
 }
 
-#ifdef AMOE_X86_PATHS
-/* ln x on eight lanes of float, for x >= 2^-126 (the caller clamps):
- * plain_log's reduction, the series to s^9 (its next term is below 2^-30
- * of the sum). Within 1.7 ulp of the double log on a sweep of every 97th
- * float in [2^-126, 1]; the bound in ceil_rank_float allows 16. */
-__attribute__((target("avx2"))) static inline __m256 log8f(__m256 x) {
-  const __m256i bits = _mm256_castps_si256(x);
-  __m256 kd = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(127)));
-  __m256 f = _mm256_castsi256_ps(
-      _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x3f800000)));
-  const __m256 big = _mm256_cmp_ps(f, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
-  f = _mm256_blendv_ps(f, _mm256_mul_ps(f, _mm256_set1_ps(0.5f)), big);
-  kd = _mm256_add_ps(kd, _mm256_and_ps(big, _mm256_set1_ps(1.0f)));
-  const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 sv = _mm256_div_ps(_mm256_sub_ps(f, one), _mm256_add_ps(f, one)), s2 = _mm256_mul_ps(sv, sv);
-  __m256 p = _mm256_add_ps(_mm256_mul_ps(s2, _mm256_set1_ps(1.0f / 9)), _mm256_set1_ps(1.0f / 7));
-  p = _mm256_add_ps(_mm256_mul_ps(p, s2), _mm256_set1_ps(1.0f / 5));
-  p = _mm256_add_ps(_mm256_mul_ps(p, s2), _mm256_set1_ps(1.0f / 3));
-  const __m256 two_s = _mm256_add_ps(sv, sv);
-  const __m256 lf = _mm256_add_ps(two_s, _mm256_mul_ps(_mm256_mul_ps(two_s, s2), p));
-  return _mm256_add_ps(_mm256_mul_ps(kd, _mm256_set1_ps(0.693147182f)), lf);
-}
-
-/* ceil(exp(H) - eps) from H in float arithmetic, or -1 when that cannot
- * be told apart from the double computation's result. With every q in
- * [0, 1] summing to 1, the float H is within 2^-24 (H + 1 + 2·16 H + H +
- * (c/8 + 3) H) of the double one (q's rounding, log's 16 ulp, the
- * products, the eight-lane sums); B is four times that (a sweep of
- * 200,000 vectors saw at most half of it). Then if
- * ceil(x - eps) is one number over [exp(H) e^-B, exp(H) e^B], the double
- * result is that number. */
-__attribute__((target("avx2"))) static int ceil_rank_float(const double *q, int c, double inv, double eps) {
-  const __m256d vinv = _mm256_set1_pd(inv);
-  const __m256 tiny = _mm256_set1_ps(0x1p-126f);
-  __m256 acc = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 8 <= c; i += 8) {
-    const __m128 a = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_loadu_pd(q + i), vinv));
-    const __m128 b = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_loadu_pd(q + i + 4), vinv));
-    const __m256 x = _mm256_insertf128_ps(_mm256_castps128_ps256(a), b, 1);
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(x, log8f(_mm256_max_ps(x, tiny)))); /* x < 2^-126: |x ln x| < 2^-119 */
-  }
-  if (i < c) { /* the rest, padded with 1 (1 ln 1 = 0) */
-    float t[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    for (int j = 0; i + j < c; j++) t[j] = (float)(q[i + j] * inv);
-    const __m256 x = _mm256_loadu_ps(t);
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(x, log8f(_mm256_max_ps(x, tiny))));
-  }
-  float l[8];
-  _mm256_storeu_ps(l, acc);
-  double H = 0;
-  for (int j = 0; j < 8; j++) H -= l[j];
-  if (!(H >= 0 && H < 16)) return -1; /* (rounding below 0, or past any expert count) */
-  const double B = 4 * 0x1p-24 * (H + 1 + 32 * H + H + (c / 8 + 3) * H) + 1e-12, r = exp(H);
-  const double lo = ceil(r * exp(-B) - eps), hi = ceil(r * exp(B) - eps);
-  return lo == hi ? (int)lo : -1;
-}
-#endif
-
 int amoe_effective_rank_ceil(const double *q, int c, double eps, double *scratch) {
   if (c == 0) return 0;
-#ifdef AMOE_X86_PATHS
-  if (amoe_cpu_avx2_f16c()) {
-    const int r = ceil_rank_float(q, c, 1 / sum4(q, c), eps);
-    if (r >= 0) return r;
-  }
-#endif
   memcpy(scratch, q, (size_t)c * sizeof *q);
   const double rank = amoe_effective_rank_packed(scratch, c);
   return rank > 0 ? (int)ceil(rank - eps) : 0;

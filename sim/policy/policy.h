@@ -124,10 +124,8 @@ double amoe_effective_rank(const double *w, const uint8_t *cand, int n, double *
 /* The same over q[0..c), those positive values already packed in expert
  * order (q is overwritten). */
 double amoe_effective_rank_packed(double *q, int c);
-/* ceil(amoe_effective_rank_packed(q, c) - eps) (0 when c is 0), q kept:
- * from H in float where that settles it (always the same number, in about
- * half the time: 8% of an acceptmoe replay's samples became 3.6%), else
- * in double on a copy in scratch (c doubles). */
+/* ceil(amoe_effective_rank_packed(q, c) - eps) (0 when c is 0), q kept
+ * (computed on a copy in scratch, c doubles). */
 int amoe_effective_rank_ceil(const double *q, int c, double eps, double *scratch);
 /* Keeps in S the `count` experts with the highest value (ties: lower id),
  * among those with cand[e] != 0 (cand NULL = all). */
