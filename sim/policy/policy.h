@@ -9,6 +9,7 @@
 #define AMOE_POLICY_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "block.h"
 #include "model.h"
@@ -131,9 +132,17 @@ int amoe_effective_rank_ceil(const double *q, int c, double eps, double *scratch
  * among those with cand[e] != 0 (cand NULL = all). */
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
                        int *iscratch);
-/* The same in portable C: the reference the vector version is tested
- * against. */
+/* The same in portable C: the reference the vector version
+ * (arch/x86/policy_x86.c) is tested against. */
 void amoe_top_by_value_portable(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
+
+/* A double's order key as a signed 64-bit integer: compares as the values
+ * do (no NaN). Branch-free, so loops over it vectorise. */
+static inline int64_t amoe_order_key64(double v) {
+  uint64_t u;
+  memcpy(&u, &v, 8);
+  return (int64_t)(u ^ ((0 - (u >> 63)) & 0x7fffffffffffffffULL)); /* negative: flip all but the sign */
+}
 
 /* The verifier policies. */
 void amoe_verifier_natural(const amoe_vctx *c, uint8_t *S);
