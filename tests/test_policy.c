@@ -6,6 +6,7 @@
 #include "check.h"
 #include "gen.h"
 #include "policy.h"
+#include "x86.h"
 #include "route.h"
 #include "rng.h"
 
@@ -462,7 +463,7 @@ static void acceptmoe_top8(void) {
   amoe_block b;
   amoe_block_init(&b, 4, 64, 32);
   double phat[6] = {1, 0.8, 0.6, 0.45, 0.3, 0.2};
-  int same = 1, layers = 0;
+  int same = 1, layers = 0, vec_same = 1, vec_checked = 0;
   for (uint32_t req = 0; req < 4; req++) {
     amoe_gen_begin_request(g, req);
     while (amoe_gen_next(g, &b, &e) == 1) {
@@ -491,10 +492,37 @@ static void acceptmoe_top8(void) {
         const double rank = amoe_effective_rank(u, rest, 64, tmp);
         amoe_top_by_value_portable(u, rest, 64, rank > 0 ? (int)ceil(rank - 1e-9) : 0, R);
         same &= !memcmp(S, R, 64);
+#ifdef AMOE_X86_PATHS
+        /* every verifier with the vector paths (arch/x86) on and off */
+        const int had = amoe_x86_avx2;
+        if (had) { /* the utility loop itself, to the bit */
+          double ad[6], uv[64] = {0};
+          for (int d = 0; d < 6; d++) {
+            const double ph = d == 0 ? 1.0 : phat[d];
+            ad[d] = ph > 0 && level[d] > 0 ? sqrt(ph) / sqrt((double)level[d]) : 0;
+          }
+          amoe_x86_acceptmoe_scatter8(uv, amoe_block_ids(&b, l, 0), b.m, prob, nodes, b.n, b.depth, ad, 6);
+          vec_same &= !memcmp(uv, u, sizeof u);
+        }
+        for (int v = 0; v < amoe_verifier_count && had; v++) {
+          const amoe_policy_row vr = row_for(v, 20);
+          amoe_vctx cv = c;
+          cv.row = &vr;
+          uint8_t S1[64] = {0}, S0[64] = {0};
+          amoe_verifier_table[v].select(&cv, S1);
+          amoe_x86_avx2 = 0;
+          amoe_verifier_table[v].select(&cv, S0);
+          amoe_x86_avx2 = had;
+          vec_same &= !memcmp(S1, S0, 64);
+          vec_checked++;
+        }
+#endif
       }
     }
   }
   CHECK(same && layers > 100, "acceptmoe with top-8 differs from the plain steps (%d layers)", layers);
+  CHECK(vec_same, "a verifier's S differs with the vector paths off (%d checked)", vec_checked);
+  if (!vec_checked) printf("(no AVX2 here: the vector paths were not compared)\n");
   amoe_block_free(&b);
   amoe_gen_close(g);
 }

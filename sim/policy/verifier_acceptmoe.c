@@ -9,6 +9,7 @@
 
 #include "clones.h"
 #include "policy.h"
+#include "x86.h"
 #include "sort.h"
 
 /* ascending utility, ties lower id */
@@ -25,73 +26,9 @@ enum { FIX_BUDGET = 0, FIX_BETA = 1 }; /* acceptmoe-fix: budget, beta */
 /* exp(H) is an integer for a uniform q; don't let rounding push it over. */
 #define AMOE_NER_EPS 1e-9
 
-#ifdef AMOE_X86_PATHS
-/* The node loop for top-8 (most presets): per node the eight products as
- * the scalar loop forms them (float widened, times alpha) in two
- * registers, the adds in the same order. */
-__attribute__((target("avx2"))) static void scatter8_avx2(double *u, const uint16_t *ids, int m,
-                                                          const float *prob, const int *nodes, int nn,
-                                                          const uint8_t *depth, const double *alpha_d,
-                                                          int nd) {
-  for (int i = 0; i < nn; i++) {
-    const int t = nodes[i], d = depth[t];
-    const double alpha = d < nd ? alpha_d[d] : 0;
-    if (alpha <= 0) continue;
-    const uint16_t *id = ids + (size_t)t * m;
-    const __m256 pv = _mm256_loadu_ps(prob + (size_t)t * 8);
-    const __m256d a = _mm256_set1_pd(alpha);
-    double w[8];
-    _mm256_storeu_pd(w, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(pv)), a));
-    _mm256_storeu_pd(w + 4, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(pv, 1)), a));
-    for (int j = 0; j < 8; j++) u[id[j]] += w[j];
-  }
-}
-#endif
-
-#ifdef AMOE_X86_PATHS
-/* Left-pack permutations of four doubles by a 4-bit lane mask: the two
- * 32-bit halves of each set lane, in order. */
-static const int32_t pack4[16][8] = {
-    {0, 0, 0, 0, 0, 0, 0, 0}, {0, 1, 0, 0, 0, 0, 0, 0}, {2, 3, 0, 0, 0, 0, 0, 0}, {0, 1, 2, 3, 0, 0, 0, 0},
-    {4, 5, 0, 0, 0, 0, 0, 0}, {0, 1, 4, 5, 0, 0, 0, 0}, {2, 3, 4, 5, 0, 0, 0, 0}, {0, 1, 2, 3, 4, 5, 0, 0},
-    {6, 7, 0, 0, 0, 0, 0, 0}, {0, 1, 6, 7, 0, 0, 0, 0}, {2, 3, 6, 7, 0, 0, 0, 0}, {0, 1, 2, 3, 6, 7, 0, 0},
-    {4, 5, 6, 7, 0, 0, 0, 0}, {0, 1, 4, 5, 6, 7, 0, 0}, {2, 3, 4, 5, 6, 7, 0, 0}, {0, 1, 2, 3, 4, 5, 6, 7}};
-
-/* pack for E a multiple of 8: eight experts per step, left-packed. */
-__attribute__((target("avx2"))) static int pack_avx2(const double *u, const uint8_t *anchor, int E, double *pu,
-                                                     int *pid) {
-  const __m256d zero = _mm256_setzero_pd();
-  __m256i ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  int np = 0;
-  for (int e = 0; e < E; e += 8) {
-    const __m256d u0 = _mm256_loadu_pd(u + e), u1 = _mm256_loadu_pd(u + e + 4);
-    const int pos = _mm256_movemask_pd(_mm256_cmp_pd(u0, zero, _CMP_GT_OQ)) |
-                    _mm256_movemask_pd(_mm256_cmp_pd(u1, zero, _CMP_GT_OQ)) << 4;
-    int64_t a8;
-    memcpy(&a8, anchor + e, 8);
-    const int free8 = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_cvtsi64_si128(a8), _mm_setzero_si128())) & 0xff;
-    const int msk = pos & free8;
-    amoe_left_pack(pid + np, ids, msk);
-    const int lo = msk & 15, hi = msk >> 4, n0 = __builtin_popcount((unsigned)lo);
-    _mm256_storeu_si256((__m256i *)(void *)(pu + np),
-                        _mm256_permutevar8x32_epi32(_mm256_castpd_si256(u0),
-                                                    _mm256_loadu_si256((const __m256i *)(const void *)pack4[lo])));
-    _mm256_storeu_si256((__m256i *)(void *)(pu + np + n0),
-                        _mm256_permutevar8x32_epi32(_mm256_castpd_si256(u1),
-                                                    _mm256_loadu_si256((const __m256i *)(const void *)pack4[hi])));
-    np += n0 + __builtin_popcount((unsigned)hi);
-    ids = _mm256_add_epi32(ids, _mm256_set1_epi32(8));
-  }
-  return np;
-}
-#endif
-
 /* The positive u[e] with anchor[e] == 0, in expert order, into pu[] with
  * their ids in pid[] (room for 8 past the count); returns the count. */
 static int pack(const double *u, const uint8_t *anchor, int E, double *pu, int *pid) {
-#ifdef AMOE_X86_PATHS
-  if (E % 8 == 0 && amoe_cpu_avx2_f16c()) return pack_avx2(u, anchor, E, pu, pid);
-#endif
   int np = 0;
   for (int e = 0; e < E; e++) {
     pu[np] = u[e];
@@ -119,8 +56,8 @@ static AMOE_CLONES void utilities(const amoe_vctx *c, double beta, double *u) {
   const uint16_t *ids = amoe_block_ids(c->b, c->layer, 0);
   const float *prob = c->prob;
 #ifdef AMOE_X86_PATHS
-  if (k == 8 && amoe_cpu_avx2_f16c()) {
-    scatter8_avx2(u, ids, m, prob, nodes, nn, depth, alpha_d, nd);
+  if (amoe_x86_avx2 && k == 8) {
+    amoe_x86_acceptmoe_scatter8(u, ids, m, prob, nodes, nn, depth, alpha_d, nd);
     return;
   }
 #endif

@@ -35,6 +35,9 @@ void amoe_x86_softmax_top8(const amoe_f16 *z, float inv, float *out);
  * 0..n-1), node t's at out[t·8], four nodes a step */
 void amoe_x86_softmax_top8_nodes(const amoe_f16 *z, const int *nodes, int n, int m, const float *inv, float *out);
 
+/* policy/verifier_acceptmoe.c's utility loop for top-8 (acceptmoe_x86.c) */
+void amoe_x86_acceptmoe_scatter8(double *u, const uint16_t *ids, int m, const float *prob, const int *nodes, int nn,
+                                 const uint8_t *depth, const double *alpha_d, int nd);
 /* policy/policy.c's amoe_top_by_value (policy_x86.c) */
 void amoe_x86_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
 /* route/route.c's amoe_route_layer for k == 8, E <= 256, m >= 8 (route_x86.c) */
