@@ -1,15 +1,13 @@
 #include "trace.h"
 #include "clones.h"
 #include "router.h"
+#include "x86.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #define HDR_FIXED 52
 #define BLK_HDR3 32 /* versions 2 and 3: two checksums */
@@ -45,51 +43,10 @@ static layout layout_of(uint32_t version, size_t n, size_t layers, size_t m, siz
   return o;
 }
 
-#ifdef AMOE_X86_PATHS
-/* The stripes of amoe_trace_checksum four lanes per register: the same
- * sums. Returns the words done. */
-__attribute__((target("avx2"))) static size_t checksum_avx2(const unsigned char *p, size_t words, uint64_t *acc,
-                                                            const uint64_t *key) {
-  __m256i A0 = _mm256_loadu_si256((const __m256i *)(const void *)acc),
-          A1 = _mm256_loadu_si256((const __m256i *)(const void *)(acc + 4)),
-          K0 = _mm256_loadu_si256((const __m256i *)(const void *)key),
-          K1 = _mm256_loadu_si256((const __m256i *)(const void *)(key + 4));
-  const __m256i step = _mm256_set1_epi64x((long long)0x9e3779b97f4a7c15ULL);
-  size_t i = 0;
-  for (; i + 8 <= words; i += 8) {
-    const __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 8 * i)),
-                  v1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 8 * i + 32));
-    const __m256i x0 = _mm256_xor_si256(v0, K0), x1 = _mm256_xor_si256(v1, K1);
-    A0 = _mm256_add_epi64(A0, _mm256_add_epi64(_mm256_mul_epu32(x0, _mm256_srli_epi64(x0, 32)), v0));
-    A1 = _mm256_add_epi64(A1, _mm256_add_epi64(_mm256_mul_epu32(x1, _mm256_srli_epi64(x1, 32)), v1));
-    K0 = _mm256_add_epi64(K0, step);
-    K1 = _mm256_add_epi64(K1, step);
-  }
-  _mm256_storeu_si256((__m256i *)(void *)acc, A0);
-  _mm256_storeu_si256((__m256i *)(void *)(acc + 4), A1);
-  return i;
-}
-#endif
-
-/* The stripes of amoe_trace_checksum without AVX2. Returns the words done. */
+/* The stripes of amoe_trace_checksum (arch/x86/trace_x86.c: four lanes per
+ * register, the same sums). Returns the words done. */
 static size_t checksum_stripes(const unsigned char *p, size_t words, uint64_t *acc, uint64_t *key) {
   size_t i = 0;
-#if defined(__SSE2__) /* the same sums, two lanes per register */
-  __m128i A[4], K[4];
-  for (int q = 0; q < 4; q++) {
-    A[q] = _mm_loadu_si128((const __m128i *)(const void *)(acc + 2 * q));
-    K[q] = _mm_loadu_si128((const __m128i *)(const void *)(key + 2 * q));
-  }
-  const __m128i step = _mm_set1_epi64x((long long)0x9e3779b97f4a7c15ULL);
-  for (; i + 8 <= words; i += 8)
-    for (int q = 0; q < 4; q++) {
-      const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 8 * i + 16 * q));
-      const __m128i x = _mm_xor_si128(v, K[q]);
-      A[q] = _mm_add_epi64(A[q], _mm_add_epi64(_mm_mul_epu32(x, _mm_srli_epi64(x, 32)), v));
-      K[q] = _mm_add_epi64(K[q], step);
-    }
-  for (int q = 0; q < 4; q++) _mm_storeu_si128((__m128i *)(void *)(acc + 2 * q), A[q]);
-#else
   for (; i + 8 <= words; i += 8)
     for (int j = 0; j < 8; j++) {
       uint64_t w;
@@ -98,7 +55,6 @@ static size_t checksum_stripes(const unsigned char *p, size_t words, uint64_t *a
       acc[j] += (x & 0xffffffffULL) * (x >> 32) + w;
       key[j] += 0x9e3779b97f4a7c15ULL;
     }
-#endif
   return i;
 }
 
@@ -115,7 +71,7 @@ uint64_t amoe_trace_checksum(const void *data, size_t bytes) {
   }
   const size_t words = bytes / 8;
 #ifdef AMOE_X86_PATHS
-  size_t i = amoe_cpu_avx2_f16c() ? checksum_avx2(p, words, acc, key) : checksum_stripes(p, words, acc, key);
+  size_t i = amoe_x86_avx2 ? amoe_x86_checksum_stripes(p, words, acc, key) : checksum_stripes(p, words, acc, key);
 #else
   size_t i = checksum_stripes(p, words, acc, key);
 #endif

@@ -10,6 +10,7 @@
 #ifndef AMOE_X86_H
 #define AMOE_X86_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "block.h"
@@ -40,6 +41,8 @@ void amoe_x86_acceptmoe_scatter8(double *u, const uint16_t *ids, int m, const fl
                                  const uint8_t *depth, const double *alpha_d, int nd);
 /* policy/policy.c's amoe_top_by_value (policy_x86.c) */
 void amoe_x86_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
+/* workload/trace.c's checksum stripes; returns the words done (trace_x86.c) */
+size_t amoe_x86_checksum_stripes(const unsigned char *p, size_t words, uint64_t *acc, const uint64_t *key);
 /* route/route.c's amoe_route_layer for k == 8, E <= 256, m >= 8 (route_x86.c) */
 int amoe_x86_route_layer8(const amoe_block *b, int l, const int *nodes, int nn, const uint8_t *S,
                           const amoe_route_sums *o);
