@@ -1,106 +1,23 @@
 #include "gen.h"
 #include "clones.h"
-#include "fmaf.h"
 #include "sort.h"
+#include "x86.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The routing's random stream: four xoshiro256** in lockstep (one 256-bit
- * step gives sixteen normals), seeded per block (and per request for
- * the prompt's state). Plain vector code, so every build draws the same
- * numbers. */
-typedef uint64_t gen_v4u __attribute__((vector_size(32)));
-typedef float gen_v8f __attribute__((vector_size(32))); /* a node-layer's latent state */
-_Static_assert(AMOE_GEN_DIM == 8, "the state update handles D as one vector of eight");
-typedef struct {
-  gen_v4u s0, s1, s2, s3;
-} gen_rng4;
-
-static void rng4_seed(gen_rng4 *r, uint64_t a, uint64_t b, uint64_t c) {
-  uint64_t x = amoe_rng_hash3(a, b, c), w[16];
-  for (int i = 0; i < 16; i++) w[i] = x = amoe_rng_mix(x + (uint64_t)i);
-  for (int j = 0; j < 4; j++) {
-    r->s0[j] = w[j];
-    r->s1[j] = w[4 + j];
-    r->s2[j] = w[8 + j];
-    r->s3[j] = w[12 + j];
-  }
-}
-
-static inline void rng4_next(gen_rng4 *r, gen_v4u *out) { /* (out: a vector return value would tie the ABI to AVX) */
-  const gen_v4u x = r->s1 + (r->s1 << 2); /* ·5 and ·9 as shifts: AVX2 has no 64-bit multiply */
-  const gen_v4u y = x << 7 | x >> 57;
-  const gen_v4u res = y + (y << 3), t = r->s1 << 17;
-  r->s2 ^= r->s0;
-  r->s3 ^= r->s1;
-  r->s1 ^= r->s2;
-  r->s0 ^= r->s3;
-  r->s2 ^= t;
-  r->s3 = r->s3 << 45 | r->s3 >> 19;
-  *out = res;
-}
-
-/* The normal for a 16-bit piece u of a step: the normal quantile at
- * (u + 1/2)/65536 as an odd (3,3) rational in v = (u + 1/2)/65536 - 1/2
- * (scripts/fit_noise.py: KS distance 1.6e-4 from the normal, variance
- * 0.9997, ±3.60 at the ends). v is exact and each operation rounds once
- * (amoe_fmaf, ×, ÷), so the vector version gives the same bits. */
-#define GEN_P0 2.50145102f
-#define GEN_P1 -17.6695881f
-#define GEN_P2 30.7450409f
-#define GEN_Q0 -8.1730938f
-#define GEN_Q1 19.3245029f
-#define GEN_Q2 -10.4786415f
-static inline float gen_normal(uint32_t u) {
-  const float v = amoe_fmaf((float)u, 0x1p-16f, -0.5f + 0x1p-17f), r = v * v;
-  const float p = amoe_fmaf(amoe_fmaf(GEN_P2, r, GEN_P1), r, GEN_P0);
-  const float q = amoe_fmaf(amoe_fmaf(amoe_fmaf(GEN_Q2, r, GEN_Q1), r, GEN_Q0), r, 1.0f);
-  return v * p / q;
-}
+#include "gen_rng.h"
 
 float amoe_gen_normal(uint16_t u) { return gen_normal(u); }
-
-#ifdef AMOE_X86_PATHS
-/* gen_normal of the low halves of a step's eight 32-bit lanes (lo) and of
- * their high halves (hi). */
-__attribute__((target("avx2,fma"), always_inline)) static inline void normals16_avx2(gen_v4u x, __m256 *lo,
-                                                                                    __m256 *hi) {
-  const __m256i w = (__m256i)x;
-  const __m256 sc = _mm256_set1_ps(0x1p-16f), off = _mm256_set1_ps(-0.5f + 0x1p-17f), one = _mm256_set1_ps(1.0f);
-  const __m256 p0 = _mm256_set1_ps(GEN_P0), p1 = _mm256_set1_ps(GEN_P1), p2 = _mm256_set1_ps(GEN_P2);
-  const __m256 q0 = _mm256_set1_ps(GEN_Q0), q1 = _mm256_set1_ps(GEN_Q1), q2 = _mm256_set1_ps(GEN_Q2);
-  const __m256 v0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(0xffff))), sc, off);
-  const __m256 v1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w, 16)), sc, off);
-  const __m256 r0 = _mm256_mul_ps(v0, v0), r1 = _mm256_mul_ps(v1, v1);
-  const __m256 n0 = _mm256_fmadd_ps(_mm256_fmadd_ps(p2, r0, p1), r0, p0);
-  const __m256 n1 = _mm256_fmadd_ps(_mm256_fmadd_ps(p2, r1, p1), r1, p0);
-  const __m256 d0 = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(q2, r0, q1), r0, q0), r0, one);
-  const __m256 d1 = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(q2, r1, q1), r1, q0), r1, one);
-  *lo = _mm256_div_ps(_mm256_mul_ps(v0, n0), d0);
-  *hi = _mm256_div_ps(_mm256_mul_ps(v1, n1), d1);
-}
-
-__attribute__((target("avx2,fma"))) static void normals16_x86(gen_rng4 *r, float *out, int n) {
-  for (int i = 0; i < n; i += 16) {
-    gen_v4u x;
-    __m256 lo, hi;
-    rng4_next(r, &x);
-    normals16_avx2(x, &lo, &hi);
-    _mm256_storeu_ps(out + i, lo);
-    _mm256_storeu_ps(out + i + 8, hi);
-  }
-}
-#endif
 
 /* Fills out[0..n rounded up to 16) with standard normals: per step, the
  * pieces in its eight 32-bit lanes' low halves, then in their high halves
  * (the order the vector version takes them in). */
 static void normals16(gen_rng4 *r, float *out, int n) {
 #ifdef AMOE_X86_PATHS
-  if (amoe_cpu_avx2_f16c()) {
-    normals16_x86(r, out, n);
+  if (amoe_x86_avx2) {
+    amoe_x86_normals16(r, out, n);
     return;
   }
 #endif
@@ -592,66 +509,12 @@ static void layer_logits(const float *restrict w, const float *restrict s, const
   }
 }
 
-#ifdef AMOE_X86_PATHS
-/* Experts x0..x0+8 of layer_logits, e their noise; with `mask`, only its
- * lanes are read and written (the experts left past the last whole eight). */
-__attribute__((target("avx2,fma"), always_inline)) static inline void logits8(
-    const __m256 sv[AMOE_GEN_DIM], const float *restrict w, const float *restrict bias,
-    const float *restrict req_bias, int E, int x0, __m256 sig, __m256 e, const __m256i *mask, float *restrict zf) {
-#define LOAD(p) (mask ? _mm256_maskload_ps((p), *mask) : _mm256_loadu_ps(p))
-  __m256 a = LOAD(bias + x0);
-  for (int i = 0; i < AMOE_GEN_DIM; i++) a = _mm256_fmadd_ps(sv[i], LOAD(w + (size_t)i * E + x0), a);
-  a = _mm256_fmadd_ps(sig, e, a);
-  if (req_bias) a = _mm256_add_ps(a, LOAD(req_bias + x0));
-#undef LOAD
-  if (mask)
-    _mm256_maskstore_ps(zf + x0, *mask, a);
-  else
-    _mm256_storeu_ps(zf + x0, a);
-}
-
-/* layer_logits with its noise drawn inside (normals16 of E, then
- * layer_logits, to the bit): sixteen experts a step, the last step's
- * pieces past E unused as normals16 leaves them, without a pass of its own
- * over the noise. */
-__attribute__((target("avx2,fma"))) static void layer_logits_noise_avx2(const float *restrict w,
-                                                                       const float *restrict s, gen_rng4 *r,
-                                                                       const float *restrict bias,
-                                                                       const float *restrict req_bias, int E,
-                                                                       float sig, float *restrict zf) {
-  const __m256 vsig = _mm256_set1_ps(sig);
-  __m256 sv[AMOE_GEN_DIM];
-  for (int i = 0; i < AMOE_GEN_DIM; i++) sv[i] = _mm256_set1_ps(s[i]);
-  int x0 = 0;
-  gen_v4u x;
-  __m256 e0, e1;
-  for (; x0 + 16 <= E; x0 += 16) {
-    rng4_next(r, &x);
-    normals16_avx2(x, &e0, &e1);
-    logits8(sv, w, bias, req_bias, E, x0, vsig, e0, NULL, zf);
-    logits8(sv, w, bias, req_bias, E, x0 + 8, vsig, e1, NULL, zf);
-  }
-  if (x0 == E) return;
-  rng4_next(r, &x); /* 1..15 experts left: one more step */
-  normals16_avx2(x, &e0, &e1);
-  if (x0 + 8 <= E) {
-    logits8(sv, w, bias, req_bias, E, x0, vsig, e0, NULL, zf);
-    x0 += 8;
-    e0 = e1;
-  }
-  if (x0 < E) {
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(E - x0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    logits8(sv, w, bias, req_bias, E, x0, vsig, e0, &m, zf);
-  }
-}
-#endif
-
 /* One node-layer's logits with their noise drawn from r. */
 static void node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                         const float *req_bias, int E, float sig, float *zf) {
 #ifdef AMOE_X86_PATHS
-  if (amoe_cpu_avx2_f16c()) {
-    layer_logits_noise_avx2(w, s, r, bias, req_bias, E, sig, zf);
+  if (amoe_x86_avx2) {
+    amoe_x86_node_logits(w, s, r, bias, req_bias, E, sig, zf);
     return;
   }
 #endif

@@ -41,6 +41,11 @@ void amoe_x86_acceptmoe_scatter8(double *u, const uint16_t *ids, int m, const fl
                                  const uint8_t *depth, const double *alpha_d, int nd);
 /* policy/policy.c's amoe_top_by_value (policy_x86.c) */
 void amoe_x86_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
+/* workload/gen.c's normals16 and node_logits (gen_x86.c) */
+typedef struct gen_rng4 gen_rng4;
+void amoe_x86_normals16(gen_rng4 *r, float *out, int n);
+void amoe_x86_node_logits(const float *w, const float *s, gen_rng4 *r, const float *bias, const float *req_bias, int E,
+                          float sig, float *zf);
 /* workload/trace.c's checksum stripes; returns the words done (trace_x86.c) */
 size_t amoe_x86_checksum_stripes(const unsigned char *p, size_t words, uint64_t *acc, const uint64_t *key);
 /* route/route.c's amoe_route_layer for k == 8, E <= 256, m >= 8 (route_x86.c) */
