@@ -9,7 +9,6 @@
 #include "inspect.h"
 #include "run.h"
 #include "source.h"
-#include "fmaf.h"
 #include "gen.h"
 #include "spec_load.h"
 
@@ -20,48 +19,6 @@ static amoe_spec spec_for(const char *model) {
   CHECK(amoe_spec_load_preset(&s, 0, model, "test", &d) == AMOE_OK, "preset %s", model);
   amoe_diag_free(&d);
   return s;
-}
-
-/* amoe_fmaf_odd (the portable code's fused multiply-add where the compiler
- * has none) gives fmaf's bits: random operands over a wide exponent range
- * (subnormal results included); sums that cancel exactly or nearly; and
- * products exactly halfway between two floats plus a term too small for
- * a double sum to keep, which a double sum rounded twice gets wrong about
- * half the time. */
-static void test_fmaf(void) {
-  amoe_rng r;
-  amoe_rng_seed(&r, 5, 6, 7);
-  long n = 0, differ = 0, halfway = 0;
-  for (int i = 0; i < 4000000; i++) {
-    float v[3];
-    for (int j = 0; j < 3; j++) {
-      const uint32_t u = ((uint32_t)amoe_rng_next(&r) & 0x807fffffu) | (uint32_t)(1 + amoe_rng_next(&r) % 253) << 23;
-      memcpy(&v[j], &u, 4);
-    }
-    if (i % 4 == 0) v[2] = -v[0] * v[1]; /* cancels to the product's rounding error */
-    if (i % 4 == 1) {                     /* a few ulps from cancelling */
-      uint32_t u;
-      v[2] = -v[0] * v[1];
-      memcpy(&u, &v[2], 4);
-      u += (uint32_t)(amoe_rng_next(&r) % 9) - 4;
-      memcpy(&v[2], &u, 4);
-    }
-    if (i % 4 == 3) { /* (1 + k1/4096)(1 + k2/4096), k1 k2 odd: 25 bits, a float halfway point when below 2 */
-      const int k1 = 1 + 2 * (int)(amoe_rng_next(&r) % 2048), k2 = 1 + 2 * (int)(amoe_rng_next(&r) % 2048);
-      const int ea = (int)(amoe_rng_next(&r) % 41) - 20, eb = (int)(amoe_rng_next(&r) % 41) - 20;
-      v[0] = ldexpf(1 + k1 / 4096.0f, ea);
-      v[1] = ldexpf(1 + k2 / 4096.0f, eb);
-      v[2] = ldexpf((amoe_rng_next(&r) & 1 ? 1.0f : -1.0f) * (1 + (float)(amoe_rng_next(&r) % 256) / 256),
-                    ea + eb - 54 - (int)(amoe_rng_next(&r) % 20));
-      halfway += (1 + k1 / 4096.0) * (1 + k2 / 4096.0) < 2;
-    }
-    const float want = fmaf(v[0], v[1], v[2]), got = amoe_fmaf_odd(v[0], v[1], v[2]);
-    if (!isfinite(want)) continue;
-    n++;
-    differ += memcmp(&want, &got, 4) != 0;
-  }
-  CHECK(n > 3000000 && halfway > 300000 && differ == 0, "amoe_fmaf_odd differs from fmaf in %ld of %ld (%ld halfway)",
-        differ, n, halfway);
 }
 
 /* The noise: the 65,536 values of amoe_gen_normal, in order of the piece,
@@ -147,7 +104,6 @@ static void fitted_presets(void) {
 int main(int argc, char **argv) {
   const char *fixture = argc > 1 ? argv[1] : "fixtures/accept_lengths.txt";
   amoe_err e;
-  test_fmaf();
   test_normal();
   fitted_presets();
   /* Mixtral curve (DESIGN §5): within 3% at every W with the defaults. */

@@ -496,15 +496,15 @@ static int draw_accepted(amoe_gen *g, int n, uint8_t *accepted) {
  *   z = fma(σ', ε, fma(s7, w7, ... fma(s0, w0, b)))  (+ the request's bias when on)
  * with w and b already scaled (w/T, skew·b) and σ' = σ/T: the model's
  * (<s, w> + σ·ε)/T + skew·b in nine roundings. A fused multiply-add
- * rounds once wherever it runs (amoe_fmaf), so this portable loop and the
- * vector path below give the same bits. */
+ * rounds once wherever it runs (fmaf), so this portable loop and the
+ * vector path (arch/x86/gen_x86.c) give the same bits. */
 static void layer_logits(const float *restrict w, const float *restrict s, const float *restrict eps,
                          const float *restrict bias, const float *restrict req_bias, int E, float sig,
                          float *restrict zf) {
   for (int x = 0; x < E; x++) {
     float a = bias[x];
-    for (int i = 0; i < AMOE_GEN_DIM; i++) a = amoe_fmaf(s[i], w[(size_t)i * E + x], a);
-    a = amoe_fmaf(sig, eps[x], a);
+    for (int i = 0; i < AMOE_GEN_DIM; i++) a = fmaf(s[i], w[(size_t)i * E + x], a);
+    a = fmaf(sig, eps[x], a);
     zf[x] = req_bias ? a + req_bias[x] : a;
   }
 }

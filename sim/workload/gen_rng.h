@@ -3,9 +3,9 @@
 #ifndef AMOE_GEN_RNG_H
 #define AMOE_GEN_RNG_H
 
+#include <math.h>
 #include <stdint.h>
 
-#include "fmaf.h"
 #include "gen.h"
 #include "rng.h"
 
@@ -49,7 +49,7 @@ static inline void rng4_next(gen_rng4 *r, gen_v4u *out) { /* (out: a vector retu
  * (u + 1/2)/65536 as an odd (3,3) rational in v = (u + 1/2)/65536 - 1/2
  * (scripts/fit_noise.py: KS distance 1.6e-4 from the normal, variance
  * 0.9997, ±3.60 at the ends). v is exact and each operation rounds once
- * (amoe_fmaf, ×, ÷), so the vector version gives the same bits. */
+ * (fmaf, ×, ÷), so the vector version gives the same bits. */
 #define GEN_P0 2.50145102f
 #define GEN_P1 -17.6695881f
 #define GEN_P2 30.7450409f
@@ -57,9 +57,9 @@ static inline void rng4_next(gen_rng4 *r, gen_v4u *out) { /* (out: a vector retu
 #define GEN_Q1 19.3245029f
 #define GEN_Q2 -10.4786415f
 static inline float gen_normal(uint32_t u) {
-  const float v = amoe_fmaf((float)u, 0x1p-16f, -0.5f + 0x1p-17f), r = v * v;
-  const float p = amoe_fmaf(amoe_fmaf(GEN_P2, r, GEN_P1), r, GEN_P0);
-  const float q = amoe_fmaf(amoe_fmaf(amoe_fmaf(GEN_Q2, r, GEN_Q1), r, GEN_Q0), r, 1.0f);
+  const float v = fmaf((float)u, 0x1p-16f, -0.5f + 0x1p-17f), r = v * v;
+  const float p = fmaf(fmaf(GEN_P2, r, GEN_P1), r, GEN_P0);
+  const float q = fmaf(fmaf(fmaf(GEN_Q2, r, GEN_Q1), r, GEN_Q0), r, 1.0f);
   return v * p / q;
 }
 
