@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "clones.h"
+#include "x86.h"
 #include "rng.h"
 #include "route.h"
 

@@ -8,9 +8,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
 
 void amoe_block_init(amoe_block *b, int layers, int experts, int m) {
   memset(b, 0, sizeof *b);
@@ -264,24 +261,6 @@ int amoe_block_accepted_count(const amoe_block *b) {
   return c;
 }
 
-/* Copies bytes with non-temporal stores where the CPU has them. */
-static void *stream_copy(void *dst, const void *src, size_t bytes) {
-#if defined(__x86_64__)
-  unsigned char *d = dst;
-  const unsigned char *s = src;
-  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-  if (head > bytes) head = bytes;
-  memcpy(d, s, head);
-  d += head, s += head, bytes -= head;
-  for (; bytes >= 16; d += 16, s += 16, bytes -= 16)
-    _mm_stream_si128((__m128i *)(void *)d, _mm_loadu_si128((const __m128i *)(const void *)s));
-  memcpy(d, s, bytes);
-  _mm_sfence();
-  return dst;
-#else
-  return memcpy(dst, src, bytes);
-#endif
-}
 
 static amoe_status block_copy(amoe_block *dst, const amoe_block *src, amoe_err *e,
                               void *(*big)(void *, const void *, size_t)) {
@@ -311,7 +290,11 @@ amoe_status amoe_block_copy(amoe_block *dst, const amoe_block *src, amoe_err *e)
 }
 
 amoe_status amoe_block_stash(amoe_block *dst, const amoe_block *src, amoe_err *e) {
-  return block_copy(dst, src, e, stream_copy);
+#if defined(__x86_64__)
+  return block_copy(dst, src, e, amoe_x86_stream_copy);
+#else
+  return block_copy(dst, src, e, memcpy);
+#endif
 }
 
 void amoe_f16_store_ordered(const float *zf, const uint16_t *ids, int n, amoe_f16 *out) {
