@@ -35,6 +35,14 @@ static const amoe_verifier_def WINDOW = {
     .select = verifier_window,
 };
 
+/* A draft added the same way: the root alone (a block verifies nothing). */
+static int draft_root(const amoe_dctx *c, int *out) {
+  (void)c;
+  out[0] = 0;
+  return 1;
+}
+static const amoe_draft_def ROOT = {.name = "root-only", .choose = draft_root};
+
 static const char *write_tmp(const char *text) {
   static char path[64];
   if (path[0]) remove(path);
@@ -75,6 +83,8 @@ int main(void) {
   const int v = amoe_verifier_add(&WINDOW);
   CHECK(v >= 0 && amoe_verifier_find("window") == v, "the row is added");
   CHECK(amoe_verifier_add(&WINDOW) < 0, "a name is taken once");
+  const int dr = amoe_draft_add(&ROOT);
+  CHECK(dr >= 0 && amoe_draft_find("root-only") == dr, "a draft row is added");
 
   /* the spec loader: parameters, defaults, labels */
   amoe_diag d = {0};
@@ -85,10 +95,11 @@ int main(void) {
                             "hardware: h200\n"
                             "workload: {blocks: 12, seed: 5, tree: {nodes: 16}}\n"
                             "policies: [natural, {verifier: window, width: 12}, {verifier: window, width: 10, "
-                            "offset: 30}, {draft: ecospec, verifier: window, width: 9}]\n");
+                            "offset: 30}, {draft: ecospec, verifier: window, width: 9}, root-only]\n");
   CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_OK, "load: %s", d.n ? d.msgs[0] : "");
   amoe_diag_free(&d);
-  CHECK(x.base.npolicies == 4, "four rows (%d)", x.base.npolicies);
+  CHECK(x.base.npolicies == 5, "five rows (%d)", x.base.npolicies);
+  CHECK(!strcmp(x.base.policies[4].label, "root-only"), "label %s", x.base.policies[4].label);
   CHECK(!strcmp(x.base.policies[1].label, "window/w=12"), "label %s", x.base.policies[1].label);
   CHECK(!strcmp(x.base.policies[2].label, "window/w=10/off=30"), "label %s", x.base.policies[2].label);
   CHECK(!strcmp(x.base.policies[3].label, "ecospec/lambda=0.5/acc=0.8+window/w=9"), "label %s",
@@ -106,7 +117,7 @@ int main(void) {
   static amoe_experiment x2;
   p = write_tmp(txt);
   free(txt);
-  CHECK(amoe_experiment_load(&x2, p, NULL, 0, &d) == AMOE_OK && x2.base.npolicies == 4 &&
+  CHECK(amoe_experiment_load(&x2, p, NULL, 0, &d) == AMOE_OK && x2.base.npolicies == 5 &&
             !strcmp(x2.base.policies[2].label, "window/w=10/off=30"),
         "resolved spec reloads: %s", d.n ? d.msgs[0] : "");
   amoe_diag_free(&d);
@@ -147,6 +158,8 @@ int main(void) {
             rows[2].tot.eligible_sum == 10.0 * rows[2].tot.passes * s.model.moe_layers,
         "eligible = width per layer");
   CHECK(rows[0].tot.displaced == 0 && rows[1].tot.displaced > 0, "natural displaces nothing, a window does");
+  CHECK(rows[4].tot.verified == rows[4].tot.blocks && rows[4].tot.committed == rows[4].tot.blocks,
+        "root-only: one node verified and one token committed per block");
   /* ... and the results: its rows in summary.csv, named and budgeted by the table */
   char dir[] = "/tmp/amoe_toy_out_XXXXXX";
   CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -167,7 +180,7 @@ int main(void) {
     found += !strncmp(line, "0,olmoe-1b-7b,h200,window/w=10/off=30,eagle,window,10,12,", 57);
   }
   if (f) fclose(f);
-  CHECK(lines == 5 && found == 1, "summary.csv: %d lines, the window/w=10/off=30 row %d times", lines, found);
+  CHECK(lines == 6 && found == 1, "summary.csv: %d lines, the window/w=10/off=30 row %d times", lines, found);
   for (const char *n = "summary.csv\0layers.csv\0meta.json\0spec.resolved.yaml\0"; *n; n += strlen(n) + 1) {
     snprintf(path, sizeof path, "%s/%s", dir, n);
     remove(path);

@@ -77,20 +77,6 @@ static int key_desc(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
-void amoe_block_sort_pairs(amoe_block *b, int l, int t) {
-  uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
-  amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
-  uint32_t k[AMOE_MAX_EXPERTS];
-  for (int i = 0; i < b->m; i++) k[i] = pair_key(z[i], id[i]);
-  /* imported pairs may repeat one (the check names it): qsort, which needs
-   * no distinct keys */
-  qsort(k, (size_t)b->m, 4, key_desc);
-  for (int i = 0; i < b->m; i++) {
-    id[i] = key_id(k[i]);
-    z[i] = key_logit(k[i]);
-  }
-}
-
 /* The portable top-m: rounds to f16 and keeps the top m by (logit desc, id
  * asc), sorted. The m-th best logit is found by a binary search over the
  * 16-bit logit keys, each step a vectorised count; the keys above it are all

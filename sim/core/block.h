@@ -77,8 +77,6 @@ void amoe_block_set_pairs_exact(amoe_block *b, int l, int t, const uint16_t *ids
  * each after the previous by float logit desc, id asc): writes the
  * binary16 logits. */
 void amoe_f16_store_ordered(const float *zf, const uint16_t *ids, int n, amoe_f16 *out);
-/* Sorts node t's m stored pairs (logit desc, then id asc). */
-void amoe_block_sort_pairs(amoe_block *b, int l, int t);
 
 /* What amoe_block_finish checks besides the tree and the accepted path. */
 typedef enum {

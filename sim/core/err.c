@@ -34,7 +34,3 @@ void amoe_err_prefix(amoe_err *e, const char *fmt, ...) {
   e->msg[n + 2 + ol] = 0;
 }
 
-void *amoe_xcalloc(size_t n, size_t size) {
-  if (size && n > SIZE_MAX / size) return NULL;
-  return calloc(n ? n : 1, size ? size : 1);
-}

@@ -31,7 +31,6 @@ amoe_status amoe_fail(amoe_err *e, amoe_status code, const char *fmt, ...)
 void amoe_err_prefix(amoe_err *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-void *amoe_xcalloc(size_t n, size_t size); /* NULL on overflow or OOM */
 
 #define AMOE_TRY(expr)                                                         \
   do {                                                                         \

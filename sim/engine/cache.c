@@ -283,14 +283,3 @@ void amoe_cache_pass(amoe_cache *c, int l, const uint8_t *X, uint8_t *fetched, a
 
 void amoe_cache_end_pass(amoe_cache *c) { c->pass++; }
 
-int amoe_cache_policy_parse(const char *name) {
-  if (!strcmp(name, "lru")) return AMOE_CACHE_LRU;
-  if (!strcmp(name, "lfu")) return AMOE_CACHE_LFU;
-  if (!strcmp(name, "lfru")) return AMOE_CACHE_LFRU;
-  if (!strcmp(name, "belady")) return AMOE_CACHE_BELADY;
-  return -1;
-}
-
-const char *amoe_cache_policy_name(int p) {
-  return p == AMOE_CACHE_LFU ? "lfu" : p == AMOE_CACHE_BELADY ? "belady" : p == AMOE_CACHE_LFRU ? "lfru" : "lru";
-}

@@ -65,7 +65,4 @@ void amoe_cache_end_pass(amoe_cache *c);
 /* Empties every layer (offload.reset: request); use counts restart too. */
 void amoe_cache_reset(amoe_cache *c);
 
-int amoe_cache_policy_parse(const char *name);
-const char *amoe_cache_policy_name(int policy);
-
 #endif
