@@ -319,6 +319,21 @@ if command -v python3 >/dev/null; then
     "$A" inspect "$T/$f.st" --format routing-safetensors --model olmoe-1b-7b --window 3 --json | sed 's/"input":"[^"]*"//' >"$T/$f.json"
     [ -s "$T/d.json" ] && cmp -s "$T/d.json" "$T/$f.json" && ok || bad "the $f capture's statistics differ from routing-jsonl's"
   done
+  # SGLang's per_token recorder dump (torch.save's archive; written without
+  # torch where it is absent) to chain blocks-jsonl: the blocks it stands
+  # for, byte for byte, which the importer reads and a run replays; a tree
+  # draft is refused with the pass named
+  python3 tests/sglang_dump.py "$T/pt.pt" "$T/pt_truth.jsonl" 2>/dev/null
+  python3 scripts/capture/sglang_per_token.py "$T/pt.pt" "$T/pt.jsonl" --experts 64 2>"$T/pt.err"
+  [ -s "$T/pt.jsonl" ] && cmp -s "$T/pt.jsonl" "$T/pt_truth.jsonl" && ok || bad "sglang per_token conversion: $(cat "$T/pt.err")"
+  grep -q "12 blocks from 3 requests (16 MoE layers of 17); 3 last verify passes left out" "$T/pt.err" && ok ||
+    bad "sglang per_token: $(cat "$T/pt.err")"
+  expect 0 '"blocks":12,"requests":3,"committed_tokens":21' -- \
+    "$A" inspect "$T/pt.jsonl" --format blocks-jsonl --model olmoe-1b-7b --json
+  python3 tests/sglang_dump.py "$T/tree.pt" "$T/tree_truth.jsonl" --tree 2>/dev/null
+  expect 2 "forward pass 3: positions \[7, 8, 8, 9\] are not one chain" -- \
+    python3 scripts/capture/sglang_per_token.py "$T/tree.pt" "$T/tree.jsonl" --experts 64
+  [ ! -e "$T/tree.jsonl" ] && [ ! -e "$T/tree.jsonl.tmp" ] && ok || bad "a refused dump left a file"
   python3 -c "import torch, transformers" 2>/dev/null || echo "no torch/transformers: skipped the Hugging Face converter"
 else
   echo "no python3: skipped the routing-safetensors checks"
