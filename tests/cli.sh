@@ -334,7 +334,24 @@ if command -v python3 >/dev/null; then
   expect 2 "forward pass 3: positions \[7, 8, 8, 9\] are not one chain" -- \
     python3 scripts/capture/sglang_per_token.py "$T/tree.pt" "$T/tree.jsonl" --experts 64
   [ ! -e "$T/tree.jsonl" ] && [ ! -e "$T/tree.jsonl.tmp" ] && ok || bad "a refused dump left a file"
-  python3 -c "import torch, transformers" 2>/dev/null || echo "no torch/transformers: skipped the Hugging Face converter"
+  # with torch (a python3 that has it: Debian's python3-torch lives in the
+  # system interpreter): the converter reads a real torch.save dump, and
+  # torch.load reads the archive the stand-in writer makes; the Hugging
+  # Face conversion against the rule computed plainly
+  TPY=
+  for p in python3 /usr/bin/python3; do "$p" -c "import torch" 2>/dev/null && { TPY=$p; break; }; done
+  if [ -n "$TPY" ]; then
+    "$TPY" tests/sglang_dump.py "$T/ptt.pt" "$T/ptt_truth.jsonl" 2>/dev/null
+    python3 scripts/capture/sglang_per_token.py "$T/ptt.pt" "$T/ptt.jsonl" --experts 64 2>/dev/null
+    cmp -s "$T/ptt.jsonl" "$T/ptt_truth.jsonl" && ok || bad "a real torch.save dump read without torch differs"
+    "$TPY" scripts/capture/sglang_per_token.py "$T/pt.pt" "$T/ptl.jsonl" --experts 64 2>/dev/null
+    cmp -s "$T/ptl.jsonl" "$T/pt_truth.jsonl" && ok || bad "torch.load of the stand-in archive differs"
+    expect 0 "^ok$" -- "$TPY" tests/hf_rows.py
+  else
+    echo "no torch: skipped the torch.save cross-checks and the Hugging Face conversion"
+  fi
+  "${TPY:-python3}" -c "import transformers" 2>/dev/null ||
+    echo "no transformers: the Hugging Face converter's model loading is not exercised"
 else
   echo "no python3: skipped the routing-safetensors checks"
 fi

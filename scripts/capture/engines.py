@@ -75,6 +75,25 @@ def sglang(path, layers_total, top_k, dense):
     return experts, offs, plens
 
 
+def hf_rows(router_logits, k):
+    """Hugging Face's output_router_logits (a tuple, one [tokens, E] tensor
+    per MoE layer, batch 1) as rows of token x layer: the k experts of
+    highest softmax probability, highest first, and their probabilities
+    renormalised over the k (softmax-top-k routers: Mixtral, Qwen-MoE,
+    OLMoE)."""
+    layers = [lg.float().softmax(-1) for lg in router_logits]
+    experts, weights = [], []
+    for t in range(layers[0].shape[0]):
+        row, wrow = [], []
+        for pr in layers:
+            w, e = pr[t].topk(k)
+            row.append([int(x) for x in e])
+            wrow.append([float(x) for x in w / w.sum()])
+        experts.append(row)
+        weights.append(wrow)
+    return experts, weights
+
+
 def hf(model_name, path, top_k):
     import torch  # noqa: F401  (the model's environment)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -87,15 +106,9 @@ def hf(model_name, path, top_k):
         ids = tok(r["prompt"] + r["output"], return_tensors="pt").input_ids
         with torch.no_grad():
             out = model(ids, output_router_logits=True)
-        layers = [lg.float().softmax(-1) for lg in out.router_logits]  # each [tokens, E]
-        for t in range(ids.shape[1]):
-            row, wrow = [], []
-            for pr in layers:
-                w, e = pr[t].topk(k)
-                row.append([int(x) for x in e])
-                wrow.append([float(x) for x in w / w.sum()])
-            experts.append(row)
-            weights.append(wrow)
+        e, w = hf_rows(out.router_logits, k)
+        experts.extend(e)
+        weights.extend(w)
         offs.append(len(experts))
         plens.append(int(p.shape[1]))
     return experts, weights, offs, plens, model.config
