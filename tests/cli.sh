@@ -314,6 +314,15 @@ if command -v python3 >/dev/null; then
   C=tests/fixtures/capture
   python3 scripts/capture/engines.py vllm $C/vllm.jsonl "$T/v.st" --experts 64 --top-k 8 2>/dev/null
   python3 scripts/capture/engines.py sglang $C/sglang.jsonl "$T/s.st" --experts 64 --top-k 8 --layers 17 --dense-layers 0 2>/dev/null
+  # vLLM's fields in an HTTP response's first choice read as at the top of a line
+  python3 -c 'import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print(json.dumps({"object": "text_completion", "prompt_routed_experts": r["prompt_routed_experts"],
+                      "choices": [{"index": 0, "text": "", "routed_experts": r["routed_experts"]}]}))' \
+    $C/vllm.jsonl >"$T/vh.jsonl"
+  python3 scripts/capture/engines.py vllm "$T/vh.jsonl" "$T/vh.st" --experts 64 --top-k 8 2>/dev/null
+  cmp -s "$T/v.st" "$T/vh.st" && ok || bad "vLLM's HTTP response layout converts differently"
   "$A" inspect $C/decode.jsonl --format routing-jsonl --model olmoe-1b-7b --window 3 --json | sed 's/"input":"[^"]*"//' >"$T/d.json"
   for f in v s; do
     "$A" inspect "$T/$f.st" --format routing-safetensors --model olmoe-1b-7b --window 3 --json | sed 's/"input":"[^"]*"//' >"$T/$f.json"

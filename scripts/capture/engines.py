@@ -7,7 +7,8 @@
           --enable-return-routed-experts: {"prompt_routed_experts":
           [[[e..k]..layers]..tokens] or null, "routed_experts": [...]}
           (nested lists, e.g. numpy's .tolist(); -1 where a prefix-cache
-          hit computed nothing). Ids only.
+          hit computed nothing), at the top of the line (LLM.generate's
+          outputs) or in its first choice (an HTTP response). Ids only.
   sglang  JSONL, one HTTP response per line, from SGLang's
           --enable-return-routed-experts with return_routed_experts: true:
           meta_info.routed_experts is base64 of int32 (or of
@@ -40,11 +41,20 @@ def _requests(path):
             yield json.loads(line)
 
 
+def _field(r, key):
+    """key at the top of a line (LLM.generate's RequestOutput dumped), or in
+    its first choice (an HTTP completion response)."""
+    if r.get(key) is not None:
+        return r[key]
+    choices = r.get("choices") or [{}]
+    return choices[0].get(key) if isinstance(choices[0], dict) else None
+
+
 def vllm(path):
     experts, offs, plens = [], [0], []
     for r in _requests(path):
-        prompt = r.get("prompt_routed_experts") or []
-        out = r.get("routed_experts") or []
+        prompt = _field(r, "prompt_routed_experts") or []
+        out = _field(r, "routed_experts") or []
         experts.extend(prompt)
         experts.extend(out)
         offs.append(len(experts))
