@@ -1,4 +1,4 @@
-/* The backend dispatch and the float32 CPU reference (DESIGN §11).
+/* The backend dispatch and the float32 CPU reference (docs/design.md §11).
  * The reference materialises each (layer, expert)'s weights on first use
  * and keeps them while they fit a memory cap; past it, it regenerates them
  * per use (slow, still exact), so any shape runs, tiny ones fast. */

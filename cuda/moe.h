@@ -1,4 +1,4 @@
-/* One MoE layer over the verified tokens of a block (DESIGN §11), behind a
+/* One MoE layer over the verified tokens of a block (docs/design.md §11), behind a
  * plain C header: no CUDA types, so the CLI and the tests link it whether or
  * not CUDA exists. Backends:
  *   cpu             float32 reference in C (always built; the oracle)
@@ -70,7 +70,7 @@ void amoe_moe_poison(amoe_moe_backend *b, int on);
 amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
                                   int name_len, amoe_err *e);
 
-/* Offload (DESIGN §11): performs the host-to-device copies of `experts`
+/* Offload (docs/design.md §11): performs the host-to-device copies of `experts`
  * expert-sized blocks (3·d·f bf16 each) from pinned host memory into a device
  * slot pool, on their own stream, and waits for them as an on-demand fetch
  * does; seconds = the copies' device time (CUDA events). The compute keeps

@@ -1,4 +1,4 @@
-// CUDA backends for one MoE layer (DESIGN §11): bucket the (token, expert,
+// CUDA backends for one MoE layer (docs/design.md §11): bucket the (token, expert,
 // weight) assignments by expert on the device, gather, gate/up GEMM, SwiGLU,
 // down GEMM, weighted combine, for the executed experts only. bf16 weights and
 // activations, fp32 accumulation. Three GEMM implementations:
@@ -519,7 +519,7 @@ extern "C" void amoe_moe_gpu_profiler(int on) {
 
 // On-demand fetch: `experts` copies of one expert's bytes from pinned host
 // memory into slots of the pool, on the copy stream; the compute stream
-// waits for them (no overlap), as DESIGN §9's synchronous fetch.
+// waits for them (no overlap), as docs/design.md §9's synchronous fetch.
 extern "C" amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slots, double *seconds, amoe_err *e) {
   size_t eb = (size_t)3 * g->s.hidden * g->s.inter * sizeof(bf16);
   if (!g->copy) {

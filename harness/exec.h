@@ -1,4 +1,4 @@
-/* Executing the simulator's decisions on a real backend (DESIGN §11): every
+/* Executing the simulator's decisions on a real backend (docs/design.md §11): every
  * (policy row, block, layer) the run loop routes is run on the backend, with
  * the offload fetches the cache decided on, and timed (median of repeats
  * after a warm-up) beside the cost model's prediction. Also calibrate-hw. */

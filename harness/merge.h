@@ -1,4 +1,4 @@
-/* `acceptmoe merge` (docs/design.md §15): joins the partial results of a
+/* `acceptmoe merge` (docs/design.md §14): joins the partial results of a
  * sweep run in shards (`run --shard I/N`) into the summary.csv, layers.csv,
  * blocks.csv, meta.json and spec.resolved.yaml an unsharded run writes,
  * byte for byte. Refuses shards of different specs, commits or shard

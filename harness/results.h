@@ -1,4 +1,4 @@
-/* Results (DESIGN §10): tidy CSVs, meta.json, spec.resolved.yaml, the
+/* Results (docs/design.md §10): tidy CSVs, meta.json, spec.resolved.yaml, the
  * selection dump. Every file is written under a temporary name and renamed
  * into place, so an interrupted run never leaves a half-written file. */
 #ifndef AMOE_RESULTS_H

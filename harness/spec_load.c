@@ -69,7 +69,7 @@ typedef struct {
 
 #define F(field) offsetof(amoe_spec, field), sizeof(((amoe_spec *)0)->field)
 #define BIG 1e30
-/* The stable keys of DESIGN §13, in the order spec.resolved.yaml lists them. */
+/* The stable keys of docs/design.md §13, in the order spec.resolved.yaml lists them. */
 static const krow KEYS[] = {
     {"name", T_STR, F(name), 0, 0, NULL, 0},
     {"model.name", T_STR, F(model.name), 0, 0, NULL, 0},
@@ -408,7 +408,7 @@ static int load_preset(amoe_spec *s, int hw, const char *name, const char *where
     walk(&y, root, hw ? "hardware" : "model", s, 1);
   yaml_document_delete(&y.doc);
   if (hw && !s->hw.name[0]) snprintf(s->hw.name, sizeof s->hw.name, "%s", name);
-  if (hw && d->n == before) { /* measured numbers override the preset's leads (DESIGN §4) */
+  if (hw && d->n == before) { /* measured numbers override the preset's leads (docs/design.md §4) */
     s->hw_calibration[0] = 0;
     char cal[AMOE_PATH_MAX + 200];
     const char *env = getenv("ACCEPTMOE_CALIBRATION");

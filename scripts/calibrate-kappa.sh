@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Calibrates κ of the acceptance model (DESIGN §7): the largest κ on a grid
+# Calibrates κ of the acceptance model (docs/design.md §7): the largest κ on a grid
 # at which AcceptMoE's resident arm keeps τ within 0.5% of natural routing
 # (the AcceptMoE paper saw τ ≈ 4.39 in both arms). Runs on a calibration
 # workload (Qwen3-30B-A3B, RTX PRO 6000 presets, seed 11: not the evaluation

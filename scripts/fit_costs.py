@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fits the fused-MoE call's fixed cost t0 and streaming efficiency eta
-(DESIGN §9: t(n) = t0 + U(n) * bytes_e / (eta * hbm_bw)) to the measured
+(docs/design.md §9: t(n) = t0 + U(n) * bytes_e / (eta * hbm_bw)) to the measured
 fused-MoE timings in real-data/costs/fused_moe_timings.csv, per (gpu, dtype,
 tuned) group with at least three token counts, by least squares on the
 straight line t = t0 + U * c. U(n) is the expected union of n tokens under

@@ -1,4 +1,4 @@
-/* Reads a selection dump (DESIGN §10) back and checks it against itself and
+/* Reads a selection dump (docs/design.md §10) back and checks it against itself and
  * the run's summary.csv: ids ascending and in range, executed ⊆ eligible,
  * fetched ⊆ executed, natural executes its union, and the mean |executed|
  * and |union| per policy equal the summary's executed_mean and union_mean.

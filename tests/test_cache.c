@@ -1,4 +1,4 @@
-/* Expert cache (DESIGN §8): hand-worked passes (hits first, misses once,
+/* Expert cache (docs/design.md §8): hand-worked passes (hits first, misses once,
  * pinned experts, waves, the naive ascending engine, bypass, reset, LRU,
  * LFU, LFRU); Belady never misses more than LRU or LFU and matches a
  * brute-force optimum on small cases. */

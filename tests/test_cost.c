@@ -1,4 +1,4 @@
-/* The cost model (DESIGN §9) and the cache (§8) inside the run loop, on one
+/* The cost model (docs/design.md §9) and the cache (§8) inside the run loop, on one
  * hand-made block whose cost is worked out here from the formulas. */
 #include <math.h>
 #include <stdio.h>
@@ -206,7 +206,7 @@ static void with_autoregressive(amoe_spec *s, int slots) {
   s->offload.slots_per_layer = slots;
 }
 
-/* The autoregressive baseline (DESIGN §6) decodes the natural accepted path
+/* The autoregressive baseline (docs/design.md §6) decodes the natural accepted path
  * 0 -> 1 -> 3 one token per forward pass: routes {0,1}, {2,3}, {2,5}. */
 static void autoregressive_by_hand(amoe_source *src, amoe_spec s) {
   static amoe_commitment ph;

@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
   amoe_err e;
   test_normal();
   fitted_presets();
-  /* Mixtral curve (DESIGN §5): within 3% at every W with the defaults. */
+  /* Mixtral curve (docs/design.md §5): within 3% at every W with the defaults. */
   amoe_spec s = spec_for("mixtral-8x7b");
   s.workload.blocks = 4000;
   s.workload.seed = 11;

@@ -1,5 +1,5 @@
 /* Sources: routing-jsonl as hybrid blocks (generated draft trees whose
- * natural accepted path carries the real tokens' routes, DESIGN §5). */
+ * natural accepted path carries the real tokens' routes, docs/design.md §5). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -238,7 +238,7 @@ static void BM_union(benchmark::State &st) {
 BENCHMARK(BM_union)->Unit(benchmark::kNanosecond);
 
 // One layer's passes through a 48-slot cache: ~70 executed experts per
-// (pass, layer), drawn from a skewed popularity, hits first (DESIGN §8).
+// (pass, layer), drawn from a skewed popularity, hits first (docs/design.md §8).
 static void cache_bench(benchmark::State &st, amoe_cache_policy pol) {
   const int E = 128, L = 1;
   amoe_rng r;

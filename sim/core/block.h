@@ -1,4 +1,4 @@
-/* A verification block (DESIGN §1, §5): the candidate draft tree with, per
+/* A verification block (docs/design.md §1, §5): the candidate draft tree with, per
  * node, its parent, draft log-probability, cumulative score and whether it
  * lies on the natural accepted path, and for every MoE layer the router
  * logits stored as the top-m (expert id, logit) pairs, sorted by logit

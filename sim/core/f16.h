@@ -1,4 +1,4 @@
-/* IEEE binary16 (f16) router logits (DESIGN §5).
+/* IEEE binary16 (f16) router logits (docs/design.md §5).
  *
  * Blocks keep router logits at half precision: the modelled routers compute
  * in bf16, whose values inside ±65504 are exactly representable in f16, so

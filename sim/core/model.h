@@ -1,4 +1,4 @@
-/* Model and hardware descriptions (DESIGN §4). Values come from the presets
+/* Model and hardware descriptions (docs/design.md §4). Values come from the presets
  * in workloads/models and workloads/hw, overridden field by field by a spec;
  * nothing here holds a default number for a real model or GPU. */
 #ifndef AMOE_MODEL_H
@@ -66,7 +66,7 @@ typedef struct {
   double peak_flops;      /* dense bf16 FLOP/s */
   double launch_s;        /* per-kernel launch overhead, s (the lm head) */
   double memory_bytes;    /* device memory */
-  /* fixed costs (DESIGN §9); each preset says where its numbers come from */
+  /* fixed costs (docs/design.md §9); each preset says where its numbers come from */
   double step_s;          /* per target forward pass: sampling, scheduling, tree masks */
   double layer_fixed_s;   /* per decoder layer: its ~8-10 small dense kernels */
   double moe_t0_s;        /* per fused-MoE call (per wave) */

@@ -2,7 +2,7 @@
  *  - a stream (xoshiro256**), seeded by hashing a tuple of integers, so a
  *    request's blocks depend only on (seed, request index);
  *  - a counter-based coin amoe_rng_coin(seed, a, b): the same draw for every
- *    policy that asks about the same (block, node) (DESIGN §7). */
+ *    policy that asks about the same (block, node) (docs/design.md §7). */
 #ifndef AMOE_RNG_H
 #define AMOE_RNG_H
 

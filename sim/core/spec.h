@@ -1,4 +1,4 @@
-/* A resolved experiment (DESIGN §13) at one sweep point: every default
+/* A resolved experiment (docs/design.md §13) at one sweep point: every default
  * filled in. The harness builds it from YAML; the library only reads it. */
 #ifndef AMOE_SPEC_H
 #define AMOE_SPEC_H
@@ -20,7 +20,7 @@ typedef enum {
   AMOE_SRC_ROUTING_SAFETENSORS = 4 /* the routing-jsonl records in bulk (jsonl.h) */
 } amoe_source_kind;
 
-/* How routing-jsonl becomes blocks (DESIGN §5): windows of real tokens
+/* How routing-jsonl becomes blocks (docs/design.md §5): windows of real tokens
  * verified as chains, or generated draft trees whose accepted path carries
  * the real tokens' routes. */
 typedef enum { AMOE_ROUTING_CHAIN = 0, AMOE_ROUTING_HYBRID = 1 } amoe_routing_blocks;

@@ -1,4 +1,4 @@
-/* Per-layer expert cache for offload mode (DESIGN §8). A run starts with
+/* Per-layer expert cache for offload mode (docs/design.md §8). A run starts with
  * every cache empty. One call per (forward pass, layer) hands the cache the
  * executed set X; the pass runs it as real offload engines do:
  *   1. hits first: X ∩ resident, touched in ascending id;

@@ -1,4 +1,4 @@
-/* The cost model (DESIGN §9). Every coefficient comes from the model and
+/* The cost model (docs/design.md §9). Every coefficient comes from the model and
  * hardware presets (or a calibration file); none lives here. A forward
  * pass over n tokens costs
  *   T = t_step + T_draft + Σ_layers (t_dense + t_moe + t_fetch) + t_head. */

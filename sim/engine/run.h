@@ -1,4 +1,4 @@
-/* The run loop (DESIGN §2): each block is produced once and handed to every
+/* The run loop (docs/design.md §2): each block is produced once and handed to every
  * policy row; each row keeps its own cache and totals. Per block and row:
  * draft policy → per MoE layer (verifier policy → constrained routing →
  * cache → cost) → acceptance under constrained routing (§7). */
@@ -96,7 +96,7 @@ void amoe_row_result_free(amoe_row_result *r);
 amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amoe_commitment *out, amoe_err *e);
 
 
-/* Derived per-run metrics (DESIGN §10). */
+/* Derived per-run metrics (docs/design.md §10). */
 typedef struct {
   double tau_mean, verified_nodes_mean, union_mean, eligible_mean, executed_mean;
   double hbm_expert_bytes_per_token, h2d_bytes_per_token, cache_hit_rate, fetch_wait_share;

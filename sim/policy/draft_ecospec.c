@@ -1,4 +1,4 @@
-/* ecospec: cost-aware greedy draft selection (DESIGN §6). Starting from the
+/* ecospec: cost-aware greedy draft selection (docs/design.md §6). Starting from the
  * root, repeatedly add the frontier node with the highest
  *   score = accept_likelihood(t) - λ · Σ_l Σ_{e ∈ P_t,l \ C_l} c_l,e / Σ_l k·c_l
  * where accept_likelihood = exp(cumulative draft score), P the predicted route

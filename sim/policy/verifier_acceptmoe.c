@@ -1,4 +1,4 @@
-/* acceptmoe and acceptmoe-fix, exactly as DESIGN §6 states them.
+/* acceptmoe and acceptmoe-fix, exactly as docs/design.md §6 states them.
  *   α_t = p̂_{d_t}^β · N_{d_t}^{-1/2};  u_e = Σ_t α_t · r_t,e · 1[e ∈ K_t]
  *   S = K_root ∪ top-n_er(R) with n_er = ⌈exp(H(q))⌉ over the non-anchors;
  *   offload: drop the lowest-utility nonresident non-anchors while the

@@ -1,4 +1,4 @@
-/* Router probabilities from a block's stored logits (DESIGN §4: the
+/* Router probabilities from a block's stored logits (docs/design.md §4: the
  * preset's router function). Softmax runs over the stored top-m logits of
  * a node-layer; sigmoid-normalized routers score each entry alone. The
  * arithmetic is plain float in a fixed order (own e^x, four fixed partial

@@ -1,4 +1,4 @@
-/* Seeded synthetic workload generator (DESIGN §5).
+/* Seeded synthetic workload generator (docs/design.md §5).
  *
  * Tree: EAGLE-2/3 dynamic expansion. The root proposes top_k children; each
  * further step expands the top_k frontier nodes (by cumulative score) by

@@ -1,4 +1,4 @@
-/* JSONL interchange (DESIGN §5).
+/* JSONL interchange (docs/design.md §5).
  *   blocks-jsonl: one block per line, full E-vectors ("logits") or top-m
  *                 pairs ("topk"); read line by line, errors name file:line.
  *   routing-jsonl: real decode traces, one record per (token, layer); read

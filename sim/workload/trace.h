@@ -1,4 +1,4 @@
-/* The native binary trace `.amt` (DESIGN §5), little-endian, version 4.
+/* The native binary trace `.amt` (docs/design.md §5), little-endian, version 4.
  *
  *   header  magic "AMOETRC\0" | u32 version | u32 header_bytes
  *           u32 moe_layers | u32 experts | u32 top_k | u32 m
