@@ -1,4 +1,4 @@
-/* Constrained routing (docs/design.md §6 step 7): each verified node's natural
+/* Constrained routing (docs/design.md §1, §6): each verified node's natural
  * top-k entries that lie in the eligible set S stay; each one outside S is
  * replaced by the node's next-best expert inside S (its stored entries past
  * the top-k in logit order, then, the rest being -inf, the lowest ids of S
