@@ -87,8 +87,13 @@ static void reference_vs_direct(void) {
   CHECK(amoe_moe_open(&b, "warp-drive", s, L, seed, &e) == AMOE_EINVAL, "unknown backend rejected");
 }
 
-/* Every GPU backend against the reference. Returns 77 without a device. */
-static int gpu_vs_reference(void) {
+/* Every GPU backend (or only `only`) against the reference, on layer 1 of
+ * two (the second layer's weights and offsets), at shapes that take the
+ * skinny kernel's one-tile path (<= 16 tokens per expert) and its
+ * multi-tile path (> 16). tiny: the two smallest cases only (for
+ * compute-sanitizer, which runs kernels ~100x slower). Returns 77 without a
+ * device. */
+static int gpu_vs_reference(const char *only, int tiny) {
   const char *const *names = amoe_moe_backends();
   int have_gpu_backend = 0;
   for (int i = 0; names[i]; i++) have_gpu_backend |= strcmp(names[i], "cpu") != 0;
@@ -106,10 +111,13 @@ static int gpu_vs_reference(void) {
     }
     amoe_moe_close(probe);
   }
-  amoe_moe_shape shapes[] = {{64, 32, 8}, {2048, 768, 128}, {2880, 2880, 32}};
-  int Ts[] = {5, 64, 16}, ks[] = {2, 8, 4};
+  /* tokens per expert: ~1, ~4 (qwen3 verification), ~2, and 40 (64 tokens,
+   * top-5 of 8 experts: several 16-token tiles per expert) */
+  amoe_moe_shape shapes[] = {{64, 32, 8}, {64, 32, 8}, {2048, 768, 128}, {2880, 2880, 32}};
+  int Ts[] = {5, 64, 64, 16}, ks[] = {2, 5, 8, 4};
+  const int nshapes = tiny ? 2 : 4;
   int ran = 0;
-  for (int si = 0; si < 3; si++) {
+  for (int si = 0; si < nshapes; si++) {
     amoe_moe_shape s = shapes[si];
     int T = Ts[si], k = ks[si];
     uint16_t *x = malloc((size_t)T * s.hidden * 2);
@@ -121,13 +129,13 @@ static int gpu_vs_reference(void) {
     amoe_moe_batch batch = {T, k, x, route, w};
     amoe_moe_backend *ref;
     amoe_err e;
-    CHECK(amoe_moe_open(&ref, "cpu", s, 1, 5, &e) == AMOE_OK, "%s", e.msg);
-    CHECK(amoe_moe_run(ref, 0, &batch, yref, NULL, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_moe_open(&ref, "cpu", s, 2, 5, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_moe_run(ref, 1, &batch, yref, NULL, &e) == AMOE_OK, "%s", e.msg);
     amoe_moe_close(ref);
     for (int i = 0; names[i]; i++) {
-      if (!strcmp(names[i], "cpu")) continue;
+      if (!strcmp(names[i], "cpu") || (only && strcmp(names[i], only))) continue;
       amoe_moe_backend *b;
-      if (amoe_moe_open(&b, names[i], s, 1, 5, &e) != AMOE_OK) {
+      if (amoe_moe_open(&b, names[i], s, 2, 5, &e) != AMOE_OK) {
         if (strstr(e.msg, "no CUDA device")) {
           printf("%s: %s: skipped\n", names[i], e.msg);
           continue;
@@ -138,13 +146,13 @@ static int gpu_vs_reference(void) {
       amoe_moe_poison(b, 1);
       for (int v = 0; v < T * s.hidden; v++) y[v] = NAN;
       double sec = 0;
-      CHECK(amoe_moe_run(b, 0, &batch, y, &sec, &e) == AMOE_OK, "%s: %s", names[i], e.msg);
+      CHECK(amoe_moe_run(b, 1, &batch, y, &sec, &e) == AMOE_OK, "%s: %s", names[i], e.msg);
       int nan;
       double err = rel_l2(y, yref, (size_t)T * s.hidden, &nan);
       CHECK(nan == 0 && err < 2e-2, "%s d=%d f=%d E=%d: rel L2 %.3g, %d NaN", names[i], s.hidden, s.inter, s.experts,
             err, nan);
-      printf("%-15s d=%-5d f=%-5d E=%-4d T=%-3d k=%d  rel L2 %.2e  %.1f us\n", names[i], s.hidden, s.inter,
-             s.experts, T, k, err, sec * 1e6);
+      printf("%-15s d=%-5d f=%-5d E=%-4d T=%-3d k=%d (%.0f tokens per expert)  rel L2 %.2e  %.1f us\n", names[i],
+             s.hidden, s.inter, s.experts, T, k, (double)T * k / s.experts, err, sec * 1e6);
       amoe_moe_close(b);
       ran++;
     }
@@ -158,8 +166,26 @@ static int gpu_vs_reference(void) {
 }
 
 int main(int argc, char **argv) {
+  /* test_moe gpu [BACKEND] [--tiny]: the GPU backends (or one) against the
+   * reference; without arguments, the reference against a direct sum */
   if (argc > 1 && !strcmp(argv[1], "gpu")) {
-    int rc = gpu_vs_reference();
+    const char *only = NULL;
+    int tiny = 0;
+    for (int i = 2; i < argc; i++) {
+      if (!strcmp(argv[i], "--tiny"))
+        tiny = 1;
+      else
+        only = argv[i];
+    }
+    if (only) {
+      int known = 0;
+      for (const char *const *n = amoe_moe_backends(); *n; n++) known |= !strcmp(*n, only);
+      if (!known) {
+        fprintf(stderr, "test_moe: no backend '%s' in this build\n", only);
+        return 2;
+      }
+    }
+    int rc = gpu_vs_reference(only, tiny);
     if (rc == 77) return 77;
     return check_done();
   }
