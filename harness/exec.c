@@ -195,7 +195,8 @@ static amoe_status time_experts(amoe_moe_backend *be, int d, int X, int n, int r
   return st;
 }
 
-amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, const char *path, amoe_err *e) {
+amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, const char *compute, const char *path,
+                                   amoe_err *e) {
   double d2d = 0, h2d = 0;
   char gpu[256] = "";
   AMOE_TRY(amoe_moe_measure_copy(1 << 30, 5, &d2d, &h2d, gpu, sizeof gpu, e));
@@ -205,26 +206,40 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
   double d2d_e = 0, h2d_e = 0;
   AMOE_TRY(amoe_moe_measure_copy(ebytes, 21, &d2d_e, &h2d_e, gpu, sizeof gpu, e));
   const double copy_latency = amoe_cost_fit_copy_latency(ebytes, h2d_e, h2d);
-  amoe_moe_backend *be = NULL;
-  AMOE_TRY(amoe_moe_open(&be, backend, shape, 1, 1, e));
-  double check = 0;
-  amoe_status st = amoe_moe_selfcheck(be, &check, e);
+  /* streaming (hbm_bw's share, the fixed cost) from `backend`, the compute
+   * peak from `compute` (a cuBLAS backend: tensor cores; the skinny kernel
+   * runs on the FP32 units), both cold: the L2 flushed before every timed
+   * run, as the compared runs are measured */
   enum { NN = 7 };
   const int ns[NN] = {1, 2, 4, 8, 16, 32, 64}, X = shape.experts < 32 ? shape.experts : 32;
-  double t1[NN], tx[NN], per[NN], launch[NN], peak = 0;
-  for (int i = 0; i < NN && !st; i++) {
-    st = time_experts(be, shape.hidden, 1, ns[i], 9, &t1[i], e);
-    if (!st) st = time_experts(be, shape.hidden, X, ns[i], 9, &tx[i], e);
+  double t1[NN], tx[NN], c1[NN], cx[NN], per[NN], launch[NN], peak = 0, check = 0, ccheck = 0;
+  const double bytes = 3.0 * shape.hidden * shape.inter * 2.0;
+  for (int pass = 0; pass < 2; pass++) {
+    const char *name = pass ? compute : backend;
+    double *a1 = pass ? c1 : t1, *ax = pass ? cx : tx;
+    if (pass && !strcmp(compute, backend)) {
+      memcpy(c1, t1, sizeof c1);
+      memcpy(cx, tx, sizeof cx);
+      ccheck = check;
+      break;
+    }
+    amoe_moe_backend *be = NULL;
+    AMOE_TRY(amoe_moe_open(&be, name, shape, 1, 1, e));
+    amoe_status st = amoe_moe_selfcheck(be, pass ? &ccheck : &check, e);
+    amoe_moe_cold(be, 1);
+    for (int i = 0; i < NN && !st; i++) {
+      st = time_experts(be, shape.hidden, 1, ns[i], 9, &a1[i], e);
+      if (!st) st = time_experts(be, shape.hidden, X, ns[i], 9, &ax[i], e);
+    }
+    amoe_moe_close(be);
+    if (st) return amoe_err_prefix(e, "calibrate-hw: %s", name), st;
   }
-  amoe_moe_close(be);
-  AMOE_TRY(st);
   /* t(X, n) = launch + X·c(n): c from the slope, launch from the intercept */
-  double bytes = 3.0 * shape.hidden * shape.inter * 2.0;
   for (int i = 0; i < NN; i++) {
     per[i] = (tx[i] - t1[i]) / (X - 1);
     launch[i] = t1[i] - per[i];
-    double fl = 6.0 * shape.hidden * shape.inter * ns[i] / per[i];
-    if (fl > peak) peak = fl;
+    const double pc = (cx[i] - c1[i]) / (X - 1), fl = 6.0 * shape.hidden * shape.inter * ns[i] / pc;
+    if (pc > 0 && fl > peak) peak = fl;
   }
   /* §9's coefficients: hbm_bw is the device copy rate (as in the presets),
    * moe_eta the share of it one expert streams at, moe_t0_s the fixed cost
@@ -235,12 +250,14 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
   time_t now = time(NULL);
   char date[32];
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-  fprintf(a.f, "# Measured by `acceptmoe calibrate-hw` on %s, %s, backend %s (vs CPU reference: rel L2 %.2g),\n",
-          gpu, date, backend, check);
+  fprintf(a.f, "# Measured by `acceptmoe calibrate-hw` on %s, %s, cold (L2 flushed before each run): streaming\n"
+          "# by %s (vs CPU reference: rel L2 %.2g), compute peak by %s (rel L2 %.2g),\n",
+          gpu, date, backend, check, compute, ccheck);
   fprintf(a.f, "# expert shape d=%d f=%d (model %s). Overrides workloads/hw/%s.yaml.\n", shape.hidden, shape.inter,
           s->model.name, s->hw.name);
   fprintf(a.f, "# hbm_bw: device copy rate; moe_eta: bytes of one expert / its marginal time at 1 token, over\n");
-  fprintf(a.f, "# hbm_bw; peak_flops: best 6·d·f·n / marginal time over n; moe_t0_s (and launch_s): median intercept.\n");
+  fprintf(a.f, "# hbm_bw; peak_flops: best 6·d·f·n / marginal time over n of the compute backend; moe_t0_s\n");
+  fprintf(a.f, "# (and launch_s): median intercept.\n");
   fprintf(a.f, "# copy_latency_s: one expert's pinned copy time minus its bytes at h2d_bw. step_s, layer_fixed_s\n");
   fprintf(a.f, "# and draft_step_fixed_s are an engine's own kernels (attention, sampling, the draft), which this\n");
   fprintf(a.f, "# harness does not run: they stay the preset's.\n");
@@ -249,9 +266,11 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
   fprintf(a.f, "copy_latency_s: %.6g\n", copy_latency);
   fprintf(a.f, "measured:\n  gpu: \"%s\"\n  date: \"%s\"\n  device_copy_bw: %.6g\n  pinned_h2d_bw: %.6g\n", gpu, date,
           d2d, h2d);
-  fprintf(a.f, "  expert_time_s:  # tokens per expert: [1 expert, %d experts]\n", X);
+  fprintf(a.f, "  expert_time_s:  # tokens per expert: [1 expert, %d experts], streaming backend\n", X);
   for (int i = 0; i < NN; i++) fprintf(a.f, "    %d: [%.6g, %.6g]\n", ns[i], t1[i], tx[i]);
-  st = amoe_afile_commit(&a, e);
+  fprintf(a.f, "  compute_expert_time_s:  # the same, compute backend\n");
+  for (int i = 0; i < NN; i++) fprintf(a.f, "    %d: [%.6g, %.6g]\n", ns[i], c1[i], cx[i]);
+  const amoe_status st = amoe_afile_commit(&a, e);
   amoe_afile_abort(&a);
   if (!st)
     fprintf(stderr,

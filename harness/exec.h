@@ -35,9 +35,11 @@ void amoe_exec_row_of(const amoe_exec *x, int row, double blocks, amoe_exec_row 
 double amoe_exec_layer(const amoe_exec *x, int row, int layer, double blocks);
 void amoe_exec_meta(const amoe_exec *x, json_t *point);
 
-/* calibrate-hw: measure copy and pinned H2D bandwidth and per-expert GEMM
- * time at the spec's shape, fit hbm_bw, h2d_bw, peak_flops and launch_s,
- * write them to path (atomically). */
-amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, const char *path, amoe_err *e);
+/* calibrate-hw: measure copy and pinned H2D bandwidth and per-expert time at
+ * the spec's shape, cold: streaming (moe_eta, moe_t0_s, launch_s) by
+ * `backend`, the compute peak by `compute` (tensor cores: a cuBLAS
+ * backend); write them to path (atomically). */
+amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, const char *compute, const char *path,
+                                   amoe_err *e);
 
 #endif

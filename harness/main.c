@@ -66,11 +66,12 @@ static const char USAGE[] =
     "      achieved vs target and the `routing:` section for the model preset\n"
     "  calibrate SPEC.yaml [--set KEY=VALUE]... [-o FILE]\n"
     "      estimate the commitment table p_d on the spec's calibration workload\n"
-    "  calibrate-hw SPEC.yaml [--backend skinny|cublas-loop|cublas-grouped] [-o FILE]\n"
-    "      on a GPU: measure copy and pinned H2D bandwidth and per-expert GEMM\n"
-    "      time at the spec's model shape, fit hbm_bw, h2d_bw, peak_flops,\n"
-    "      moe_t0_s and moe_eta, write results/calibration/<hw>.yaml (used by later runs;\n"
-    "      ACCEPTMOE_CALIBRATION=off ignores it)\n"
+    "  calibrate-hw SPEC.yaml [--backend skinny|cublas-loop|cublas-grouped] [--compute-backend B] [-o FILE]\n"
+    "      on a GPU: measure copy and pinned H2D bandwidth and per-expert time at\n"
+    "      the spec's model shape, cold; fit hbm_bw, h2d_bw, moe_t0_s and moe_eta\n"
+    "      from --backend (default skinny) and peak_flops from --compute-backend\n"
+    "      (default cublas-loop: tensor cores); write results/calibration/<hw>.yaml\n"
+    "      (used by later runs; ACCEPTMOE_CALIBRATION=off ignores it)\n"
     "  presets\n"
     "      list model and hardware presets\n"
     "\n"
@@ -115,7 +116,7 @@ static int report(amoe_status st, const amoe_err *e) {
 static int g_threads;
 
 typedef struct {
-  const char *out, *dump, *format, *model, *input, *backend, *target, *trace;
+  const char *out, *dump, *format, *model, *input, *backend, *compute, *target, *trace;
   char *sets[64];
   int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads, hybrid, blocks;
   int shard_i, shard_n; /* run --shard I/N: the sweep points p with p mod N = I */
@@ -148,6 +149,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
       if (!v || (o->window = atoi(v)) < 1) return usage_error("--window needs a positive integer%s", "");
     } else if (!strcmp(a, "--backend")) {
       if (!(o->backend = NEXT())) return usage_error("%s needs a name (cpu, cublas-loop, cublas-grouped, skinny)", a);
+    } else if (!strcmp(a, "--compute-backend")) {
+      if (!(o->compute = NEXT())) return usage_error("%s needs a name (cublas-loop, cublas-grouped, skinny)", a);
     } else if (!strcmp(a, "--repeats")) {
       const char *v = NEXT();
       if (!v || (o->repeats = atoi(v)) < 1) return usage_error("--repeats needs a positive integer%s", "");
@@ -731,7 +734,9 @@ static int cmd_calibrate_hw(int argc, char **argv) {
       snprintf(path, sizeof path, "results/calibration/%s.yaml", s->hw.name);
       st = amoe_mkdirs("results/calibration", &e);
     }
-    if (!st) st = amoe_exec_calibrate_hw(s, o.backend ? o.backend : "skinny", path, &e);
+    if (!st)
+      st = amoe_exec_calibrate_hw(s, o.backend ? o.backend : "skinny", o.compute ? o.compute : "cublas-loop", path,
+                                  &e);
     rc = report(st, &e);
   }
   free(x);
