@@ -4,7 +4,9 @@
 # device run; cuda/device-check.sh unpacks them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.debs/' .git/info/exclude 2>/dev/null || echo '/.debs/' >> .git/info/exclude
+ex=$(git rev-parse --git-path info/exclude) # (a worktree's .git is a file)
+mkdir -p "$(dirname "$ex")"
+grep -qx '/.debs/' "$ex" 2>/dev/null || echo '/.debs/' >>"$ex"
 mkdir -p .debs /tmp/amd64-lists/partial
 o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64-lists'
 apt-get $o update -qq
