@@ -60,6 +60,12 @@ struct amoe_moe_gpu {
   const void **dA, **dB;
   void **dC;
   int *h_count, *h_work; // pinned host copies
+  // cublas-grouped's pointer arrays, pinned, two sets (a layer's two GEMMs):
+  // their copies to dA/dB/dC are then truly asynchronous (from pageable
+  // memory cudaMemcpyAsync waited for the stream inside the timed window)
+  const void **pA, **pB;
+  void **pC;
+  int gcall; // grouped GEMMs so far in this run (which set)
   // offload: a pinned host expert and a device slot pool, copies on their own stream
   cudaStream_t copy;
   cudaEvent_t c0, c1;
@@ -252,6 +258,9 @@ extern "C" void amoe_moe_gpu_close(amoe_moe_gpu *g) {
   if (g->copy) cudaStreamDestroy(g->copy);
   cudaFreeHost(g->h_count);
   cudaFreeHost(g->h_work);
+  cudaFreeHost((void *)g->pA);
+  cudaFreeHost((void *)g->pB);
+  cudaFreeHost(g->pC);
   if (g->blas) cublasDestroy(g->blas);
   if (g->ev0) cudaEventDestroy(g->ev0);
   if (g->ev1) cudaEventDestroy(g->ev1);
@@ -296,6 +305,9 @@ static amoe_status gpu_open(amoe_moe_gpu *g, int impl, amoe_moe_shape s, int lay
   if (g->l2_bytes) CU(cudaMalloc(&g->l2_flush, g->l2_bytes));
   CU(cudaMallocHost(&g->h_count, MAX_E * sizeof(int)));
   CU(cudaMallocHost(&g->h_work, 3 * MAX_E * sizeof(int)));
+  CU(cudaMallocHost(&g->pA, 2 * MAX_E * sizeof(void *)));
+  CU(cudaMallocHost(&g->pB, 2 * MAX_E * sizeof(void *)));
+  CU(cudaMallocHost(&g->pC, 2 * MAX_E * sizeof(void *)));
   CU(cudaStreamSynchronize(g->stream));
   return AMOE_OK;
 }
@@ -358,8 +370,11 @@ static amoe_status expert_gemm(amoe_moe_gpu *g, const bf16 *W, size_t w_stride, 
     cublasOperation_t ta[MAX_E], tb[MAX_E];
     int m[MAX_E], n[MAX_E], k[MAX_E], lda[MAX_E], ldb[MAX_E], ldc[MAX_E], gs[MAX_E];
     float alpha[MAX_E], beta[MAX_E];
-    const void *hA[MAX_E], *hB[MAX_E];
-    void *hC[MAX_E];
+    const int set = g->gcall++ & 1, E = g->s.experts;
+    const void **hA = g->pA + set * MAX_E, **hB = g->pB + set * MAX_E;
+    void **hC = g->pC + set * MAX_E;
+    const void **dA = g->dA + set * E, **dB = g->dB + set * E;
+    void **dC = g->dC + set * E;
     for (int j = 0; j < nwork; j++) {
       int ex = g->h_work[3 * j], off = g->h_work[3 * j + 1];
       ta[j] = CUBLAS_OP_T;
@@ -377,13 +392,12 @@ static amoe_status expert_gemm(amoe_moe_gpu *g, const bf16 *W, size_t w_stride, 
       hB[j] = in + (size_t)off * K;
       hC[j] = out + (size_t)off * rows;
     }
-    CU(cudaMemcpyAsync(g->dA, hA, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
-    CU(cudaMemcpyAsync(g->dB, hB, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
-    CU(cudaMemcpyAsync(g->dC, hC, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
-    CB(cublasGemmGroupedBatchedEx(g->blas, ta, tb, m, n, k, alpha, g->dA, CUDA_R_16BF, lda, g->dB, CUDA_R_16BF, ldb,
-                                  beta, g->dC, CUDA_R_16BF, ldc, nwork, gs, CUBLAS_COMPUTE_32F));
-    // the host arrays above must outlive the enqueue of the pointer copies
-    CU(cudaStreamSynchronize(g->stream));
+    // (the pinned set is rewritten only in a later run, after its final sync)
+    CU(cudaMemcpyAsync(dA, hA, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
+    CU(cudaMemcpyAsync(dB, hB, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
+    CU(cudaMemcpyAsync(dC, hC, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
+    CB(cublasGemmGroupedBatchedEx(g->blas, ta, tb, m, n, k, alpha, dA, CUDA_R_16BF, lda, dB, CUDA_R_16BF, ldb, beta,
+                                  dC, CUDA_R_16BF, ldc, nwork, gs, CUBLAS_COMPUTE_32F));
     return AMOE_OK;
   }
   // token tile: as many tokens (<= 16) as fit 200 KB of shared memory
@@ -404,6 +418,7 @@ extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_m
   const int d = g->s.hidden, f = g->s.inter, E = g->s.experts, T = b->tokens, k = b->k, A = T * k;
   if (T < 1) return amoe_fail(e, AMOE_EINVAL, "empty batch");
   AMOE_TRY(ensure(g, T, A, e));
+  g->gcall = 0;
   // counts and the executed list on the host too: they size the GEMM launches
   memset(g->h_count, 0, (size_t)E * sizeof(int));
   for (int i = 0; i < A; i++)
@@ -533,7 +548,7 @@ extern "C" amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slot
     g->host_expert = g->slot_pool = NULL;
     CU(cudaMallocHost(&g->host_expert, eb));
     CU(cudaMalloc(&g->slot_pool, eb * (size_t)slots));
-    CU(cudaMemset(g->slot_pool, 0, eb * (size_t)slots));
+    CU(cudaMemsetAsync(g->slot_pool, 0, eb * (size_t)slots, g->copy)); // ordered before the copies below
     memset(g->host_expert, 0x3c, eb);
     g->pool_slots = slots;
   }
