@@ -124,7 +124,7 @@ log "kernel benchmarks ($((SECONDS - t0)) s)"
 filter=$(IFS='|'; echo "${OK[*]}")
 step 90 bench build-gpu/harness/bench/amoe_bench_moe --benchmark_min_time=0.05 --benchmark_filter="$filter" \
   --benchmark_out="$W/bench_moe.json" --benchmark_out_format=json
-grep -E "BM_moe_layer" "$W/bench.log" | awk '{printf "   %s\n", $0}' | head -40 | tee -a "$TABLE" >/dev/null
+grep -E "^moe_layer/" "$W/bench.log" | awk '{printf "   %s\n", $0}' | head -40 | tee -a "$TABLE" >/dev/null
 
 CAL="--backend skinny"
 has skinny || CAL="--backend $RUNB"
