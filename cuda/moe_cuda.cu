@@ -214,9 +214,10 @@ __global__ void __launch_bounds__(SKINNY_WARPS * 32)
     for (int q = 0; q < SKINNY_RPW; q++)
 #pragma unroll
       for (int i = 0; i < SKINNY_TOK; i++) {
+        if (i >= nt) break; // only the tile's tokens: nt is the same in every lane, so the shuffles stay full-warp
         float s = acc[q][i];
         for (int sh = 16; sh > 0; sh >>= 1) s += __shfl_xor_sync(0xffffffffu, s, sh);
-        if (lane == 0 && i < nt && r0 + q < rows) out[(size_t)(off + t0 + i) * rows + r0 + q] = __float2bfloat16(s);
+        if (lane == 0 && r0 + q < rows) out[(size_t)(off + t0 + i) * rows + r0 + q] = __float2bfloat16(s);
       }
   }
 }
@@ -301,7 +302,9 @@ static amoe_status gpu_open(amoe_moe_gpu *g, int impl, amoe_moe_shape s, int lay
   }
   cudaDeviceProp prop;
   CU(cudaGetDeviceProperties(&prop, 0));
-  g->l2_bytes = (size_t)prop.l2CacheSize;
+  // twice the L2: a memset of exactly its size can leave lines of the
+  // weights resident (the L2 is split in partitions with their own hashing)
+  g->l2_bytes = 2 * (size_t)prop.l2CacheSize;
   if (g->l2_bytes) CU(cudaMalloc(&g->l2_flush, g->l2_bytes));
   CU(cudaMallocHost(&g->h_count, MAX_E * sizeof(int)));
   CU(cudaMallocHost(&g->h_work, 3 * MAX_E * sizeof(int)));
