@@ -127,8 +127,75 @@ static void hand_worked(void) {
   amoe_cache_free(c);
 }
 
+/* Where each executed expert is computed from (amoe_cache_pass_placed),
+ * checked against a model of the pool the test keeps itself: wave by wave,
+ * the fetched experts are written into their slots, and then every expert
+ * of the wave must find its own weights in its slot; slots of a wave are
+ * distinct, waves are 0..waves-1, and hits, fetches and the plain call's
+ * figures agree. Random passes over every policy, hits first, both
+ * overflows; the naive order gives no placement. */
+static void placement(void) {
+  amoe_rng r;
+  amoe_rng_seed(&r, 41, 4, 1);
+  int bad = 0, checked = 0;
+  for (int trial = 0; trial < 240; trial++) {
+    const int E = 4 + trial % 29, slots = 1 + trial % 7, L = 2;
+    const int policy = trial % 3 == 0 ? AMOE_CACHE_LRU : trial % 3 == 1 ? AMOE_CACHE_LFU : AMOE_CACHE_LFRU;
+    const int overflow = trial % 4 == 3 ? AMOE_OVERFLOW_BYPASS : AMOE_OVERFLOW_EVICT;
+    const int naive = trial % 11 == 5;
+    amoe_cache_cfg cfg = {policy, naive ? AMOE_ORDER_ASCENDING : AMOE_ORDER_HITS_FIRST, overflow};
+    amoe_cache *c = amoe_cache_new(L, E, slots, cfg, NULL), *twin = amoe_cache_new(L, E, slots, cfg, NULL);
+    int owner[2][8];
+    for (int l = 0; l < L; l++)
+      for (int q = 0; q < 8; q++) owner[l][q] = -1;
+    for (int pass = 0; pass < 40; pass++) {
+      for (int l = 0; l < L; l++) {
+        uint8_t X[40] = {0}, F[40], F2[40], res0[40];
+        int16_t slot[40];
+        uint16_t wave[40];
+        const double pr = 0.1 + 0.5 * amoe_rng_unif(&r);
+        for (int x = 0; x < E; x++) X[x] = amoe_rng_unif(&r) < pr;
+        memcpy(res0, amoe_cache_resident(c, l), (size_t)E);
+        amoe_cache_pass_stats st, st2;
+        amoe_cache_pass_placed(c, l, X, F, &st, slot, wave);
+        amoe_cache_pass(twin, l, X, F2, &st2); /* the plain call: the same decisions */
+        bad += memcmp(F, F2, (size_t)E) != 0 || st.hits != st2.hits || st.fetched != st2.fetched ||
+               st.waves != st2.waves;
+        int maxw = -1;
+        for (int x = 0; x < E; x++) {
+          if (!X[x]) continue;
+          bad += !naive && F[x] == res0[x]; /* fetched exactly the non-residents (naive may evict and refetch) */
+          if (naive) {
+            bad += slot[x] != -1;
+            continue;
+          }
+          bad += slot[x] < -1 || slot[x] >= slots || (slot[x] < 0 && overflow != AMOE_OVERFLOW_BYPASS);
+          if (wave[x] > maxw) maxw = wave[x];
+        }
+        if (!naive && st.waves > 0) bad += maxw != st.waves - 1;
+        for (int w = 0; !naive && w <= maxw; w++) {
+          int used[8] = {0};
+          for (int x = 0; x < E; x++) /* this wave's fetches land first */
+            if (X[x] && wave[x] == w && F[x] && slot[x] >= 0) owner[l][slot[x]] = x;
+          for (int x = 0; x < E; x++) {
+            if (!X[x] || wave[x] != w || slot[x] < 0) continue;
+            bad += owner[l][slot[x]] != x || used[slot[x]]++;
+            checked++;
+          }
+        }
+      }
+      amoe_cache_end_pass(c);
+      amoe_cache_end_pass(twin);
+    }
+    amoe_cache_free(c);
+    amoe_cache_free(twin);
+  }
+  CHECK(bad == 0 && checked > 10000, "placement: %d violations in %d placed experts", bad, checked);
+}
+
 int main(void) {
   hand_worked();
+  placement();
   /* Random sequences: Belady <= LRU, LFU; equals the exhaustive optimum. */
   amoe_rng r;
   amoe_rng_seed(&r, 1, 2, 3);

@@ -99,6 +99,9 @@ struct amoe_cache {
   int *used;          /* [l] resident count */
   uint16_t *rlist;    /* [l][slots] the resident experts (any order) */
   int *rpos;          /* [l][e] index in rlist, or -1 */
+  int16_t *slot_of;   /* [l][e] the slot a resident expert occupies, or -1: slots 0..used-1 are
+                       * occupied (filled in order, and one is freed only for the expert
+                       * that replaces it) */
   uint64_t clock;
   const amoe_reqlog *future;
   uint32_t pass;      /* Belady cursor */
@@ -124,13 +127,15 @@ amoe_cache *amoe_cache_new(int layers, int experts, int slots, amoe_cache_cfg cf
   c->ptr = calloc(ne, sizeof *c->ptr);
   c->rlist = calloc((size_t)layers * (slots > 0 ? slots : 1), sizeof *c->rlist);
   c->rpos = malloc(ne * sizeof *c->rpos);
+  c->slot_of = malloc(ne * sizeof *c->slot_of);
   c->order = malloc((size_t)experts * sizeof *c->order);
   c->at = malloc((size_t)experts * sizeof *c->at);
-  if (!c->res || !c->last || !c->count || !c->used || !c->ptr || !c->rlist || !c->rpos || !c->order || !c->at) {
+  if (!c->res || !c->last || !c->count || !c->used || !c->ptr || !c->rlist || !c->rpos || !c->slot_of || !c->order ||
+      !c->at) {
     amoe_cache_free(c);
     return NULL;
   }
-  for (size_t i = 0; i < ne; i++) c->rpos[i] = -1;
+  for (size_t i = 0; i < ne; i++) c->rpos[i] = c->slot_of[i] = -1;
   for (int x = 0; x < experts; x++) c->at[x] = -1;
   return c;
 }
@@ -144,6 +149,7 @@ void amoe_cache_free(amoe_cache *c) {
   free(c->ptr);
   free(c->rlist);
   free(c->rpos);
+  free(c->slot_of);
   free(c->order);
   free(c->at);
   free(c);
@@ -154,7 +160,7 @@ void amoe_cache_reset(amoe_cache *c) {
   memset(c->res, 0, ne);
   memset(c->count, 0, ne * sizeof *c->count);
   memset(c->used, 0, (size_t)c->layers * sizeof *c->used);
-  for (size_t i = 0; i < ne; i++) c->rpos[i] = -1;
+  for (size_t i = 0; i < ne; i++) c->rpos[i] = c->slot_of[i] = -1;
 }
 
 const uint8_t *amoe_cache_resident(const amoe_cache *c, int l) { return c->res + (size_t)l * c->experts; }
@@ -213,26 +219,35 @@ static void touch(amoe_cache *c, int l, int e) {
   c->last[k] = c->clock;
 }
 
-static void evict(amoe_cache *c, int l, int v) {
+/* Removes v; returns the slot it freed. */
+static int evict(amoe_cache *c, int l, int v) {
   uint16_t *rl = c->rlist + (size_t)l * c->slots;
   const size_t kv = (size_t)l * c->experts + v;
-  const int at = c->rpos[kv], lastv = rl[c->used[l] - 1];
+  const int at = c->rpos[kv], lastv = rl[c->used[l] - 1], slot = c->slot_of[kv];
   rl[at] = (uint16_t)lastv; /* swap-remove from the resident list */
   c->rpos[(size_t)l * c->experts + lastv] = at;
   c->rpos[kv] = -1;
+  c->slot_of[kv] = -1;
   c->res[kv] = 0;
   c->used[l]--;
+  return slot;
 }
 
-static void insert(amoe_cache *c, int l, int e) {
+static void insert(amoe_cache *c, int l, int e, int slot) {
   const size_t k = (size_t)l * c->experts + e;
   uint16_t *rl = c->rlist + (size_t)l * c->slots;
   c->res[k] = 1;
+  c->slot_of[k] = (int16_t)slot;
   c->rpos[k] = c->used[l];
   rl[c->used[l]++] = (uint16_t)e;
 }
 
 void amoe_cache_pass(amoe_cache *c, int l, const uint8_t *X, uint8_t *fetched, amoe_cache_pass_stats *st) {
+  amoe_cache_pass_placed(c, l, X, fetched, st, NULL, NULL);
+}
+
+void amoe_cache_pass_placed(amoe_cache *c, int l, const uint8_t *X, uint8_t *fetched, amoe_cache_pass_stats *st,
+                            int16_t *slot, uint16_t *wave) {
   const int E = c->experts, naive = c->cfg.order == AMOE_ORDER_ASCENDING;
   const uint8_t *res = c->res + (size_t)l * E;
   int n = 0, hits = 0, nf = 0, bypassed = 0;
@@ -248,19 +263,24 @@ void amoe_cache_pass(amoe_cache *c, int l, const uint8_t *X, uint8_t *fetched, a
   }
   /* the naive engine pins nothing: every resident is a candidate */
   for (int p = 0; p < n; p++) c->at[c->order[p]] = naive ? -1 : p;
+  const int16_t *sl = c->slot_of + (size_t)l * E;
   for (int p = 0; p < n; p++) {
     const int x = c->order[p];
     fetched[x] = 0;
+    if (slot) wave[x] = (uint16_t)(c->slots > 0 ? p / c->slots : 0);
     if (res[x]) {
       hits++;
       touch(c, l, x);
+      if (slot) slot[x] = sl[x];
       continue;
     }
     fetched[x] = 1;
     nf++;
     touch(c, l, x);
+    if (slot) slot[x] = -1; /* until inserted: streamed through a staging buffer */
     if (c->used[l] < c->slots) {
-      insert(c, l, x);
+      insert(c, l, x, c->used[l]);
+      if (slot) slot[x] = sl[x];
       continue;
     }
     /* a victim from outside the pass or from a computed wave */
@@ -270,13 +290,18 @@ void amoe_cache_pass(amoe_cache *c, int l, const uint8_t *X, uint8_t *fetched, a
       continue;
     }
     if (v < 0) continue; /* (cannot happen: a wave holds at most `slots` residents) */
-    evict(c, l, v);
-    insert(c, l, x);
+    insert(c, l, x, evict(c, l, v));
+    if (slot) slot[x] = sl[x];
   }
   for (int p = 0; p < n; p++) c->at[c->order[p]] = -1;
   st->hits = hits;
   st->fetched = nf;
   st->waves = n == 0 ? 0 : bypassed || n <= c->slots ? 1 : (n + c->slots - 1) / c->slots;
+  if (slot && (bypassed || naive)) /* one wave; naive pins nothing, so a slot may change before its turn */
+    for (int p = 0; p < n; p++) {
+      wave[c->order[p]] = 0;
+      if (naive) slot[c->order[p]] = -1;
+    }
   for (int x = 0; x < E; x++)
     if (!X[x]) fetched[x] = 0;
 }

@@ -60,6 +60,16 @@ typedef struct {
 /* Runs layer l's part of the current pass over the executed set X (E
  * flags); marks the fetched experts in `fetched` (E flags, written). */
 void amoe_cache_pass(amoe_cache *c, int layer, const uint8_t *X, uint8_t *fetched, amoe_cache_pass_stats *st);
+/* The same, and where each executed expert x is computed from, for a
+ * harness that runs the decisions on real weights: slot[x], the pool slot
+ * its weights occupy when its wave computes (-1: streamed through a staging
+ * buffer, not cached: overflow bypass, or the naive order, which pins
+ * nothing), and wave[x], the wave that computes it (hits first, then
+ * misses, `slots` experts a wave; 0 when the layer runs as one wave). Slots
+ * 0..resident-1 are occupied; a fetched expert takes the slot its victim
+ * freed. slot and wave: E entries, written for the experts of X. */
+void amoe_cache_pass_placed(amoe_cache *c, int layer, const uint8_t *X, uint8_t *fetched, amoe_cache_pass_stats *st,
+                            int16_t *slot, uint16_t *wave);
 /* Marks the end of a forward pass (advances the Belady cursor). */
 void amoe_cache_end_pass(amoe_cache *c);
 /* Empties every layer (offload.reset: request); use counts restart too. */
