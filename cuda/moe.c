@@ -37,6 +37,9 @@ struct amoe_moe_backend {
   float *tmp_w, *h;
   unsigned char *host_pool, *dev_pool; /* cpu emulation of the fetch path */
   int pool_slots;
+  float **slot_w;     /* the slot pool: [held layer * slots + slot] an expert's weights, or NULL */
+  int *slot_expert;   /* which expert each slot holds, or -1 */
+  int slots;
 #ifdef AMOE_HAVE_CUDA
   amoe_moe_gpu *gpu;
 #endif
@@ -129,6 +132,10 @@ void amoe_moe_close(amoe_moe_backend *b) {
   free(b->h);
   free(b->host_pool);
   free(b->dev_pool);
+  if (b->slot_w)
+    for (size_t i = 0; i < (size_t)b->layers * b->slots; i++) free(b->slot_w[i]);
+  free(b->slot_w);
+  free(b->slot_expert);
 #ifdef AMOE_HAVE_CUDA
   if (b->gpu) gpu_api(NULL)->close(b->gpu); /* (loaded: it opened b->gpu) */
 #endif
@@ -180,7 +187,9 @@ void amoe_moe_poison(amoe_moe_backend *b, int on) {
   (void)on; /* the reference writes every output element */
 }
 
-static amoe_status ref_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, float *y) {
+/* slot_of: NULL, or per expert the pool slot to read its weights from (-1:
+ * from the weights themselves, as a streamed expert is) */
+static amoe_status ref_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, const int16_t *slot_of, float *y) {
   const int d = b->s.hidden, f = b->s.inter;
   memset(y, 0, (size_t)x->tokens * d * sizeof(float));
   for (int ex = 0; ex < b->s.experts; ex++) { /* expert-major: each expert's weights once */
@@ -188,7 +197,8 @@ static amoe_status ref_run(amoe_moe_backend *b, int layer, const amoe_moe_batch 
     for (int t = 0; t < x->tokens; t++)
       for (int j = 0; j < x->k; j++) {
         if (x->route[t * x->k + j] != ex) continue;
-        if (!w) w = ref_weights(b, layer, ex);
+        if (!w)
+          w = slot_of && slot_of[ex] >= 0 ? b->slot_w[(size_t)layer * b->slots + slot_of[ex]] : ref_weights(b, layer, ex);
         const uint16_t *xt = x->x + (size_t)t * d;
         for (int r = 0; r < 2 * f; r++) {
           const float *row = w + (size_t)r * d;
@@ -223,7 +233,7 @@ amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x
   if (b->impl == IMPL_CPU) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    amoe_status st = ref_run(b, layer, x, y);
+    amoe_status st = ref_run(b, layer, x, NULL, y);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     return st;
@@ -258,6 +268,64 @@ void amoe_moe_profiler(int on) {
 #else
   (void)on;
 #endif
+}
+
+int amoe_moe_has_pool(const amoe_moe_backend *b) { return b->impl == IMPL_CPU; }
+
+amoe_status amoe_moe_pool(amoe_moe_backend *b, int slots, amoe_err *e) {
+  if (!amoe_moe_has_pool(b))
+    return amoe_fail(e, AMOE_EINVAL, "the slot pool is not built for the CUDA backends yet (amoe_moe_fetch copies only)");
+  if (slots < 1) return amoe_fail(e, AMOE_EINVAL, "pool: need at least one slot");
+  const size_t n = (size_t)b->layers * slots, per = (size_t)3 * b->s.hidden * b->s.inter;
+  b->slot_w = calloc(n, sizeof *b->slot_w);
+  b->slot_expert = malloc(n * sizeof *b->slot_expert);
+  if (!b->slot_w || !b->slot_expert) return amoe_fail(e, AMOE_ENOMEM, "pool: out of memory");
+  b->slots = slots;
+  for (size_t i = 0; i < n; i++) {
+    b->slot_expert[i] = -1;
+    if (!(b->slot_w[i] = malloc(per * sizeof(float)))) return amoe_fail(e, AMOE_ENOMEM, "pool: out of memory");
+  }
+  return AMOE_OK;
+}
+
+amoe_status amoe_moe_load(amoe_moe_backend *b, int layer, int n, const int *experts, const int16_t *slot,
+                          double *seconds, amoe_err *e) {
+  if (seconds) *seconds = 0;
+  if (!b->slots) return amoe_fail(e, AMOE_EINVAL, "load: no slot pool (amoe_moe_pool first)");
+  layer %= amoe_moe_layers_held(b);
+  const size_t per = (size_t)3 * b->s.hidden * b->s.inter;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < n; i++) {
+    if (experts[i] < 0 || experts[i] >= b->s.experts || slot[i] < 0 || slot[i] >= b->slots)
+      return amoe_fail(e, AMOE_EINVAL, "load: expert %d into slot %d of %d", experts[i], slot[i], b->slots);
+    const size_t k = (size_t)layer * b->slots + slot[i];
+    memcpy(b->slot_w[k], ref_weights(b, layer, experts[i]), per * sizeof(float));
+    b->slot_expert[k] = experts[i];
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  return AMOE_OK;
+}
+
+amoe_status amoe_moe_run_pool(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, const int16_t *slot_of,
+                              float *y, double *seconds, amoe_err *e) {
+  if (!b->slots) return amoe_fail(e, AMOE_EINVAL, "run_pool: no slot pool (amoe_moe_pool first)");
+  if (layer < 0) return amoe_fail(e, AMOE_EINVAL, "layer %d out of range", layer);
+  layer %= amoe_moe_layers_held(b);
+  for (int i = 0; i < x->tokens * x->k; i++) {
+    const int ex = x->route[i];
+    if (ex < -1 || ex >= b->s.experts)
+      return amoe_fail(e, AMOE_EINVAL, "assignment %d routes to expert %d of %d", i, ex, b->s.experts);
+    if (ex >= 0 && slot_of[ex] >= b->slots)
+      return amoe_fail(e, AMOE_EINVAL, "expert %d placed in slot %d of %d", ex, slot_of[ex], b->slots);
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  amoe_status st = ref_run(b, layer, x, slot_of, y);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  return st;
 }
 
 amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *seconds, amoe_err *e) {

@@ -79,6 +79,21 @@ amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, dou
  * backend does the same with memcpy. slots: the pool's size in experts. */
 amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *seconds, amoe_err *e);
 
+/* The offload slot pool (docs/design.md §8, §11): `slots` expert slots per
+ * held layer. amoe_moe_load copies layer l's experts into the given slots
+ * (seconds: the copies' time); amoe_moe_run_pool computes like
+ * amoe_moe_run but reads expert e's weights from slot slot_of[e] (-1: from
+ * the weights themselves, as an expert streamed past the cache is), so a
+ * wrong placement shows in y. Built for the cpu backend (the CI path); the
+ * CUDA backends report no pool (amoe_moe_has_pool 0) and keep
+ * amoe_moe_fetch's copies beside resident weights. */
+int amoe_moe_has_pool(const amoe_moe_backend *b);
+amoe_status amoe_moe_pool(amoe_moe_backend *b, int slots, amoe_err *e);
+amoe_status amoe_moe_load(amoe_moe_backend *b, int layer, int n, const int *experts, const int16_t *slot,
+                          double *seconds, amoe_err *e);
+amoe_status amoe_moe_run_pool(amoe_moe_backend *b, int layer, const amoe_moe_batch *batch, const int16_t *slot_of,
+                              float *y, double *seconds, amoe_err *e);
+
 /* cudaProfilerStart/Stop around a pass, for nsys/ncu capture ranges
  * (no-op without CUDA). */
 void amoe_moe_profiler(int on);

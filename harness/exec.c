@@ -18,8 +18,13 @@ struct amoe_exec {
   amoe_moe_backend *be;
   char name[32];
   int repeats, rows, layers, slots; /* slots: offload slots per layer, 0 = resident */
-  int hidden, inter, cold;
+  int hidden, inter, cold, experts;
+  int pool;         /* 1: offload runs from the backend's slot pool, wave by wave */
   double check_err;
+  int32_t *wroute;  /* [cap][k] one wave's routes (the rest -1) */
+  float *wy;        /* [cap][d] one wave's output */
+  int *load_e;      /* [E] the wave's fetched experts */
+  int16_t *load_s;  /* [E] their slots */
   uint16_t *x; /* activations of the block's verified nodes */
   float *y;
   int cap;
@@ -42,6 +47,10 @@ static double median(double *v, int n) {
 void amoe_exec_close(amoe_exec *x) {
   if (!x) return;
   amoe_moe_close(x->be);
+  free(x->wroute);
+  free(x->wy);
+  free(x->load_e);
+  free(x->load_s);
   free(x->x);
   free(x->y);
   free(x->measured);
@@ -82,6 +91,14 @@ amoe_status amoe_exec_open(amoe_exec **out, const char *backend, const amoe_spec
   if (!st) st = amoe_moe_selfcheck(x->be, &x->check_err, e); /* before anything is timed */
   if (!st) amoe_moe_cold(x->be, cold);
   x->cold = cold;
+  x->experts = s->model.experts;
+  if (!st && x->slots && amoe_moe_has_pool(x->be)) { /* the kernels read the slots the cache filled */
+    x->pool = 1;
+    st = amoe_moe_pool(x->be, x->slots, e);
+    x->load_e = malloc((size_t)x->experts * sizeof *x->load_e);
+    x->load_s = malloc((size_t)x->experts * sizeof *x->load_s);
+    if (!st && (!x->load_e || !x->load_s)) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  }
   if (st) {
     amoe_exec_close(x);
     return st;
@@ -95,19 +112,72 @@ void amoe_exec_describe(const amoe_exec *x, char *buf, size_t n) {
            "backend %s: %d of %d layers' weights held (bf16, d=%d f=%d), median of %d repeats, vs CPU reference "
            "rel L2 %.2g%s%s",
            x->name, amoe_moe_layers_held(x->be), x->layers, x->hidden, x->inter, x->repeats, x->check_err,
-           x->slots ? ", offload fetches executed" : "", x->cold ? ", L2 flushed before each run" : "");
+           !x->slots ? "" : x->pool ? ", offload from the slot pool in the cache's waves" : ", offload fetches executed",
+           x->cold ? ", L2 flushed before each run" : "");
+}
+
+/* Offload from the slot pool: per wave of the cache's placement, the
+ * wave's fetched experts are copied into their slots, then the wave's
+ * routes run reading every expert from its slot; the layer's output is the
+ * waves' sum. Measured: the copies (fetch) and the waves' compute (each the
+ * median of the repeats after a warm-up). */
+static amoe_status pool_route(amoe_exec *x, int row, int layer, int nodes, int k, const int32_t *route,
+                              const float *weight, double predicted_s, double predicted_fetch_s,
+                              const amoe_placement *pl, amoe_err *e) {
+  const int d = x->hidden, A = nodes * k;
+  double moe = 0, fetch = 0;
+  int fetched = 0;
+  memset(x->y, 0, (size_t)nodes * d * sizeof *x->y);
+  for (int w = 0; w < pl->waves; w++) {
+    int n = 0, any = 0;
+    for (int ex = 0; ex < x->experts; ex++)
+      if (pl->fetched[ex] && pl->wave[ex] == w && pl->slot[ex] >= 0) {
+        x->load_e[n] = ex;
+        x->load_s[n++] = pl->slot[ex];
+      }
+    double ft = 0;
+    AMOE_TRY(amoe_moe_load(x->be, layer, n, x->load_e, x->load_s, &ft, e));
+    fetch += ft;
+    fetched += n;
+    for (int i = 0; i < A; i++) { /* this wave's routes */
+      const int ex = route[i];
+      x->wroute[i] = ex >= 0 && pl->wave[ex] == w ? ex : -1;
+      any |= x->wroute[i] >= 0;
+    }
+    if (!any) continue;
+    const amoe_moe_batch batch = {nodes, k, x->x, x->wroute, weight};
+    double t;
+    amoe_status st = amoe_moe_run_pool(x->be, layer, &batch, pl->slot, x->wy, &t, e); /* warm-up */
+    int r = 0;
+    for (; st == AMOE_OK && r < x->repeats; r++)
+      st = amoe_moe_run_pool(x->be, layer, &batch, pl->slot, x->wy, &x->samples[r], e);
+    AMOE_TRY(st);
+    moe += median(x->samples, r);
+    for (size_t i = 0; i < (size_t)nodes * d; i++) x->y[i] += x->wy[i];
+  }
+  x->fetch_measured[row] += fetch;
+  x->fetch_bytes[row] += fetched * 3.0 * x->hidden * x->inter * 2.0;
+  x->fetch_predicted[row] += predicted_fetch_s;
+  x->measured[row] += moe;
+  x->predicted[row] += predicted_s;
+  x->layer_measured[(size_t)row * x->layers + layer] += moe;
+  return AMOE_OK;
 }
 
 amoe_status amoe_exec_route(amoe_exec *x, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
                             const float *weight, double predicted_s, int fetched, double predicted_fetch_s,
-                            amoe_err *e) {
+                            const amoe_placement *placement, amoe_err *e) {
   const int d = x->hidden;
   if (nodes > x->cap) {
     free(x->x);
     free(x->y);
+    free(x->wroute);
+    free(x->wy);
     x->x = malloc((size_t)nodes * d * sizeof *x->x);
     x->y = malloc((size_t)nodes * d * sizeof *x->y);
-    if (!x->x || !x->y) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    x->wroute = malloc((size_t)nodes * AMOE_MAX_TOPK * sizeof *x->wroute);
+    x->wy = malloc((size_t)nodes * d * sizeof *x->wy);
+    if (!x->x || !x->y || !x->wroute || !x->wy) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
     x->cap = nodes;
     x->x_block = UINT64_MAX;
   }
@@ -117,6 +187,8 @@ amoe_status amoe_exec_route(amoe_exec *x, int row, uint64_t block, int layer, in
     for (size_t i = 0; i < (size_t)nodes * d; i++) x->x[i] = amoe_f32_to_bf16((float)amoe_rng_normal(&r));
     x->x_block = block;
   }
+  if (x->pool && placement)
+    return pool_route(x, row, layer, nodes, k, route, weight, predicted_s, predicted_fetch_s, placement, e);
   if (x->slots) { /* the copies the cache decided on come first, as an on-demand fetch */
     double ft = 0;
     AMOE_TRY(amoe_moe_fetch(x->be, fetched, x->slots, &ft, e));

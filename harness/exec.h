@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "run.h"
 #include "spec.h"
 
 typedef struct amoe_exec amoe_exec;
@@ -23,7 +24,7 @@ void amoe_exec_describe(const amoe_exec *x, char *buf, size_t n);
 /* The run loop's on_route: fetch, run, time. */
 amoe_status amoe_exec_route(amoe_exec *x, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
                             const float *weight, double predicted_s, int fetched, double predicted_fetch_s,
-                            amoe_err *e);
+                            const amoe_placement *placement, amoe_err *e);
 
 /* Per row, divided by `blocks`. */
 typedef struct {

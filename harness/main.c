@@ -250,9 +250,10 @@ static amoe_status on_select(void *vc, int row, uint64_t block, int layer, const
 
 static amoe_status on_route(void *vc, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
                             const float *weight, double predicted_s, int fetched, double predicted_fetch_s,
-                            amoe_err *e) {
+                            const amoe_placement *placement, amoe_err *e) {
   run_ctx *c = vc;
-  return amoe_exec_route(c->ex, row, block, layer, nodes, k, route, weight, predicted_s, fetched, predicted_fetch_s, e);
+  return amoe_exec_route(c->ex, row, block, layer, nodes, k, route, weight, predicted_s, fetched, predicted_fetch_s,
+                         placement, e);
 }
 
 static void on_progress(void *vc, uint64_t blocks) {

@@ -69,8 +69,8 @@ typedef struct {
 
 static amoe_status on_route(void *ctx, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
                             const float *weight, double predicted_s, int fetched, double predicted_fetch_s,
-                            amoe_err *e) {
-  (void)row, (void)block, (void)layer, (void)weight, (void)fetched, (void)predicted_fetch_s, (void)e;
+                            const amoe_placement *pl, amoe_err *e) {
+  (void)row, (void)block, (void)layer, (void)weight, (void)fetched, (void)predicted_fetch_s, (void)pl, (void)e;
   route_check *c = ctx;
   memset(c->count, 0, sizeof c->count);
   for (int i = 0; i < nodes * k; i++)
@@ -107,9 +107,9 @@ static amoe_status on_select_digest(void *ctx, int row, uint64_t block, int laye
 }
 static amoe_status on_route_none(void *ctx, int row, uint64_t block, int layer, int nodes, int k,
                                  const int32_t *route, const float *weight, double predicted_s, int fetched,
-                                 double predicted_fetch_s, amoe_err *e) {
+                                 double predicted_fetch_s, const amoe_placement *pl, amoe_err *e) {
   (void)ctx, (void)row, (void)block, (void)layer, (void)nodes, (void)k, (void)route, (void)weight;
-  (void)predicted_s, (void)fetched, (void)predicted_fetch_s, (void)e;
+  (void)predicted_s, (void)fetched, (void)predicted_fetch_s, (void)pl, (void)e;
   return AMOE_OK;
 }
 

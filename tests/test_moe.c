@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cache.h"
 #include "check.h"
 #include "moe.h"
 #include "rng.h"
@@ -165,6 +166,63 @@ static int gpu_vs_reference(const char *only, int tiny) {
   return ran ? -1 : 77;
 }
 
+/* Offload from the slot pool on the reference: a real cache (3 slots of 8
+ * experts, LRU, hits first) places each pass's executed experts; per wave
+ * the fetched ones are loaded into their slots and the wave's routes run
+ * reading every expert from its slot, as harness/exec.c does; the waves'
+ * sum must be the resident layer's output (reading a neighbouring slot
+ * instead is caught). */
+static void pool_matches_resident(void) {
+  const amoe_moe_shape s = {32, 16, 8};
+  const int T = 6, k = 2, L = 2, SLOTS = 3;
+  amoe_moe_backend *b;
+  amoe_err e;
+  CHECK(amoe_moe_open(&b, "cpu", s, L, 11, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_moe_has_pool(b) && amoe_moe_pool(b, SLOTS, &e) == AMOE_OK, "pool: %s", e.msg);
+  amoe_cache_cfg cfg = {AMOE_CACHE_LRU, AMOE_ORDER_HITS_FIRST, AMOE_OVERFLOW_EVICT};
+  amoe_cache *c = amoe_cache_new(L, s.experts, SLOTS, cfg, NULL);
+  amoe_rng r;
+  amoe_rng_seed(&r, 12, 1, 2);
+  uint16_t x[6 * 32];
+  int32_t route[12], wr[12];
+  float w[12], y[6 * 32], yw[6 * 32], ysum[6 * 32];
+  double worst = 0;
+  int passes = 0, multiwave = 0;
+  for (int p = 0; p < 30; p++)
+    for (int l = 0; l < L; l++, passes++) {
+      random_batch(&r, T, k, s.experts, s.hidden, x, route, w);
+      uint8_t X[8] = {0}, F[8];
+      int16_t slot[8];
+      uint16_t wave[8];
+      for (int i = 0; i < T * k; i++)
+        if (route[i] >= 0) X[route[i]] = 1;
+      amoe_cache_pass_stats st;
+      amoe_cache_pass_placed(c, l, X, F, &st, slot, wave);
+      multiwave += st.waves > 1;
+      const amoe_moe_batch full = {T, k, x, route, w};
+      CHECK(amoe_moe_run(b, l, &full, y, NULL, &e) == AMOE_OK, "%s", e.msg);
+      memset(ysum, 0, sizeof ysum);
+      for (int wv = 0; wv < st.waves; wv++) {
+        int le[8], n = 0;
+        int16_t ls[8];
+        for (int ex = 0; ex < s.experts; ex++)
+          if (X[ex] && F[ex] && wave[ex] == wv) le[n] = ex, ls[n++] = slot[ex];
+        CHECK(amoe_moe_load(b, l, n, le, ls, NULL, &e) == AMOE_OK, "%s", e.msg);
+        for (int i = 0; i < T * k; i++) wr[i] = route[i] >= 0 && wave[route[i]] == wv ? route[i] : -1;
+        const amoe_moe_batch part = {T, k, x, wr, w};
+        CHECK(amoe_moe_run_pool(b, l, &part, slot, yw, NULL, &e) == AMOE_OK, "%s", e.msg);
+        for (int i = 0; i < T * s.hidden; i++) ysum[i] += yw[i];
+      }
+      int nan;
+      const double err = rel_l2(ysum, y, (size_t)T * s.hidden, &nan);
+      if (err > worst) worst = err;
+    }
+  CHECK(worst < 1e-5 && multiwave > 0, "pool vs resident: worst rel L2 %.3g over %d passes (%d in waves)", worst,
+        passes, multiwave);
+  amoe_cache_free(c);
+  amoe_moe_close(b);
+}
+
 int main(int argc, char **argv) {
   /* test_moe gpu [BACKEND] [--tiny]: the GPU backends (or one) against the
    * reference; without arguments, the reference against a direct sum */
@@ -190,5 +248,6 @@ int main(int argc, char **argv) {
     return check_done();
   }
   reference_vs_direct();
+  pool_matches_resident();
   return check_done();
 }

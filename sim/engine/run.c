@@ -36,6 +36,8 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   float *rw;     /* [node][k] their renormalised weights */
   float *pcache; /* [layer][node][k] natural top-k router probabilities, once per block for every row */
   uint8_t *pdone, *ldone; /* [layer][node], [layer] */
+  int16_t *slot;          /* [E] the cache's placement for on_route */
+  uint16_t *wave;         /* [E] */
   int *todo;
   int cap_n;
 } work;
@@ -63,6 +65,8 @@ static void work_free(work *w) {
   free(w->pdone);
   free(w->ldone);
   free(w->todo);
+  free(w->slot);
+  free(w->wave);
 }
 
 static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
@@ -93,8 +97,10 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->ldone = malloc((size_t)b->layers);
   w->todo = malloc((size_t)n * sizeof(int));
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
+  w->slot = malloc((size_t)E * sizeof *w->slot);
+  w->wave = malloc((size_t)E * sizeof *w->wave);
   if (!w->nodes || !w->level || !w->count || !w->rcount || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->R ||
-      !w->delta || !w->path || !w->seq || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo)
+      !w->delta || !w->path || !w->seq || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo || !w->slot || !w->wave)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
 }
@@ -251,7 +257,7 @@ AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, i
  * the copies (hidden behind the layer's dense part with overlap), then the
  * eager engine's host synchronisation, which nothing hides. Resident: every
  * executed expert hits, in one wave. */
-AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, work *w, double t_dense,
+AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, work *w, double t_dense, int place,
                                       layer_sums *ls, amoe_err *e) {
   ls->hits = ls->nx;
   ls->waves = ls->nx > 0;
@@ -261,7 +267,8 @@ AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, wor
       if (w->X[x] && amoe_reqlog_add(rs->log, l, x) != AMOE_OK)
         return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
   amoe_cache_pass_stats cs;
-  amoe_cache_pass(rs->cache, l, w->X, w->F, &cs);
+  /* with routes for a backend, also where each expert is computed from */
+  amoe_cache_pass_placed(rs->cache, l, w->X, w->F, &cs, place ? w->slot : NULL, place ? w->wave : NULL);
   ls->hits = cs.hits;
   ls->nf = cs.fetched;
   ls->waves = cs.waves;
@@ -339,9 +346,14 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     }
     rs->res->tot.assignments += record_only ? 0 : (double)nn * k;
     layer_execute(ec, rs, l, E, w, by_count, &ls);
-    AMOE_TRY(layer_cache(s, rs, l, w, t_dense, &ls, e));
+    AMOE_TRY(layer_cache(s, rs, l, w, t_dense, want_routes, &ls, e));
     ls.t_moe += amoe_cost_moe_fixed(HW, ls.waves);
-    if (want_routes) AMOE_TRY(h->on_route(h->ctx, ri, b->index, l, nn, k, w->rt, w->rw, ls.t_moe, ls.nf, ls.wait, e));
+    if (want_routes) {
+      const amoe_placement pl = {w->F, w->slot, w->wave, ls.waves};
+      const int placed = rs->cache && s->offload.order == AMOE_ORDER_HITS_FIRST;
+      AMOE_TRY(h->on_route(h->ctx, ri, b->index, l, nn, k, w->rt, w->rw, ls.t_moe, ls.nf, ls.wait, placed ? &pl : NULL,
+                           e));
+    }
     T += t_dense + ls.t_moe + ls.wait;
     if (record_only) continue;
     layer_account(M, rs, l, t_dense, &ls);

@@ -52,6 +52,16 @@ typedef struct {
   double union_mean, eligible_mean, executed_mean, fetched, delta_mean, time_s;
 } amoe_block_stats;
 
+/* Where the offload cache placed a layer's executed experts (cache.h,
+ * amoe_cache_pass_placed): E entries each; handed to on_route under offload
+ * (NULL when resident, or in the naive order, which places nothing). */
+typedef struct amoe_placement {
+  const uint8_t *fetched; /* copied in by this pass */
+  const int16_t *slot;    /* the slot its weights occupy when its wave runs, or -1 (streamed) */
+  const uint16_t *wave;   /* the wave that computes it */
+  int waves;
+} amoe_placement;
+
 typedef struct {
   void *ctx;
   /* Optional: per (row, block). */
@@ -66,7 +76,7 @@ typedef struct {
    * predicted fetch wait. The GPU harness runs and times exactly this. */
   amoe_status (*on_route)(void *ctx, int row, uint64_t block, int layer, int nodes, int k, const int32_t *route,
                           const float *weight, double predicted_s, int fetched, double predicted_fetch_s,
-                          amoe_err *e);
+                          const struct amoe_placement *placement, amoe_err *e);
   /* Optional: after each block. */
   void (*on_progress)(void *ctx, uint64_t blocks);
   /* Optional: polled after each block; nonzero stops the run with
