@@ -270,12 +270,13 @@ void amoe_moe_profiler(int on) {
 #endif
 }
 
-int amoe_moe_has_pool(const amoe_moe_backend *b) { return b->impl == IMPL_CPU; }
+int amoe_moe_has_pool(const amoe_moe_backend *b) { return b != NULL; } /* every backend of this build */
 
 amoe_status amoe_moe_pool(amoe_moe_backend *b, int slots, amoe_err *e) {
-  if (!amoe_moe_has_pool(b))
-    return amoe_fail(e, AMOE_EINVAL, "the slot pool is not built for the CUDA backends yet (amoe_moe_fetch copies only)");
   if (slots < 1) return amoe_fail(e, AMOE_EINVAL, "pool: need at least one slot");
+#ifdef AMOE_HAVE_CUDA
+  if (b->gpu) return gpu_api(NULL)->pool(b->gpu, slots, e);
+#endif
   const size_t n = (size_t)b->layers * slots, per = (size_t)3 * b->s.hidden * b->s.inter;
   b->slot_w = calloc(n, sizeof *b->slot_w);
   b->slot_expert = malloc(n * sizeof *b->slot_expert);
@@ -291,6 +292,9 @@ amoe_status amoe_moe_pool(amoe_moe_backend *b, int slots, amoe_err *e) {
 amoe_status amoe_moe_load(amoe_moe_backend *b, int layer, int n, const int *experts, const int16_t *slot,
                           double *seconds, amoe_err *e) {
   if (seconds) *seconds = 0;
+#ifdef AMOE_HAVE_CUDA
+  if (b->gpu) return gpu_api(NULL)->load(b->gpu, layer, n, experts, slot, seconds, e);
+#endif
   if (!b->slots) return amoe_fail(e, AMOE_EINVAL, "load: no slot pool (amoe_moe_pool first)");
   layer %= amoe_moe_layers_held(b);
   const size_t per = (size_t)3 * b->s.hidden * b->s.inter;
@@ -310,6 +314,9 @@ amoe_status amoe_moe_load(amoe_moe_backend *b, int layer, int n, const int *expe
 
 amoe_status amoe_moe_run_pool(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, const int16_t *slot_of,
                               float *y, double *seconds, amoe_err *e) {
+#ifdef AMOE_HAVE_CUDA
+  if (b->gpu) return gpu_api(NULL)->run_pool(b->gpu, layer, x, slot_of, y, seconds, e);
+#endif
   if (!b->slots) return amoe_fail(e, AMOE_EINVAL, "run_pool: no slot pool (amoe_moe_pool first)");
   if (layer < 0) return amoe_fail(e, AMOE_EINVAL, "layer %d out of range", layer);
   layer %= amoe_moe_layers_held(b);

@@ -84,9 +84,10 @@ amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *
  * (seconds: the copies' time); amoe_moe_run_pool computes like
  * amoe_moe_run but reads expert e's weights from slot slot_of[e] (-1: from
  * the weights themselves, as an expert streamed past the cache is), so a
- * wrong placement shows in y. Built for the cpu backend (the CI path); the
- * CUDA backends report no pool (amoe_moe_has_pool 0) and keep
- * amoe_moe_fetch's copies beside resident weights. */
+ * wrong placement shows in y. The CUDA backends keep pinned host copies of
+ * as many layers as 16 GB hold and, from then on, hold that many layers for
+ * the resident path too (the same weights); their pool has no staging
+ * buffer, so every expert needs a slot (overflow: evict). */
 int amoe_moe_has_pool(const amoe_moe_backend *b);
 amoe_status amoe_moe_pool(amoe_moe_backend *b, int slots, amoe_err *e);
 amoe_status amoe_moe_load(amoe_moe_backend *b, int layer, int n, const int *experts, const int16_t *slot,

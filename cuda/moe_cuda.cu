@@ -70,6 +70,11 @@ struct amoe_moe_gpu {
   cudaStream_t copy;
   cudaEvent_t c0, c1;
   void *host_expert, *slot_pool;
+  // the slot pool proper: [held][slots] experts' weights on the device, loaded
+  // from pinned host copies of the held layers ([held][E]); layers_held shrinks
+  // to what the host copies hold, for the resident path too (same weights)
+  bf16 *pool_gu, *pool_dn, *host_gu, *host_dn;
+  int slots;
   int pool_slots;
 };
 
@@ -253,6 +258,10 @@ extern "C" void amoe_moe_gpu_close(amoe_moe_gpu *g) {
   cudaFree(g->w_dn);
   cudaFreeHost(g->host_expert);
   cudaFree(g->slot_pool);
+  cudaFree(g->pool_gu);
+  cudaFree(g->pool_dn);
+  cudaFreeHost(g->host_gu);
+  cudaFreeHost(g->host_dn);
   cudaFree(g->l2_flush);
   if (g->c0) cudaEventDestroy(g->c0);
   if (g->c1) cudaEventDestroy(g->c1);
@@ -416,8 +425,10 @@ static amoe_status expert_gemm(amoe_moe_gpu *g, const bf16 *W, size_t w_stride, 
   return AMOE_OK;
 }
 
-extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b, float *y,
-                                        double *seconds, amoe_err *e) {
+// One layer; slot_of: NULL (resident weights) or the pool slot of every
+// executed expert (the GEMMs' work list then names slots in the pool).
+static amoe_status run_impl(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b, const int16_t *slot_of, float *y,
+                            double *seconds, amoe_err *e) {
   const int d = g->s.hidden, f = g->s.inter, E = g->s.experts, T = b->tokens, k = b->k, A = T * k;
   if (T < 1) return amoe_fail(e, AMOE_EINVAL, "empty batch");
   AMOE_TRY(ensure(g, T, A, e));
@@ -429,7 +440,10 @@ extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_m
   int nwork = 0, run = 0;
   for (int x = 0; x < E; x++) {
     if (g->h_count[x]) {
-      g->h_work[3 * nwork] = x;
+      if (slot_of && (slot_of[x] < 0 || slot_of[x] >= g->slots))
+        return amoe_fail(e, AMOE_EINVAL, "expert %d has no pool slot (%d); the GPU pool has no staging buffer", x,
+                         slot_of[x]);
+      g->h_work[3 * nwork] = slot_of ? slot_of[x] : x;
       g->h_work[3 * nwork + 1] = run;
       g->h_work[3 * nwork + 2] = g->h_count[x];
       nwork++;
@@ -448,7 +462,8 @@ extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_m
   }
   const int l = layer % g->layers_held;
   const size_t gu = (size_t)2 * f * d, dn = (size_t)d * f;
-  const bf16 *wgu = g->w_gu + (size_t)l * E * gu, *wdn = g->w_dn + (size_t)l * E * dn;
+  const bf16 *wgu = slot_of ? g->pool_gu + (size_t)l * g->slots * gu : g->w_gu + (size_t)l * E * gu;
+  const bf16 *wdn = slot_of ? g->pool_dn + (size_t)l * g->slots * dn : g->w_dn + (size_t)l * E * dn;
   if (g->cold && g->l2_flush) CU(cudaMemsetAsync(g->l2_flush, (int)(g->flushes++ & 0xff), g->l2_bytes, g->stream));
   CU(cudaEventRecord(g->ev0, g->stream));
   bucket<<<1, 256, 2 * E * sizeof(int), g->stream>>>(g->route, g->weight, A, k, E, g->perm_tok,
@@ -477,6 +492,72 @@ extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_m
   CU(cudaStreamSynchronize(g->stream));
   float ms = 0;
   CU(cudaEventElapsedTime(&ms, g->ev0, g->ev1));
+  if (seconds) *seconds = ms * 1e-3;
+  return AMOE_OK;
+}
+
+extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b, float *y,
+                                        double *seconds, amoe_err *e) {
+  return run_impl(g, layer, b, NULL, y, seconds, e);
+}
+
+extern "C" amoe_status amoe_moe_gpu_run_pool(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b,
+                                             const int16_t *slot_of, float *y, double *seconds, amoe_err *e) {
+  if (!g->slots) return amoe_fail(e, AMOE_EINVAL, "run_pool: no slot pool");
+  return run_impl(g, layer, b, slot_of, y, seconds, e);
+}
+
+// The slot pool: host copies of as many held layers as 16 GB of pinned
+// memory takes (at least one), copied from the device weights; `slots`
+// device slots per such layer.
+extern "C" amoe_status amoe_moe_gpu_pool(amoe_moe_gpu *g, int slots, amoe_err *e) {
+  const int E = g->s.experts;
+  const size_t gu = (size_t)2 * g->s.inter * g->s.hidden, dn = (size_t)g->s.hidden * g->s.inter;
+  const size_t per_layer = (size_t)E * (gu + dn) * sizeof(bf16);
+  int held = (int)((16ull << 30) / per_layer);
+  held = held < 1 ? 1 : held > g->layers_held ? g->layers_held : held;
+  CU(cudaMallocHost(&g->host_gu, (size_t)held * E * gu * sizeof(bf16)));
+  CU(cudaMallocHost(&g->host_dn, (size_t)held * E * dn * sizeof(bf16)));
+  CU(cudaMemcpy(g->host_gu, g->w_gu, (size_t)held * E * gu * sizeof(bf16), cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(g->host_dn, g->w_dn, (size_t)held * E * dn * sizeof(bf16), cudaMemcpyDeviceToHost));
+  CU(cudaMalloc(&g->pool_gu, (size_t)held * slots * gu * sizeof(bf16)));
+  CU(cudaMalloc(&g->pool_dn, (size_t)held * slots * dn * sizeof(bf16)));
+  if (!g->copy) {
+    CU(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking));
+    CU(cudaEventCreate(&g->c0));
+    CU(cudaEventCreate(&g->c1));
+  }
+  g->layers_held = held;
+  g->slots = slots;
+  return AMOE_OK;
+}
+
+// Loads experts into slots of a layer's pool: pinned host to device on the
+// copy stream, timed with events; the compute stream waits for them.
+extern "C" amoe_status amoe_moe_gpu_load(amoe_moe_gpu *g, int layer, int n, const int *experts,
+                                         const int16_t *slot, double *seconds, amoe_err *e) {
+  if (seconds) *seconds = 0;
+  if (!g->slots) return amoe_fail(e, AMOE_EINVAL, "load: no slot pool");
+  if (n <= 0) return AMOE_OK;
+  const int E = g->s.experts, l = layer % g->layers_held;
+  const size_t gu = (size_t)2 * g->s.inter * g->s.hidden, dn = (size_t)g->s.hidden * g->s.inter;
+  AMOE_NVTX_PUSH("h2d");
+  CU(cudaEventRecord(g->c0, g->copy));
+  for (int i = 0; i < n; i++) {
+    if (experts[i] < 0 || experts[i] >= E || slot[i] < 0 || slot[i] >= g->slots)
+      return amoe_fail(e, AMOE_EINVAL, "load: expert %d into slot %d of %d", experts[i], slot[i], g->slots);
+    const size_t ps = (size_t)l * g->slots + slot[i], he = (size_t)l * E + experts[i];
+    CU(cudaMemcpyAsync(g->pool_gu + ps * gu, g->host_gu + he * gu, gu * sizeof(bf16), cudaMemcpyHostToDevice,
+                       g->copy));
+    CU(cudaMemcpyAsync(g->pool_dn + ps * dn, g->host_dn + he * dn, dn * sizeof(bf16), cudaMemcpyHostToDevice,
+                       g->copy));
+  }
+  CU(cudaEventRecord(g->c1, g->copy));
+  CU(cudaStreamWaitEvent(g->stream, g->c1, 0));
+  CU(cudaEventSynchronize(g->c1));
+  AMOE_NVTX_POP();
+  float ms = 0;
+  CU(cudaEventElapsedTime(&ms, g->c0, g->c1));
   if (seconds) *seconds = ms * 1e-3;
   return AMOE_OK;
 }
@@ -574,6 +655,7 @@ extern "C" amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slot
 extern "C" __attribute__((visibility("default"))) const amoe_moe_gpu_api *amoe_moe_gpu_api_get(void) {
   static const amoe_moe_gpu_api api = {amoe_moe_gpu_open,     amoe_moe_gpu_close,  amoe_moe_gpu_run,
                                        amoe_moe_gpu_layers_held, amoe_moe_gpu_poison, amoe_moe_gpu_cold,
-                                       amoe_moe_gpu_measure_copy, amoe_moe_gpu_profiler, amoe_moe_gpu_fetch};
+                                       amoe_moe_gpu_measure_copy, amoe_moe_gpu_profiler, amoe_moe_gpu_fetch,
+                                       amoe_moe_gpu_pool,     amoe_moe_gpu_load,   amoe_moe_gpu_run_pool};
   return &api;
 }

@@ -41,6 +41,12 @@ typedef struct {
                               amoe_err *e);
   void (*profiler)(int on);
   amoe_status (*fetch)(amoe_moe_gpu *g, int experts, int slots, double *seconds, amoe_err *e);
+  /* the offload slot pool (moe.h: amoe_moe_pool, amoe_moe_load, amoe_moe_run_pool) */
+  amoe_status (*pool)(amoe_moe_gpu *g, int slots, amoe_err *e);
+  amoe_status (*load)(amoe_moe_gpu *g, int layer, int n, const int *experts, const int16_t *slot, double *seconds,
+                      amoe_err *e);
+  amoe_status (*run_pool)(amoe_moe_gpu *g, int layer, const amoe_moe_batch *batch, const int16_t *slot_of, float *y,
+                          double *seconds, amoe_err *e);
 } amoe_moe_gpu_api;
 #define AMOE_MOE_GPU_API_SYMBOL "amoe_moe_gpu_api_get"
 const amoe_moe_gpu_api *amoe_moe_gpu_api_get(void);

@@ -88,6 +88,8 @@ static void reference_vs_direct(void) {
   CHECK(amoe_moe_open(&b, "warp-drive", s, L, seed, &e) == AMOE_EINVAL, "unknown backend rejected");
 }
 
+static void pool_matches_resident(const char *name);
+
 /* Every GPU backend (or only `only`) against the reference, on layer 1 of
  * two (the second layer's weights and offsets), at shapes that take the
  * skinny kernel's one-tile path (<= 16 tokens per expert) and its
@@ -155,6 +157,7 @@ static int gpu_vs_reference(const char *only, int tiny) {
       printf("%-15s d=%-5d f=%-5d E=%-4d T=%-3d k=%d (%.0f tokens per expert)  rel L2 %.2e  %.1f us\n", names[i],
              s.hidden, s.inter, s.experts, T, k, (double)T * k / s.experts, err, sec * 1e6);
       amoe_moe_close(b);
+      if (si == 0) pool_matches_resident(names[i]); /* once per backend */
       ran++;
     }
     free(x);
@@ -172,12 +175,15 @@ static int gpu_vs_reference(const char *only, int tiny) {
  * reading every expert from its slot, as harness/exec.c does; the waves'
  * sum must be the resident layer's output (reading a neighbouring slot
  * instead is caught). */
-static void pool_matches_resident(void) {
+static void pool_matches_resident(const char *name) {
   const amoe_moe_shape s = {32, 16, 8};
   const int T = 6, k = 2, L = 2, SLOTS = 3;
   amoe_moe_backend *b;
   amoe_err e;
-  CHECK(amoe_moe_open(&b, "cpu", s, L, 11, &e) == AMOE_OK, "%s", e.msg);
+  if (amoe_moe_open(&b, name, s, L, 11, &e) != AMOE_OK) {
+    CHECK(0, "%s: %s", name, e.msg);
+    return;
+  }
   CHECK(amoe_moe_has_pool(b) && amoe_moe_pool(b, SLOTS, &e) == AMOE_OK, "pool: %s", e.msg);
   amoe_cache_cfg cfg = {AMOE_CACHE_LRU, AMOE_ORDER_HITS_FIRST, AMOE_OVERFLOW_EVICT};
   amoe_cache *c = amoe_cache_new(L, s.experts, SLOTS, cfg, NULL);
@@ -217,8 +223,9 @@ static void pool_matches_resident(void) {
       const double err = rel_l2(ysum, y, (size_t)T * s.hidden, &nan);
       if (err > worst) worst = err;
     }
-  CHECK(worst < 1e-5 && multiwave > 0, "pool vs resident: worst rel L2 %.3g over %d passes (%d in waves)", worst,
-        passes, multiwave);
+  CHECK(worst < 1e-5 && multiwave > 0, "%s: pool vs resident: worst rel L2 %.3g over %d passes (%d in waves)", name,
+        worst, passes, multiwave);
+  printf("%-15s slot pool in waves vs resident: rel L2 %.2e over %d passes\n", name, worst, passes);
   amoe_cache_free(c);
   amoe_moe_close(b);
 }
@@ -248,6 +255,6 @@ int main(int argc, char **argv) {
     return check_done();
   }
   reference_vs_direct();
-  pool_matches_resident();
+  pool_matches_resident("cpu");
   return check_done();
 }
