@@ -8,21 +8,11 @@
 #include "policy.h"
 #include "spec_load.h"
 
-static const char *write_tmp(const char *text) {
-  static char path[64];
-  if (path[0]) remove(path); /* the previous one */
-  snprintf(path, sizeof path, "/tmp/amoe_spec_XXXXXX");
-  int fd = mkstemp(path);
-  if (write(fd, text, strlen(text)) < 0) path[0] = 0;
-  close(fd);
-  return path;
-}
-
 int main(void) {
   amoe_diag d = {0};
   static amoe_experiment x;
   static amoe_spec s;
-  const char *p = write_tmp("name: t\n"
+  const char *p = check_write_tmp("name: t\n"
                             "model: {preset: qwen3-30b-a3b, top_k: 4}\n"
                             "hardware: {preset: h200, h2d_bw: 5.5e10}\n"
                             "workload: {blocks: 10, tree: {nodes: 32}}\n"
@@ -46,13 +36,13 @@ int main(void) {
   /* a spec without natural gets the baseline row added */
   CHECK(amoe_experiment_point(&x, 0, &s, &d) == AMOE_OK && s.npolicies == 3, "natural listed: no extra row");
   amoe_diag_free(&d);
-  p = write_tmp("model: qwen3-30b-a3b\nhardware: h200\npolicies: [{verifier: acceptmoe}]\n");
+  p = check_write_tmp("model: qwen3-30b-a3b\nhardware: h200\npolicies: [{verifier: acceptmoe}]\n");
   CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_OK && x.base.npolicies == 2 && x.base.policies[1].implicit &&
             !strcmp(x.base.policies[1].label, "natural"),
         "the natural baseline is added");
   amoe_diag_free(&d);
   /* every error, each with a position */
-  p = write_tmp("model: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: -3, tree: {depth: x}}\nwat: 1\n"
+  p = check_write_tmp("model: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: -3, tree: {depth: x}}\nwat: 1\n"
                 "policies: [{verifier: moe-spec}]\n");
   CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_EINVAL && d.n == 4, "four errors, got %d", d.n);
   for (int i = 0; i < d.n; i++) CHECK(strstr(d.msgs[i], p) && strchr(d.msgs[i] + strlen(p), ':'), "%s", d.msgs[i]);

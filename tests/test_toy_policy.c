@@ -43,16 +43,6 @@ static int draft_root(const amoe_dctx *c, int *out) {
 }
 static const amoe_draft_def ROOT = {.name = "root-only", .choose = draft_root};
 
-static const char *write_tmp(const char *text) {
-  static char path[64];
-  if (path[0]) remove(path);
-  snprintf(path, sizeof path, "/tmp/amoe_toy_XXXXXX");
-  int fd = mkstemp(path);
-  if (write(fd, text, strlen(text)) < 0) path[0] = 0;
-  close(fd);
-  return path;
-}
-
 typedef struct {
   const amoe_spec *s;
   int bad_s, bad_exec, layers_seen[AMOE_MAX_POLICIES];
@@ -90,7 +80,7 @@ int main(void) {
   amoe_diag d = {0};
   static amoe_experiment x;
   static amoe_spec s;
-  const char *p = write_tmp("name: toy\n"
+  const char *p = check_write_tmp("name: toy\n"
                             "model: {preset: olmoe-1b-7b}\n"
                             "hardware: h200\n"
                             "workload: {blocks: 12, seed: 5, tree: {nodes: 16}}\n"
@@ -115,7 +105,7 @@ int main(void) {
   fclose(mem);
   CHECK(strstr(txt, "{draft: eagle, verifier: window, width: 10, offset: 30}") != NULL, "resolved:\n%s", txt);
   static amoe_experiment x2;
-  p = write_tmp(txt);
+  p = check_write_tmp(txt);
   free(txt);
   CHECK(amoe_experiment_load(&x2, p, NULL, 0, &d) == AMOE_OK && x2.base.npolicies == 5 &&
             !strcmp(x2.base.policies[2].label, "window/w=10/off=30"),
@@ -133,7 +123,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char text[256];
     snprintf(text, sizeof text, "model: olmoe-1b-7b\nhardware: h200\n%s\n", bad[i][0]);
-    p = write_tmp(text);
+    p = check_write_tmp(text);
     int ok = amoe_experiment_load(&x2, p, NULL, 0, &d) == AMOE_OK && amoe_experiment_point(&x2, 0, &s, &d) == AMOE_OK;
     CHECK(!ok && d.n >= 1 && strstr(d.msgs[0], bad[i][1]), "%s: %s", bad[i][0], d.n ? d.msgs[0] : "accepted");
     amoe_diag_free(&d);
