@@ -45,6 +45,20 @@ struct amoe_moe_backend {
 #endif
 };
 
+static double wall_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Every assignment routes to an expert of the layer, or -1. */
+static amoe_status check_routes(const amoe_moe_backend *b, const amoe_moe_batch *x, amoe_err *e) {
+  for (int i = 0; i < x->tokens * x->k; i++)
+    if (x->route[i] < -1 || x->route[i] >= b->s.experts)
+      return amoe_fail(e, AMOE_EINVAL, "assignment %d routes to expert %d of %d", i, x->route[i], b->s.experts);
+  return AMOE_OK;
+}
+
 uint16_t amoe_moe_weight(uint64_t seed, int layer, int expert, int down, uint64_t i, int fan_in) {
   return amoe_w_value(seed, layer, expert, down, i, 1.0f / sqrtf((float)fan_in));
 }
@@ -227,15 +241,11 @@ amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x
                          amoe_err *e) {
   if (layer < 0) return amoe_fail(e, AMOE_EINVAL, "layer %d out of range", layer);
   layer %= amoe_moe_layers_held(b);
-  for (int i = 0; i < x->tokens * x->k; i++)
-    if (x->route[i] < -1 || x->route[i] >= b->s.experts)
-      return amoe_fail(e, AMOE_EINVAL, "assignment %d routes to expert %d of %d", i, x->route[i], b->s.experts);
+  AMOE_TRY(check_routes(b, x, e));
   if (b->impl == IMPL_CPU) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = wall_s();
     amoe_status st = ref_run(b, layer, x, NULL, y);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (seconds) *seconds = wall_s() - t0;
     return st;
   }
 #ifdef AMOE_HAVE_CUDA
@@ -298,8 +308,7 @@ amoe_status amoe_moe_load(amoe_moe_backend *b, int layer, int n, const int *expe
   if (!b->slots) return amoe_fail(e, AMOE_EINVAL, "load: no slot pool (amoe_moe_pool first)");
   layer %= amoe_moe_layers_held(b);
   const size_t per = (size_t)3 * b->s.hidden * b->s.inter;
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const double t0 = wall_s();
   for (int i = 0; i < n; i++) {
     if (experts[i] < 0 || experts[i] >= b->s.experts || slot[i] < 0 || slot[i] >= b->slots)
       return amoe_fail(e, AMOE_EINVAL, "load: expert %d into slot %d of %d", experts[i], slot[i], b->slots);
@@ -307,8 +316,7 @@ amoe_status amoe_moe_load(amoe_moe_backend *b, int layer, int n, const int *expe
     memcpy(b->slot_w[k], ref_weights(b, layer, experts[i]), per * sizeof(float));
     b->slot_expert[k] = experts[i];
   }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  if (seconds) *seconds = wall_s() - t0;
   return AMOE_OK;
 }
 
@@ -320,18 +328,13 @@ amoe_status amoe_moe_run_pool(amoe_moe_backend *b, int layer, const amoe_moe_bat
   if (!b->slots) return amoe_fail(e, AMOE_EINVAL, "run_pool: no slot pool (amoe_moe_pool first)");
   if (layer < 0) return amoe_fail(e, AMOE_EINVAL, "layer %d out of range", layer);
   layer %= amoe_moe_layers_held(b);
-  for (int i = 0; i < x->tokens * x->k; i++) {
-    const int ex = x->route[i];
-    if (ex < -1 || ex >= b->s.experts)
-      return amoe_fail(e, AMOE_EINVAL, "assignment %d routes to expert %d of %d", i, ex, b->s.experts);
-    if (ex >= 0 && slot_of[ex] >= b->slots)
-      return amoe_fail(e, AMOE_EINVAL, "expert %d placed in slot %d of %d", ex, slot_of[ex], b->slots);
-  }
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  AMOE_TRY(check_routes(b, x, e));
+  for (int i = 0; i < x->tokens * x->k; i++)
+    if (x->route[i] >= 0 && slot_of[x->route[i]] >= b->slots)
+      return amoe_fail(e, AMOE_EINVAL, "expert %d placed in slot %d of %d", x->route[i], slot_of[x->route[i]], b->slots);
+  const double t0 = wall_s();
   amoe_status st = ref_run(b, layer, x, slot_of, y);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  if (seconds) *seconds = wall_s() - t0;
   return st;
 }
 
@@ -352,11 +355,9 @@ amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *
     if (!b->host_pool || !b->dev_pool) return amoe_fail(e, AMOE_ENOMEM, "fetch: out of memory for %d slots", slots);
     memset(b->host_pool, 0x3c, eb);
   }
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const double t0 = wall_s();
   for (int i = 0; i < experts; i++) memcpy(b->dev_pool + eb * (size_t)(i % slots), b->host_pool, eb);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  if (seconds) *seconds = wall_s() - t0;
   return AMOE_OK;
 }
 

@@ -507,6 +507,31 @@ extern "C" amoe_status amoe_moe_gpu_run_pool(amoe_moe_gpu *g, int layer, const a
   return run_impl(g, layer, b, slot_of, y, seconds, e);
 }
 
+// Host-to-device copies on their own stream, timed with events: begin
+// (the stream and events made on first use), enqueue the copies, end (the
+// compute stream waits for them, as an on-demand fetch does).
+static amoe_status copies_begin(amoe_moe_gpu *g, amoe_err *e) {
+  if (!g->copy) {
+    CU(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking));
+    CU(cudaEventCreate(&g->c0));
+    CU(cudaEventCreate(&g->c1));
+  }
+  AMOE_NVTX_PUSH("h2d");
+  CU(cudaEventRecord(g->c0, g->copy));
+  return AMOE_OK;
+}
+
+static amoe_status copies_end(amoe_moe_gpu *g, double *seconds, amoe_err *e) {
+  CU(cudaEventRecord(g->c1, g->copy));
+  CU(cudaStreamWaitEvent(g->stream, g->c1, 0));
+  CU(cudaEventSynchronize(g->c1));
+  AMOE_NVTX_POP();
+  float ms = 0;
+  CU(cudaEventElapsedTime(&ms, g->c0, g->c1));
+  if (seconds) *seconds = ms * 1e-3;
+  return AMOE_OK;
+}
+
 // The slot pool: host copies of as many held layers as 16 GB of pinned
 // memory takes (at least one), copied from the device weights; `slots`
 // device slots per such layer.
@@ -522,11 +547,6 @@ extern "C" amoe_status amoe_moe_gpu_pool(amoe_moe_gpu *g, int slots, amoe_err *e
   CU(cudaMemcpy(g->host_dn, g->w_dn, (size_t)held * E * dn * sizeof(bf16), cudaMemcpyDeviceToHost));
   CU(cudaMalloc(&g->pool_gu, (size_t)held * slots * gu * sizeof(bf16)));
   CU(cudaMalloc(&g->pool_dn, (size_t)held * slots * dn * sizeof(bf16)));
-  if (!g->copy) {
-    CU(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking));
-    CU(cudaEventCreate(&g->c0));
-    CU(cudaEventCreate(&g->c1));
-  }
   g->layers_held = held;
   g->slots = slots;
   return AMOE_OK;
@@ -541,8 +561,7 @@ extern "C" amoe_status amoe_moe_gpu_load(amoe_moe_gpu *g, int layer, int n, cons
   if (n <= 0) return AMOE_OK;
   const int E = g->s.experts, l = layer % g->layers_held;
   const size_t gu = (size_t)2 * g->s.inter * g->s.hidden, dn = (size_t)g->s.hidden * g->s.inter;
-  AMOE_NVTX_PUSH("h2d");
-  CU(cudaEventRecord(g->c0, g->copy));
+  AMOE_TRY(copies_begin(g, e));
   for (int i = 0; i < n; i++) {
     if (experts[i] < 0 || experts[i] >= E || slot[i] < 0 || slot[i] >= g->slots)
       return amoe_fail(e, AMOE_EINVAL, "load: expert %d into slot %d of %d", experts[i], slot[i], g->slots);
@@ -552,14 +571,7 @@ extern "C" amoe_status amoe_moe_gpu_load(amoe_moe_gpu *g, int layer, int n, cons
     CU(cudaMemcpyAsync(g->pool_dn + ps * dn, g->host_dn + he * dn, dn * sizeof(bf16), cudaMemcpyHostToDevice,
                        g->copy));
   }
-  CU(cudaEventRecord(g->c1, g->copy));
-  CU(cudaStreamWaitEvent(g->stream, g->c1, 0));
-  CU(cudaEventSynchronize(g->c1));
-  AMOE_NVTX_POP();
-  float ms = 0;
-  CU(cudaEventElapsedTime(&ms, g->c0, g->c1));
-  if (seconds) *seconds = ms * 1e-3;
-  return AMOE_OK;
+  return copies_end(g, seconds, e);
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -621,11 +633,6 @@ extern "C" void amoe_moe_gpu_profiler(int on) {
 // waits for them (no overlap), as docs/design.md §9's synchronous fetch.
 extern "C" amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slots, double *seconds, amoe_err *e) {
   size_t eb = (size_t)3 * g->s.hidden * g->s.inter * sizeof(bf16);
-  if (!g->copy) {
-    CU(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking));
-    CU(cudaEventCreate(&g->c0));
-    CU(cudaEventCreate(&g->c1));
-  }
   if (g->pool_slots != slots) {
     cudaFreeHost(g->host_expert);
     cudaFree(g->slot_pool);
@@ -636,19 +643,11 @@ extern "C" amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slot
     memset(g->host_expert, 0x3c, eb);
     g->pool_slots = slots;
   }
-  AMOE_NVTX_PUSH("h2d");
-  CU(cudaEventRecord(g->c0, g->copy));
+  AMOE_TRY(copies_begin(g, e));
   for (int i = 0; i < experts; i++)
     CU(cudaMemcpyAsync((char *)g->slot_pool + eb * (size_t)(i % slots), g->host_expert, eb, cudaMemcpyHostToDevice,
                        g->copy));
-  CU(cudaEventRecord(g->c1, g->copy));
-  CU(cudaStreamWaitEvent(g->stream, g->c1, 0));
-  CU(cudaEventSynchronize(g->c1));
-  AMOE_NVTX_POP();
-  float ms = 0;
-  CU(cudaEventElapsedTime(&ms, g->c0, g->c1));
-  if (seconds) *seconds = ms * 1e-3;
-  return AMOE_OK;
+  return copies_end(g, seconds, e);
 }
 
 // The module's one entry point (moe_cuda.h).
