@@ -136,6 +136,7 @@ static const col SUMMARY[] = {
     {"dense_s_per_token", SR(m.dense_s_per_token, 'g')},
     {"moe_s_per_token", SR(m.moe_s_per_token, 'g')},
     {"fetch_s_per_token", SR(m.fetch_s_per_token, 'g')},
+    {"host_s_per_token", SR(m.host_s_per_token, 'g')},
 };
 /* with --backend: measured beside predicted, per block */
 static const col SUMMARY_MEASURED[] = {

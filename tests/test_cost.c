@@ -47,6 +47,7 @@ static amoe_spec spec(void) {
   s.hw.moe_eta = 0.5;
   s.hw.draft_step_fixed_s = 1e-6;
   s.hw.copy_latency_s = 1e-4;
+  s.engine.cuda_graphs = s.engine.overlap_scheduler = 1;
   s.workload.source = AMOE_SRC_BLOCKS_JSONL;
   s.workload.nodes = 64;
   s.workload.context_tokens = 10;
@@ -213,7 +214,7 @@ static void autoregressive_by_hand(amoe_source *src, amoe_spec s) {
   amoe_err e;
   amoe_row_result rows[2];
   with_autoregressive(&s, 2); /* natural and autoregressive on the same block */
-  s.offload.host_overhead_per_layer_s = 2e-4;
+  s.hw.readback_s = 2e-4;
   CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   const amoe_totals *ar = &rows[1].tot;
   /* per token, one MoE layer, a 2-slot LRU cache from cold:
@@ -306,7 +307,7 @@ int main(void) {
    * call (t0 1e-6) for the second wave. */
   s.offload.enabled = 1;
   s.offload.slots_per_layer = 4;
-  s.offload.host_overhead_per_layer_s = 2e-4;
+  s.hw.readback_s = 2e-4;
   CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(rows[0].tot.h2d_bytes == 6e6 && rows[0].tot.hits == 0 && rows[0].tot.requests == 6, "h2d %g hits %g",
         rows[0].tot.h2d_bytes, rows[0].tot.hits);

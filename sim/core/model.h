@@ -73,7 +73,28 @@ typedef struct {
   double moe_eta;         /* share of hbm_bw that expert streaming reaches */
   double draft_step_fixed_s; /* per draft step, beside the draft head's bytes */
   double copy_latency_s;  /* per host-to-device expert copy */
+  /* the engine around the kernels (docs/design.md §9) */
+  double readback_s;      /* offload: the routing's device-to-host copy and synchronisation, per MoE layer */
+  double step_host_s;     /* host work between passes (sampling, tree building) when no overlap scheduler hides it */
+  int cuda_graphs;        /* the engine's default mode: 1 = a pass is one graph launch */
+  int overlap_scheduler;  /* the engine's default: 1 = the step's host work runs under the previous pass */
 } amoe_hw;
+
+/* How the engine executes a pass (`engine:` in a spec, docs/design.md §9).
+ * Eager (cuda_graphs 0): every kernel is a host launch of launch_s, and at
+ * batch 1 the launches add to the device time rather than hide under it
+ * (the fit in docs/validation.md). Kernel counts: kernels_per_layer for a
+ * decoder layer's attention, norms and router; the MoE part one call per
+ * wave (fused) or kernels_per_expert per executed expert (per-expert); one
+ * launch per expert copy. */
+typedef enum { AMOE_MOE_FUSED = 0, AMOE_MOE_PER_EXPERT = 1 } amoe_moe_kernels;
+typedef struct {
+  int cuda_graphs;        /* -1 until resolved: the hardware preset's */
+  int overlap_scheduler;  /* -1 until resolved: the hardware preset's */
+  int moe_kernels;        /* amoe_moe_kernels */
+  double kernels_per_layer;
+  double kernels_per_expert;
+} amoe_engine;
 
 /* Bytes of one routed expert: the explicit value if set, else bf16 3·d·f·2. */
 static inline double amoe_model_expert_bytes(const amoe_model *m) {

@@ -58,6 +58,7 @@ typedef struct {
   amoe_model model;
   amoe_hw hw;
   char hw_calibration[AMOE_PATH_MAX]; /* calibration file applied over the preset, or "" */
+  amoe_engine engine;
   amoe_workload_spec workload;
   struct {
     int mode;
@@ -75,7 +76,6 @@ typedef struct {
     int overflow; /* amoe_cache_overflow */
     int reset;    /* 1: every cache empties at each request's first block */
     int overlap;
-    double host_overhead_per_layer_s; /* eager engines: a host synchronisation per layer */
   } offload;
   double kappa;      /* acceptance_model.kappa (§7) */
   double margin_min; /* acceptance_model.margin_min, nats */

@@ -14,7 +14,7 @@ double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int contex
   return mx((w + kv) / hw->hbm_bw, flops / hw->peak_flops) + hw->layer_fixed_s;
 }
 
-double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, int fetched) {
+double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, double fetched) {
   return fetched * (amoe_model_expert_bytes(m) / hw->h2d_bw + hw->copy_latency_s);
 }
 
@@ -30,4 +30,72 @@ double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps) {
 double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw) {
   if (!(small_bw > 0) || !(large_bw > 0)) return 0;
   return mx(bytes / small_bw - bytes / large_bw, 0);
+}
+
+void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng,
+                         int offload, int fetch_overlap, int tokens, int depth, int context) {
+  p->m = m;
+  p->hw = hw;
+  p->eng = eng;
+  p->ec = amoe_cost_expert_coef(m, hw);
+  p->tokens = tokens;
+  p->offload = offload;
+  p->fetch_overlap = fetch_overlap;
+  p->eager = !eng->cuda_graphs;
+  p->dense = amoe_cost_dense(m, hw, tokens, context, 1);
+  const int steps = amoe_cost_draft_steps(depth), dense_layers = m->layers - m->moe_layers;
+  p->step = hw->step_s;
+  p->draft = amoe_cost_draft(m, hw, steps);
+  p->rest = amoe_cost_head(m, hw, tokens) + dense_layers * amoe_cost_dense(m, hw, tokens, context, 0);
+  p->dense_host = 0;
+  p->host = 0;
+  if (p->eager) {
+    /* a decoder layer's kernels (the dense MLP one more), the head's one
+     * already in rest, each draft step a one-layer model with its head */
+    p->dense_host = eng->kernels_per_layer * hw->launch_s;
+    p->host = (dense_layers * (eng->kernels_per_layer + 1) + steps * (eng->kernels_per_layer + 1)) * hw->launch_s;
+  }
+  if (!eng->overlap_scheduler) p->host += hw->step_host_s;
+}
+
+amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c) {
+  amoe_layer_time t;
+  t.dense = p->dense;
+  t.moe = c->expert_s + amoe_cost_moe_fixed(p->hw, c->waves);
+  t.fetch = 0;
+  if (p->offload) {
+    const double copies = amoe_cost_fetch(p->m, p->hw, c->fetched);
+    t.fetch = (p->fetch_overlap ? (copies > p->dense ? copies - p->dense : 0) : copies) + p->hw->readback_s;
+  }
+  t.host = 0;
+  if (p->eager) {
+    const double moe_kernels =
+        p->eng->moe_kernels == AMOE_MOE_PER_EXPERT ? c->executed * p->eng->kernels_per_expert : (double)c->waves;
+    t.host = p->dense_host + (moe_kernels + c->fetched) * p->hw->launch_s;
+  }
+  t.total = t.dense + t.moe + t.fetch + t.host;
+  return t;
+}
+
+amoe_pass_time amoe_cost_pass(const amoe_cost_pass_ctx *p, const amoe_layer_counts *layers, int n) {
+  amoe_pass_time t = {p->step, p->draft, p->rest, 0, 0, p->host, 0};
+  t.total = p->step + p->draft + p->rest + p->host;
+  for (int l = 0; l < n; l++) {
+    const amoe_layer_time lt = amoe_cost_layer(p, &layers[l]);
+    t.dense += lt.dense;
+    t.moe += lt.moe;
+    t.fetch += lt.fetch;
+    t.host += lt.host;
+    t.total += lt.total;
+  }
+  return t;
+}
+
+double amoe_cost_expert_marginal(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c, int tokens, int fetched) {
+  amoe_layer_counts more = *c;
+  more.executed += 1;
+  more.fetched += fetched;
+  more.expert_s += amoe_cost_expert_at(p->ec, tokens);
+  if (more.waves < 1) more.waves = 1;
+  return amoe_cost_layer(p, &more).total - amoe_cost_layer(p, c).total;
 }

@@ -33,7 +33,7 @@ static inline double amoe_cost_expert(const amoe_model *m, const amoe_hw *hw, in
 /* Fixed part of a MoE layer run in `waves` fused-MoE calls. */
 static inline double amoe_cost_moe_fixed(const amoe_hw *hw, int waves) { return waves * hw->moe_t0_s; }
 /* H2D transfer of `fetched` experts, each a copy of its own. */
-double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, int fetched);
+double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, double fetched);
 /* copy_latency_s from measurement (calibrate-hw): a copy of `bytes` ran at
  * small_bw, large copies at large_bw, so each copy costs bytes/small_bw −
  * bytes/large_bw beyond its bytes (at least 0). */
@@ -45,5 +45,54 @@ double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n);
 double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps);
 /* Draft steps of a tree of depth `depth` (0: no draft). */
 static inline int amoe_cost_draft_steps(int depth) { return depth > 0 ? depth + 1 : 0; }
+
+/* ---- The one cost function of a forward pass (docs/design.md §9) ----
+ * Everything that prices a pass (the run loop, the policies that predict a
+ * cost, calibrate-hw) goes through amoe_cost_pass_init + amoe_cost_layer /
+ * amoe_cost_pass, so a predicted and a charged time cannot drift apart. */
+
+/* What does not depend on a layer's experts, set once per pass. */
+typedef struct {
+  const amoe_model *m;
+  const amoe_hw *hw;
+  const amoe_engine *eng;
+  amoe_expert_coef ec;
+  int tokens, offload, fetch_overlap, eager;
+  double dense;       /* one MoE layer's attention, norms, shared experts (device) */
+  double dense_host;  /* eager: its launches */
+  double step, draft, rest, host; /* the pass's fixed parts: rest = head + dense-only layers; host = eager launches + step host work */
+} amoe_cost_pass_ctx;
+
+/* One MoE layer's counts: experts executed and fetched, waves, and the
+ * executed experts' own device time (Σ amoe_cost_expert_at over their
+ * token counts; ec.mem_s · executed when every expert is memory-bound). */
+typedef struct {
+  double executed, fetched; /* (a policy's prediction may be a mean) */
+  int waves;
+  double expert_s;
+} amoe_layer_counts;
+
+/* A layer's or a pass's time in its parts; total is their sum. fetch: the
+ * copies' wait not hidden plus the routing read-back; host: eager launches
+ * (and, per pass, the step's host work without an overlap scheduler). */
+typedef struct {
+  double dense, moe, fetch, host, total;
+} amoe_layer_time;
+typedef struct {
+  double step, draft, dense, moe, fetch, host, total;
+} amoe_pass_time;
+
+/* A pass of `tokens` tokens after a draft tree of depth `depth` (0: none),
+ * under the engine `eng` (resolved: cuda_graphs and overlap_scheduler 0 or 1);
+ * offload: expert caches (fetches and the per-layer read-back);
+ * fetch_overlap: copies hide behind the layer's dense part. */
+void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng,
+                         int offload, int fetch_overlap, int tokens, int depth, int context);
+amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c);
+/* The pass: its fixed parts plus each of the n MoE layers. */
+amoe_pass_time amoe_cost_pass(const amoe_cost_pass_ctx *p, const amoe_layer_counts *layers, int n);
+/* What one more executed expert serving `tokens` tokens adds to a layer
+ * that already runs `c` (fetched: it is not resident). */
+double amoe_cost_expert_marginal(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c, int tokens, int fetched);
 
 #endif

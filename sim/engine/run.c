@@ -36,6 +36,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   float *rw;     /* [node][k] their renormalised weights */
   float *pcache; /* [layer][node][k] natural top-k router probabilities, once per block for every row */
   uint8_t *pdone, *ldone; /* [layer][node], [layer] */
+  amoe_layer_counts *lc;  /* [layer] the pass's counts for the cost function */
   int16_t *slot;          /* [E] the cache's placement for on_route */
   uint16_t *wave;         /* [E] */
   int *todo;
@@ -67,6 +68,7 @@ static void work_free(work *w) {
   free(w->todo);
   free(w->slot);
   free(w->wave);
+  free(w->lc);
 }
 
 static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
@@ -99,8 +101,9 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
   w->slot = malloc((size_t)E * sizeof *w->slot);
   w->wave = malloc((size_t)E * sizeof *w->wave);
+  w->lc = malloc((size_t)b->layers * sizeof *w->lc);
   if (!w->nodes || !w->level || !w->count || !w->rcount || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->R ||
-      !w->delta || !w->path || !w->seq || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo || !w->slot || !w->wave)
+      !w->delta || !w->path || !w->seq || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo || !w->slot || !w->wave || !w->lc)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
 }
@@ -159,7 +162,7 @@ typedef struct {
 /* One MoE layer of a pass: the sets and counts (in work) and its figures. */
 typedef struct {
   int nu, ns, nx, nf, hits, waves, displaced;
-  double t_moe, wait;
+  double t_moe, wait, host; /* t_moe: the executed experts' own time until stage cost adds the waves' */
 } layer_sums;
 
 /* Stage route, natural verifier: U = the union of the nodes' top-k, which
@@ -253,12 +256,10 @@ AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, i
   for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
 }
 
-/* Stage cache (offload, §8): hits, fetches, waves and the wait they cost:
- * the copies (hidden behind the layer's dense part with overlap), then the
- * eager engine's host synchronisation, which nothing hides. Resident: every
+/* Stage cache (offload, §8): hits, fetches and waves. Resident: every
  * executed expert hits, in one wave. */
-AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, work *w, double t_dense, int place,
-                                      layer_sums *ls, amoe_err *e) {
+AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, work *w, int place, layer_sums *ls,
+                                      amoe_err *e) {
   ls->hits = ls->nx;
   ls->waves = ls->nx > 0;
   if (!rs->cache) return AMOE_OK;
@@ -272,10 +273,18 @@ AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, wor
   ls->hits = cs.hits;
   ls->nf = cs.fetched;
   ls->waves = cs.waves;
-  const double t_fetch = amoe_cost_fetch(&s->model, &s->hw, ls->nf);
-  ls->wait = (s->offload.overlap ? (t_fetch > t_dense ? t_fetch - t_dense : 0) : t_fetch) +
-             s->offload.host_overhead_per_layer_s;
   return AMOE_OK;
+}
+
+/* Stage cost (§9): the layer's time from its counts, by the one cost
+ * function (cost.h). */
+AMOE_STAGE void layer_cost(const amoe_cost_pass_ctx *pc, layer_sums *ls, amoe_layer_counts *lc) {
+  const amoe_layer_counts c = {ls->nx, ls->nf, ls->waves, ls->t_moe};
+  const amoe_layer_time lt = amoe_cost_layer(pc, &c);
+  *lc = c;
+  ls->t_moe = lt.moe;
+  ls->wait = lt.fetch;
+  ls->host = lt.host;
 }
 
 /* The layer's figures into the row's totals. */
@@ -291,6 +300,7 @@ AMOE_STAGE void layer_account(const amoe_model *M, row_state *rs, int l, double 
   lt->t_moe += ls->t_moe;
   lt->t_fetch += ls->wait;
   tt->t_fetch += ls->wait;
+  tt->t_host += ls->host;
   tt->t_moe += ls->t_moe;
   tt->t_dense += t_dense;
   tt->hits += ls->hits;
@@ -321,13 +331,11 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     npath += b->accepted[w->nodes[i]];
   }
   /* cost (§9) of what does not depend on the layer's experts */
-  const double t_dense = amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 1);
-  const double t_draft = amoe_cost_draft(M, HW, amoe_cost_draft_steps(depth));
-  const double t_rest = amoe_cost_head(M, HW, nn) +
-                        (M->layers - M->moe_layers) * amoe_cost_dense(M, HW, nn, s->workload.context_tokens, 0);
-  double T = HW->step_s + t_draft + t_rest;
+  amoe_cost_pass_ctx pc;
+  amoe_cost_pass_init(&pc, M, HW, &s->engine, rs->cache != NULL, s->offload.overlap, nn, depth,
+                      s->workload.context_tokens);
   pass_sums sum = {0};
-  const amoe_expert_coef ec = amoe_cost_expert_coef(M, HW);
+  const amoe_expert_coef ec = pc.ec;
   /* When even all nn tokens on one expert cost less compute than its bytes,
    * every executed expert costs exactly its bytes: then only the executed
    * set matters, and the per-expert token counts are not kept. */
@@ -346,17 +354,16 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     }
     rs->res->tot.assignments += record_only ? 0 : (double)nn * k;
     layer_execute(ec, rs, l, E, w, by_count, &ls);
-    AMOE_TRY(layer_cache(s, rs, l, w, t_dense, want_routes, &ls, e));
-    ls.t_moe += amoe_cost_moe_fixed(HW, ls.waves);
+    AMOE_TRY(layer_cache(s, rs, l, w, want_routes, &ls, e));
+    layer_cost(&pc, &ls, &w->lc[l]);
     if (want_routes) {
       const amoe_placement pl = {w->F, w->slot, w->wave, ls.waves};
       const int placed = rs->cache && s->offload.order == AMOE_ORDER_HITS_FIRST;
       AMOE_TRY(h->on_route(h->ctx, ri, b->index, l, nn, k, w->rt, w->rw, ls.t_moe, ls.nf, ls.wait, placed ? &pl : NULL,
                            e));
     }
-    T += t_dense + ls.t_moe + ls.wait;
     if (record_only) continue;
-    layer_account(M, rs, l, t_dense, &ls);
+    layer_account(M, rs, l, pc.dense, &ls);
     sum.u += ls.nu;
     sum.s += ls.ns;
     sum.x += ls.nx;
@@ -367,11 +374,14 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   if (rs->cache) amoe_cache_end_pass(rs->cache);
   if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+  const amoe_pass_time pt = amoe_cost_pass(&pc, w->lc, L);
   if (!record_only) {
-    rs->res->tot.t_step += HW->step_s;
-    rs->res->tot.t_draft += t_draft;
-    rs->res->tot.t_dense += t_rest; /* the head and the dense layers */
+    rs->res->tot.t_step += pt.step;
+    rs->res->tot.t_draft += pt.draft;
+    rs->res->tot.t_dense += pc.rest; /* the head and the dense layers */
+    rs->res->tot.t_host += pc.host;
   }
+  const double T = pt.total;
   sum.T = T;
   *ps = sum;
   return AMOE_OK;
@@ -661,4 +671,5 @@ void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   o->dense_s_per_token = t->t_dense / c;
   o->moe_s_per_token = t->t_moe / c;
   o->fetch_s_per_token = t->t_fetch / c;
+  o->host_s_per_token = t->t_host / c;
 }

@@ -18,21 +18,14 @@
 #define AMOE_DEFAULT_KAPPA 0.16
 #define AMOE_DEFAULT_MARGIN_MIN 0.25
 
-/* offload.host_overhead_per_layer_s (§9): an eager offload engine copies
- * the router's choice to the host and synchronises once per MoE layer
- * before it can issue that layer's copies. A lead of the order of a stream
- * synchronisation plus host-side dispatch (tens of µs), not a measurement:
- * calibrate-hw and real engines' traces should replace it. */
-#define AMOE_DEFAULT_HOST_OVERHEAD_S 5.0e-5
-
 typedef struct {
   double blocks, passes, committed, verified, layer_blocks; /* passes: target forward passes */
   double union_sum, eligible_sum, executed_sum;
   double hbm_expert_bytes, h2d_bytes, hits, requests;
   double t_fetch, t_total;
   /* T's parts (§9): t_step + t_draft + t_dense (attention, norms, shared
-   * experts, dense layers, head) + t_moe + t_fetch = t_total */
-  double t_step, t_draft, t_dense, t_moe;
+   * experts, dense layers, head) + t_moe + t_fetch + t_host = t_total */
+  double t_step, t_draft, t_dense, t_moe, t_host;
   double displaced, assignments, delta_sum, delta_n, deviated;
 } amoe_totals;
 
@@ -111,7 +104,7 @@ typedef struct {
   double tau_mean, verified_nodes_mean, union_mean, eligible_mean, executed_mean;
   double hbm_expert_bytes_per_token, h2d_bytes_per_token, cache_hit_rate, fetch_wait_share;
   double time_per_token_s, tokens_per_s, displaced_assignment_rate, deviated_token_rate, delta_mean;
-  double step_s_per_token, draft_s_per_token, dense_s_per_token, moe_s_per_token, fetch_s_per_token;
+  double step_s_per_token, draft_s_per_token, dense_s_per_token, moe_s_per_token, fetch_s_per_token, host_s_per_token;
 } amoe_summary;
 void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *out);
 

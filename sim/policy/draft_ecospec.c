@@ -67,9 +67,14 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
         }
       }
     }
-  /* costs */
-  double c_hbm = amoe_cost_expert(&s->model, &s->hw, 1);
-  double c_pcie = c_hbm + amoe_cost_fetch(&s->model, &s->hw, 1);
+  /* costs: what one more expert for one token adds to a layer of a pass
+   * of the budget's nodes, by the shared cost function (§9) */
+  amoe_cost_pass_ctx pc;
+  amoe_cost_pass_init(&pc, &s->model, &s->hw, &s->engine, c->resident != NULL, s->offload.overlap, c->nodes,
+                      s->workload.depth, s->workload.context_tokens);
+  const amoe_layer_counts base = {k, 0, 1, k * amoe_cost_expert_at(pc.ec, 1)};
+  double c_hbm = amoe_cost_expert_marginal(&pc, &base, 1, 0);
+  double c_pcie = amoe_cost_expert_marginal(&pc, &base, 1, 1);
   double norm = (double)L * k * c_hbm;
   memset(cov, 0, (size_t)L * E);
   for (int l = 0; l < L; l++) {

@@ -155,6 +155,9 @@ int amoe_draft_autoregressive(const amoe_dctx *c, int *out);
 int amoe_draft_eagle(const amoe_dctx *c, int *out);
 int amoe_draft_ecospec(const amoe_dctx *c, int *out);
 int amoe_draft_evict(const amoe_dctx *c, int *out);
+/* evict's predicted time of a pass over the first n nodes of the EAGLE
+ * order reaching depth maxd (the shared cost function, §9). */
+double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd);
 /* Nodes in EAGLE order (cumulative score desc, ties: earlier node), root first;
  * every prefix is a connected tree. Returns n. The one tree ordering. */
 int amoe_draft_rank(const amoe_block *b, int *order);
