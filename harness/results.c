@@ -124,6 +124,7 @@ static const col SUMMARY[] = {
     {"hbm_expert_bytes_per_token", SR(m.hbm_expert_bytes_per_token, 'g')},
     {"h2d_bytes_per_token", SR(m.h2d_bytes_per_token, 'g')},
     {"cache_hit_rate", SR(m.cache_hit_rate, 'g')},
+    {"assignment_hit_rate", SR(m.assignment_hit_rate, 'g')},
     {"fetch_wait_share", SR(m.fetch_wait_share, 'g')},
     {"time_per_token_s", SR(m.time_per_token_s, 'g')},
     {"tokens_per_s", SR(m.tokens_per_s, 'g')},
@@ -137,6 +138,8 @@ static const col SUMMARY[] = {
     {"moe_s_per_token", SR(m.moe_s_per_token, 'g')},
     {"fetch_s_per_token", SR(m.fetch_s_per_token, 'g')},
     {"host_s_per_token", SR(m.host_s_per_token, 'g')},
+    {"prefill_s_per_request", SR(m.prefill_s_per_request, 'g')},
+    {"prefill_h2d_bytes_per_request", SR(m.prefill_h2d_bytes_per_request, 'g')},
 };
 /* with --backend: measured beside predicted, per block */
 static const col SUMMARY_MEASURED[] = {

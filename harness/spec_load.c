@@ -57,6 +57,7 @@ static const char *const CACHES[] = {"lru", "lfu", "belady", "lfru", NULL}; /* a
 static const char *const ORDERS[] = {"hits-first", "ascending", NULL};
 static const char *const OVERFLOWS[] = {"evict", "bypass", NULL};
 static const char *const RESETS[] = {"run", "request", NULL};
+static const char *const PREFILLS[] = {"through", "bypass", NULL}; /* amoe_prefill_mode order */
 static const char *const MOE_KERNELS[] = {"fused", "per-expert", NULL}; /* amoe_moe_kernels order */
 
 typedef struct {
@@ -98,6 +99,7 @@ static const krow KEYS[] = {
     {"model.routing.request_bias", T_DBL, F(model.routing.request_bias), 0, 100, NULL, 0, 0},
     {"model.routing.noise", T_DBL, F(model.routing.noise), 0, 100, NULL, 0, 0},
     {"model.routing.tree_share", T_DBL, F(model.routing.tree_share), 0, 0.99, NULL, 0, 0},
+    {"model.routing.drift_tokens", T_DBL, F(model.routing.drift_tokens), 0, 1e9, NULL, 0, 0},
     {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0, 0},
     {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0, 0},
     {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0, 0},
@@ -125,6 +127,7 @@ static const krow KEYS[] = {
     {"workload.routing_blocks", T_ENUM, F(workload.routing_blocks), 0, 0, ROUTING_BLOCKS, 0, 0},
     {"workload.blocks", T_INT, F(workload.blocks), 0, 2e9, NULL, 0, 0},
     {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0, 0},
+    {"workload.prompt_tokens", T_INT, F(workload.prompt_tokens), 0, 1e6, NULL, 0, 0},
     {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0},
     {"workload.seed", T_U64, F(workload.seed), 0, 0, NULL, 0, 0},
     {"workload.top_m", T_INT, F(workload.top_m), 0, AMOE_MAX_EXPERTS, NULL, 0, 0},
@@ -141,6 +144,7 @@ static const krow KEYS[] = {
     {"workload.routing.noise", T_DBL, F(workload.noise), -1, 100, NULL, 0, 0},
     {"workload.routing.request_bias", T_DBL, F(workload.request_bias), -1, 100, NULL, 0, 0},
     {"workload.routing.tree_share", T_DBL, F(workload.tree_share), -1, 0.99, NULL, 0, 0},
+    {"workload.routing.drift_tokens", T_DBL, F(workload.drift_tokens), -1, 1e9, NULL, 0, 0},
     {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0, 0},
     {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0, 0},
     {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1, 0},
@@ -150,6 +154,7 @@ static const krow KEYS[] = {
     {"offload.overflow", T_ENUM, F(offload.overflow), 0, 0, OVERFLOWS, 0, 0},
     {"offload.reset", T_ENUM, F(offload.reset), 0, 0, RESETS, 0, 0},
     {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0, 0},
+    {"offload.prefill", T_ENUM, F(offload.prefill), 0, 0, PREFILLS, 0, 0},
     {"offload.host_overhead_per_layer_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 1}, /* now hardware.readback_s */
     {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0, 0},
     {"acceptance_model.margin_min", T_DBL, F(margin_min), 0, 100, NULL, 0, 0},
@@ -760,6 +765,7 @@ void amoe_spec_defaults(amoe_spec *s) {
   w->locality = -1;     /* the model preset's profile (model.routing) */
   w->request_bias = -1; /* the model preset's */
   w->tree_share = -1;   /* the model preset's */
+  w->drift_tokens = -1; /* the model preset's */
   w->layer_correlation = AMOE_FIT_LAYER_CORRELATION;
   w->skew = -1; /* resolved from the model's expert count by validate */
   w->noise = -1; /* the model preset's (model.routing.noise) */

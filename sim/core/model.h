@@ -26,6 +26,7 @@ typedef struct {
   double request_bias;
   double noise; /* the token-specific share of each logit: caps how alike adjacent tokens can route */
   double tree_share; /* the share of a node's token part common to its depth and sibling rank across branches */
+  double drift_tokens; /* the request bias's time constant in committed tokens (0: fixed per request) */
 } amoe_routing_fit;
 
 typedef struct {

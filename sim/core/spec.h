@@ -25,6 +25,8 @@ typedef enum {
  * the real tokens' routes. */
 typedef enum { AMOE_ROUTING_CHAIN = 0, AMOE_ROUTING_HYBRID = 1 } amoe_routing_blocks;
 
+typedef enum { AMOE_PREFILL_THROUGH = 0, AMOE_PREFILL_BYPASS = 1 } amoe_prefill_mode;
+
 typedef enum { AMOE_COMMIT_CALIBRATE = 0, AMOE_COMMIT_TABLE = 1, AMOE_COMMIT_FILE = 2 } amoe_commit_mode;
 
 typedef struct {
@@ -49,7 +51,9 @@ typedef struct {
   double tau;
   char replay[AMOE_PATH_MAX];
   double temperature, locality, layer_correlation, skew, noise, request_bias;
-  double tree_share; /* -1 (and locality, request_bias, noise < 0): the model preset's routing */
+  double tree_share; /* -1 (and locality, request_bias, noise, drift_tokens < 0): the model preset's routing */
+  double drift_tokens;
+  int prompt_tokens; /* each request's prompt: one prefill pass before its blocks (0: none) */
   int threads; /* generator threads (not a spec key: results do not depend on it); 0 = 1 */
 } amoe_workload_spec;
 
@@ -76,6 +80,7 @@ typedef struct {
     int overflow; /* amoe_cache_overflow */
     int reset;    /* 1: every cache empties at each request's first block */
     int overlap;
+    int prefill; /* amoe_prefill_mode: a prefill's experts go through the caches or bypass them */
   } offload;
   double kappa;      /* acceptance_model.kappa (§7) */
   double margin_min; /* acceptance_model.margin_min, nats */

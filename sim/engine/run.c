@@ -37,6 +37,8 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   float *pcache; /* [layer][node][k] natural top-k router probabilities, once per block for every row */
   uint8_t *pdone, *ldone; /* [layer][node], [layer] */
   amoe_layer_counts *lc;  /* [layer] the pass's counts for the cost function */
+  uint16_t *prefill;      /* [layer][E] the current request's prefill counts (run_pass's, not owned) */
+  int prefill_ready;      /* they are the current request's */
   int16_t *slot;          /* [E] the cache's placement for on_route */
   uint16_t *wave;         /* [E] */
   int *todo;
@@ -162,15 +164,16 @@ typedef struct {
 /* One MoE layer of a pass: the sets and counts (in work) and its figures. */
 typedef struct {
   int nu, ns, nx, nf, hits, waves, displaced;
+  int assigned, assigned_hits; /* offload: (token, expert) assignments, and those served from the slots */
   double t_moe, wait, host; /* t_moe: the executed experts' own time until stage cost adds the waves' */
 } layer_sums;
 
 /* Stage route, natural verifier: U = the union of the nodes' top-k, which
- * is also what executes (X = U); counts per expert when by_count. */
-AMOE_STAGE void layer_route_natural(const amoe_block *b, int l, int k, work *w, int nn, int by_count,
+ * is also what executes (X = U); counts per expert when counted. */
+AMOE_STAGE void layer_route_natural(const amoe_block *b, int l, int k, work *w, int nn, int counted,
                                        layer_sums *ls) {
   const int E = b->experts;
-  if (by_count) { /* the union is where the counts are nonzero */
+  if (counted) { /* the union is where the counts are nonzero */
     memset(w->count, 0, (size_t)E * sizeof(int));
     amoe_route_natural(b, l, k, w->nodes, nn, NULL, w->count);
     for (int x = 0; x < E; x++) ls->nu += w->U[x] = w->count[x] > 0;
@@ -191,7 +194,7 @@ AMOE_STAGE void layer_route_natural(const amoe_block *b, int l, int k, work *w, 
  * accepted-path node's displaced weight share squared to w->delta (§7:
  * layers add in quadrature). */
 AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_commitment *ph, const row_state *rs,
-                                          const amoe_block *b, int l, work *w, int nn, int npath, int by_count,
+                                          const amoe_block *b, int l, work *w, int nn, int npath, int counted,
                                           int want_routes, const uint8_t *resident, layer_sums *ls) {
   const int E = b->experts, k = s->model.top_k;
   const float *P = probs_of(w, b, l, nn, s->model.router, k); /* [node][k] at this layer */
@@ -203,12 +206,12 @@ AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_commitment
   const uint8_t *restrict Sl = w->S;
   int *restrict cnt = w->count, *restrict rcnt = w->rcount;
   memset(U, 0, (size_t)E);
-  if (by_count) {
+  if (counted) {
     memset(cnt, 0, (size_t)E * sizeof(int));
     memset(rcnt, 0, (size_t)(E + 1) * sizeof(int)); /* (the spare slot too: it counts) */
   } else
     memset(R, 0, (size_t)E + 1);
-  const amoe_route_sums ro = {U, by_count ? cnt : NULL, rcnt, R, w->route};
+  const amoe_route_sums ro = {U, counted ? cnt : NULL, rcnt, R, w->route};
   ls->displaced = amoe_route_layer(b, l, k, w->nodes, nn, Sl, &ro);
   for (int q = 0; q < npath; q++) {
     const int i = w->path[q], t = w->nodes[i];
@@ -223,28 +226,30 @@ AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_commitment
       const int got = amoe_route_constrained(b, l, w->nodes[i], k, Sl, w->route);
       record_route(b, l, w, i, k, w->route, got, s->model.router);
     }
-  if (by_count)
+  if (counted)
     for (int x = 0; x < E; x++) cnt[x] = (Sl[x] ? cnt[x] : 0) + rcnt[x];
   else
     for (int x = 0; x < E; x++) Xl[x] = (uint8_t)((U[x] & Sl[x]) | R[x]);
   for (int x = 0; x < E; x++) ls->nu += U[x];
 }
 
-/* Stage execute: X from the counts, the experts' part of the MoE time
- * (§9; the fixed part per wave comes after the cache), the popularity
+/* Stage execute: X (from the counts when counted), the experts' part of
+ * the MoE time (§9: per expert from its tokens when by_count, else its
+ * bytes; the fixed part per wave comes with the cost stage), the popularity
  * ecospec's predictor reads. */
-AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, int E, work *w, int by_count,
-                                 layer_sums *ls) {
+AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, int E, work *w, int counted,
+                                 int by_count, layer_sums *ls) {
   /* no branches: about half the experts run, at random */
-  if (by_count)
+  if (counted) {
     for (int x = 0; x < E; x++) {
       const int run = w->count[x] > 0;
       w->X[x] = (uint8_t)run;
       w->F[x] = 0;
       ls->nx += run;
-      ls->t_moe += run ? amoe_cost_expert_at(ec, w->count[x]) : 0.0;
+      if (by_count) ls->t_moe += run ? amoe_cost_expert_at(ec, w->count[x]) : 0.0;
     }
-  else {
+    if (!by_count) ls->t_moe += ls->nx * ec.mem_s;
+  } else {
     const uint8_t *restrict X = w->X;
     uint8_t *restrict F = w->F;
     for (int x = 0; x < E; x++) {
@@ -273,6 +278,10 @@ AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, wor
   ls->hits = cs.hits;
   ls->nf = cs.fetched;
   ls->waves = cs.waves;
+  for (int x = 0; x < s->model.experts; x++) { /* (offload counts its tokens per expert) */
+    ls->assigned += w->count[x];
+    ls->assigned_hits += w->F[x] ? 0 : w->count[x];
+  }
   return AMOE_OK;
 }
 
@@ -305,6 +314,8 @@ AMOE_STAGE void layer_account(const amoe_model *M, row_state *rs, int l, double 
   tt->t_dense += t_dense;
   tt->hits += ls->hits;
   tt->requests += ls->nx;
+  tt->assignments_served += ls->assigned;
+  tt->assignment_hits += ls->assigned_hits;
   tt->h2d_bytes += ls->nf * amoe_model_expert_bytes(M);
   tt->hbm_expert_bytes += ls->nx * amoe_model_expert_bytes(M);
 }
@@ -340,20 +351,21 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
    * every executed expert costs exactly its bytes: then only the executed
    * set matters, and the per-expert token counts are not kept. */
   const int by_count = ec.per_token_s * nn > ec.mem_s;
+  const int counted = by_count || rs->cache; /* offload also reports hits per (token, expert) */
   const int want_routes = h && h->on_route && !record_only;
   for (int l = 0; l < L; l++) {
     layer_sums ls = {0};
     const uint8_t *resident = rs->cache ? amoe_cache_resident(rs->cache, l) : NULL;
     if (natural) {
-      layer_route_natural(b, l, k, w, nn, by_count, &ls);
+      layer_route_natural(b, l, k, w, nn, counted, &ls);
       if (want_routes)
         for (int i = 0; i < nn; i++) record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k, M->router);
     } else {
-      layer_select_constrain(s, ph, rs, b, l, w, nn, npath, by_count, want_routes, resident, &ls);
+      layer_select_constrain(s, ph, rs, b, l, w, nn, npath, counted, want_routes, resident, &ls);
       if (!record_only) rs->res->tot.displaced += (double)ls.displaced;
     }
     rs->res->tot.assignments += record_only ? 0 : (double)nn * k;
-    layer_execute(ec, rs, l, E, w, by_count, &ls);
+    layer_execute(ec, rs, l, E, w, counted, by_count, &ls);
     AMOE_TRY(layer_cache(s, rs, l, w, want_routes, &ls, e));
     layer_cost(&pc, &ls, &w->lc[l]);
     if (want_routes) {
@@ -384,6 +396,57 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   const double T = pt.total;
   sum.T = T;
   *ps = sum;
+  return AMOE_OK;
+}
+
+/* A request's prefill for one row (§8): one forward pass over the prompt
+ * whose executed set is the union of the prompt tokens' routes
+ * (w->prefill: counts per layer and expert). Under offload it goes through
+ * the row's caches in engine order (prefill: through) or streams every
+ * missing expert past them (bypass). Its time and bytes are kept apart from
+ * the decode figures. */
+static amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w, int record_only, amoe_err *e) {
+  const amoe_model *M = &s->model;
+  const int L = M->moe_layers, E = M->experts, tokens = s->workload.prompt_tokens;
+  amoe_cost_pass_ctx pc;
+  amoe_cost_pass_init(&pc, M, &s->hw, &s->engine, rs->cache != NULL, s->offload.overlap, tokens, 0,
+                      s->workload.context_tokens);
+  const int through = rs->cache && s->offload.prefill == AMOE_PREFILL_THROUGH;
+  double fetched = 0;
+  for (int l = 0; l < L; l++) {
+    const uint16_t *cnt = w->prefill + (size_t)l * E;
+    amoe_layer_counts c = {0, 0, 1, 0};
+    for (int x = 0; x < E; x++) {
+      w->X[x] = cnt[x] > 0;
+      c.executed += w->X[x];
+      c.expert_s += cnt[x] ? amoe_cost_expert_at(pc.ec, cnt[x]) : 0.0;
+    }
+    if (through) {
+      if (rs->log)
+        for (int x = 0; x < E; x++)
+          if (w->X[x] && amoe_reqlog_add(rs->log, l, x) != AMOE_OK)
+            return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+      amoe_cache_pass_stats cs;
+      amoe_cache_pass(rs->cache, l, w->X, w->F, &cs);
+      c.fetched = cs.fetched;
+      c.waves = cs.waves;
+    } else if (rs->cache) { /* bypass: what is not resident streams through staging */
+      const uint8_t *res = amoe_cache_resident(rs->cache, l);
+      for (int x = 0; x < E; x++) c.fetched += w->X[x] && !res[x];
+    }
+    fetched += c.fetched;
+    w->lc[l] = c;
+  }
+  if (through) {
+    amoe_cache_end_pass(rs->cache);
+    if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
+      return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+  }
+  if (record_only) return AMOE_OK;
+  const amoe_pass_time pt = amoe_cost_pass(&pc, w->lc, L);
+  rs->res->tot.prefills += 1;
+  rs->res->tot.t_prefill += pt.total;
+  rs->res->tot.prefill_h2d_bytes += fetched * amoe_model_expert_bytes(M);
   return AMOE_OK;
 }
 
@@ -474,8 +537,10 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
                              const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
                              amoe_err *e) {
   if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
-  if (rs->cache && s->offload.reset && (int64_t)b->request != rs->request) amoe_cache_reset(rs->cache);
+  const int first = (int64_t)b->request != rs->request; /* a request's first block */
+  if (rs->cache && s->offload.reset && first) amoe_cache_reset(rs->cache);
   rs->request = b->request;
+  if (first && w->prefill_ready) AMOE_TRY(row_prefill(s, rs, w, record_only, e));
   const int nn = block_draft(s, ph, rs, b, w);
   block_outcome o = {0};
   if (rs->draft->one_token_per_pass)
@@ -498,18 +563,34 @@ static amoe_status run_pass(const amoe_spec *s, const amoe_commitment *ph, amoe_
   memset(&w, 0, sizeof w);
   amoe_status st = amoe_source_rewind(src, e);
   int rc = 0;
+  int64_t request = -1;
+  int prefill_ready = 0;
+  uint16_t *prefill = NULL;
+  if (st == AMOE_OK && s->workload.prompt_tokens > 0 &&
+      !(prefill = malloc((size_t)s->model.moe_layers * s->model.experts * sizeof *prefill)))
+    st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
-    st = work_fit(&w, &b, e);
+    st = work_fit(&w, &b, e); /* (may start the scratch afresh) */
+    if ((int64_t)b.request != request) prefill_ready = 0;
+    w.prefill = prefill;
+    w.prefill_ready = prefill_ready;
     if (st == AMOE_OK) { /* a new block */
       memset(w.pdone, 0, (size_t)b.layers * b.n);
       memset(w.ldone, 0, (size_t)b.layers);
     }
+    if (st == AMOE_OK && (int64_t)b.request != request && s->workload.prompt_tokens > 0) {
+      const int pr = amoe_source_prefill(src, b.request, s->workload.prompt_tokens, prefill, e);
+      if (pr < 0) st = (amoe_status)-pr;
+      w.prefill_ready = prefill_ready = pr == 1;
+    }
+    request = b.request;
     for (int i = 0; i < s->npolicies && st == AMOE_OK; i++)
       st = row_block(s, ph, &rs[i], i, &b, &w, h, record_only, e);
     if (st == AMOE_OK && h && h->on_progress && !record_only) h->on_progress(h->ctx, b.index + 1);
     if (st == AMOE_OK && h && h->stop && h->stop(h->ctx)) st = amoe_fail(e, AMOE_EINTR, "interrupted");
   }
   if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
+  free(prefill);
   work_free(&w);
   amoe_block_free(&b);
   return st;
@@ -672,4 +753,7 @@ void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   o->moe_s_per_token = t->t_moe / c;
   o->fetch_s_per_token = t->t_fetch / c;
   o->host_s_per_token = t->t_host / c;
+  o->assignment_hit_rate = offload ? (t->assignments_served > 0 ? t->assignment_hits / t->assignments_served : 0) : 1.0;
+  o->prefill_s_per_request = t->prefills > 0 ? t->t_prefill / t->prefills : 0;
+  o->prefill_h2d_bytes_per_request = t->prefills > 0 ? t->prefill_h2d_bytes / t->prefills : 0;
 }

@@ -27,6 +27,8 @@ typedef struct {
    * experts, dense layers, head) + t_moe + t_fetch + t_host = t_total */
   double t_step, t_draft, t_dense, t_moe, t_host;
   double displaced, assignments, delta_sum, delta_n, deviated;
+  double assignments_served, assignment_hits; /* offload: (token, expert) assignments and those that hit */
+  double prefills, t_prefill, prefill_h2d_bytes; /* requests' prefill passes, apart from the decode figures */
 } amoe_totals;
 
 typedef struct {
@@ -105,6 +107,7 @@ typedef struct {
   double hbm_expert_bytes_per_token, h2d_bytes_per_token, cache_hit_rate, fetch_wait_share;
   double time_per_token_s, tokens_per_s, displaced_assignment_rate, deviated_token_rate, delta_mean;
   double step_s_per_token, draft_s_per_token, dense_s_per_token, moe_s_per_token, fetch_s_per_token, host_s_per_token;
+  double assignment_hit_rate, prefill_s_per_request, prefill_h2d_bytes_per_request;
 } amoe_summary;
 void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *out);
 

@@ -52,6 +52,7 @@ struct amoe_gen {
   uint32_t replay_start;
   float *s_last; /* [layer][DIM] state of the last committed token */
   float *req_bias; /* [layer][expert] request_bias · c[r], or NULL when off */
+  float *drift;    /* [layer][expert] the drift's fresh normals (drift_tokens > 0) */
   /* scratch */
   int pool_cap;
   pool_node *pool;
@@ -333,6 +334,7 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->crho = calloc((size_t)L, sizeof(float));
   g->s_last = calloc((size_t)L * AMOE_GEN_DIM + 16, sizeof(float)); /* + 16: normals16 fills whole steps */
   if (p->request_bias > 0) g->req_bias = calloc((size_t)L * E + 16, sizeof(float));
+  if (p->request_bias > 0 && p->drift_tokens > 0) g->drift = calloc((size_t)L * E + 16, sizeof(float));
   g->state = calloc((size_t)c * L * AMOE_GEN_DIM, sizeof(float));
   g->tok = calloc((size_t)c * AMOE_GEN_DIM, sizeof(float));
   g->shared = calloc((size_t)(p->depth + 2) * (p->branch + 1) * AMOE_GEN_DIM + 16, sizeof(float));
@@ -343,7 +345,7 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
       !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->sort_keys || !g->w ||
       !g->bias || !g->rho || !g->crho || !g->req_scale || !g->s_last || !g->state || !g->tok || !g->shared || !g->rank || !g->xi || !g->zfull || !g->eps ||
-      (p->request_bias > 0 && !g->req_bias)) {
+      (p->request_bias > 0 && !g->req_bias) || (p->request_bias > 0 && p->drift_tokens > 0 && !g->drift)) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
   }
@@ -402,6 +404,7 @@ void amoe_gen_close(amoe_gen *g) {
   free(g->crho);
   free(g->s_last);
   free(g->req_bias);
+  free(g->drift);
   free(g->state);
   free(g->tok);
   free(g->shared);
@@ -421,6 +424,10 @@ double amoe_gen_default_skew(int experts) {
   return AMOE_FIT_SKEW_FEW + f * (AMOE_FIT_SKEW_MANY - AMOE_FIT_SKEW_FEW);
 }
 
+static void request_bias_start(const amoe_gen *g, uint32_t req, float *out);
+static void node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
+                        const float *req_bias, int E, float sig, float *zf);
+
 void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
   amoe_rng_seed(&g->rng, g->p.seed, 0x72657175ULL, req);
   g->request = req;
@@ -430,12 +437,59 @@ void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
   gen_rng4 r4; /* the prompt's last token */
   rng4_seed(&r4, g->p.seed ^ 0x70726f6d7074ULL, req, 0);
   normals16(&r4, g->s_last, g->p.layers * AMOE_GEN_DIM);
-  if (g->req_bias) { /* its own stream: results without it stay as they were */
-    rng4_seed(&r4, g->p.seed, 0x6269617351ULL, req);
-    int n = g->p.layers * g->p.experts;
-    normals16(&r4, g->req_bias, n);
-    for (int i = 0; i < n; i++) g->req_bias[i] *= g->req_scale[i / g->p.experts];
+  if (g->req_bias) request_bias_start(g, req, g->req_bias);
+}
+
+/* Request r's bias as it starts, [layer][expert] (room for L·E + 16). */
+static void request_bias_start(const amoe_gen *g, uint32_t req, float *out) {
+  gen_rng4 r4; /* its own stream: results without it stay as they were */
+  rng4_seed(&r4, g->p.seed, 0x6269617351ULL, req);
+  int n = g->p.layers * g->p.experts;
+  normals16(&r4, out, n);
+  for (int i = 0; i < n; i++) out[i] *= g->req_scale[i / g->p.experts];
+}
+
+amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t req, int tokens, uint16_t *counts, amoe_err *e) {
+  const int L = g->p.layers, E = g->p.experts, D = AMOE_GEN_DIM, k = g->p.top_k;
+  memset(counts, 0, (size_t)L * E * sizeof *counts);
+  if (tokens <= 0) return AMOE_OK;
+  float *rb = g->req_bias ? malloc(((size_t)L * E + 16) * sizeof(float)) : NULL;
+  float *tok = malloc(((size_t)tokens * D + 16) * sizeof(float)), *xi = malloc(((size_t)tokens * D + 16) * sizeof(float));
+  float *eps = malloc(((size_t)E + 16) * sizeof(float)), *zf = malloc((size_t)E * sizeof(float));
+  if ((g->req_bias && !rb) || !tok || !xi || !eps || !zf) {
+    free(rb), free(tok), free(xi), free(eps), free(zf);
+    return amoe_fail(e, AMOE_ENOMEM, "out of memory for a prefill");
   }
+  if (rb) request_bias_start(g, req, rb);
+  const float lc = (float)g->p.layer_correlation, clc = (float)sqrt(1 - lc * (double)lc);
+  const float sig = (float)(g->p.noise / g->p.temperature);
+  gen_rng4 r4;
+  rng4_seed(&r4, g->p.seed ^ 0x707265666c6cULL, req, 0);
+  for (int l = 0; l < L; l++) {
+    const float *wl = g->w + (size_t)l * E * D, *bl = g->bias + (size_t)l * E;
+    const float rho = g->rho[l], crho = g->crho[l];
+    normals16(&r4, xi, tokens * D);
+    float prev[AMOE_GEN_DIM] = {0}, st[AMOE_GEN_DIM];
+    for (int t = 0; t < tokens; t++) {
+      float *tk = tok + (size_t)t * D;
+      for (int i = 0; i < D; i++) {
+        tk[i] = l ? lc * tk[i] + clc * xi[(size_t)t * D + i] : xi[(size_t)t * D + i];
+        st[i] = t ? rho * prev[i] + crho * tk[i] : tk[i];
+        prev[i] = st[i];
+      }
+      node_logits(&r4, eps, wl, st, bl, rb ? rb + (size_t)l * E : NULL, E, sig, zf);
+      for (int j = 0; j < k; j++) { /* the top-k, ties to the lower id */
+        int best = -1;
+        for (int x = 0; x < E; x++)
+          if (zf[x] != -INFINITY && (best < 0 || zf[x] > zf[best])) best = x;
+        if (best < 0) break;
+        counts[(size_t)l * E + best]++;
+        zf[best] = -INFINITY;
+      }
+    }
+  }
+  free(rb), free(tok), free(xi), free(eps), free(zf);
+  return AMOE_OK;
 }
 
 /* Draws the natural accepted path; marks accepted[]; returns its last node. */
@@ -591,7 +645,16 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   }
   for (int l = 0; l < L; l++)
     memcpy(g->s_last + (size_t)l * D, g->state + ((size_t)l * g->p.candidates + last) * D, D * sizeof(float));
-  g->committed += amoe_block_accepted_count(b);
+  const int acc = amoe_block_accepted_count(b);
+  g->committed += acc;
+  if (g->req_bias && g->p.drift_tokens > 0) { /* its own stream: without drift the blocks stay as they were */
+    const float a = (float)exp(-acc / g->p.drift_tokens), ca = (float)sqrt(1 - (double)a * a);
+    gen_rng4 rd;
+    rng4_seed(&rd, g->p.seed ^ 0x6472696674ULL, g->request, g->step);
+    const int nb = L * E;
+    normals16(&rd, g->drift, nb);
+    for (int i = 0; i < nb; i++) g->req_bias[i] = a * g->req_bias[i] + ca * g->req_scale[i / E] * g->drift[i];
+  }
   g->step++;
   const amoe_status fs = amoe_block_finish(b, AMOE_CHECK_TREE, e);
   return fs == AMOE_OK ? 1 : -(int)fs;

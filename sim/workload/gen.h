@@ -21,7 +21,8 @@
  * and logits z[t,l,e] = (<s[t,l], w[l,e]> + σ·ε) / temperature + skew·b[l,e]
  * + request_bias·c[r,l,e], with fixed expert embeddings w, popularity biases
  * b, per-logit noise ε and (off by default) a bias c drawn per request, which
- * concentrates one request's tokens on a subset of experts. ξ and ε are
+ * concentrates one request's tokens on a subset of experts, and which with
+ * drift_tokens evolves from block to block as an autoregressive process. ξ and ε are
  * normals (amoe_gen_normal of 16-bit pieces of a stream seeded per block);
  * a block is generated layer by layer. A logit is computed as nine
  * fused multiply-adds on stored w/T and skew·b (fmaf: the same bits on
@@ -77,6 +78,11 @@ typedef struct {
    * branches); 0: every node's own */
   double tree_share;
   double request_bias; /* std of a per-request expert bias (0: none; not fitted) */
+  /* the request bias's time constant in committed tokens: after a block
+   * that commits n tokens, c ← a·c + √(1−a²)·η with a = exp(−n/drift_tokens)
+   * and fresh normals η (a request's favoured experts drift as its text
+   * moves on); 0: the bias is fixed for the whole request */
+  double drift_tokens;
   int tokens_per_request;
   double accept_scale; /* > 0: use this acceptance scale instead of calibrating */
 } amoe_gen_params;
@@ -95,6 +101,11 @@ void amoe_gen_begin_request(amoe_gen *g, uint32_t r);
  * request already has tokens_per_request committed tokens, 1 for a block,
  * or −status on failure (e says what). */
 int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e);
+/* The prefill of request r: `tokens` prompt tokens routed as a chain (the
+ * decode tokens' locality, the request's bias as it starts), on a stream
+ * of their own (the request's blocks do not depend on it). Adds each
+ * token's natural top-k to counts[layer][expert] (zeroed first). */
+amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t r, int tokens, uint16_t *counts, amoe_err *e);
 /* The acceptance scale h found by calibration. */
 double amoe_gen_accept_scale(const amoe_gen *g);
 

@@ -32,6 +32,8 @@ struct amoe_source {
   char *prov;
   double locality[AMOE_MAX_LAYERS]; /* the generator's per-layer locality */
   double request_bias[AMOE_MAX_LAYERS]; /* and request concentration */
+  amoe_gen_params gp;  /* the synthetic generator's parameters (prefill) */
+  amoe_gen *prefill;   /* a generator of its own for prefills, opened on first use */
 };
 
 int amoe_default_top_m(int experts, int top_k) {
@@ -157,6 +159,7 @@ static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model 
       rb[l] = mx > 0 ? p.request_bias * loc[l] / mx : p.request_bias;
     p.request_bias_layers = rb;
   }
+  p.drift_tokens = w->drift_tokens >= 0 ? w->drift_tokens : model->routing.drift_tokens;
   p.tokens_per_request = w->tokens_per_request;
   return p;
 }
@@ -172,6 +175,8 @@ static json_t *gen_provenance(const amoe_source *s, const amoe_gen_params *p) {
                                 p->locality, "layer_correlation", p->layer_correlation, "skew", p->skew, "noise",
                                 p->noise, "request_bias", p->request_bias));
   if (p->tree_share > 0) json_object_set_new(json_object_get(o, "routing"), "tree_share", json_real(p->tree_share));
+  if (p->drift_tokens > 0 && p->request_bias > 0)
+    json_object_set_new(json_object_get(o, "routing"), "drift_tokens", json_real(p->drift_tokens));
   const amoe_model *m = &s->model;
   if (w->locality < 0 && (m->routing.locality_first != m->routing.locality ||
                           m->routing.locality_last != m->routing.locality)) /* a profile over the layers */
@@ -223,6 +228,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
     amoe_gen_params p = gen_params(w, model, s->locality, s->request_bias);
     st = open_generator(s, &p, w->threads, e);
     s->m = p.m;
+    s->gp = p;
     json_text(buf, sizeof buf, gen_provenance(s, &p));
   } else if (w->source == AMOE_SRC_TRACE) {
     st = amoe_trace_open(&s->trace, w->path, e);
@@ -364,8 +370,22 @@ amoe_status amoe_source_rewind(amoe_source *s, amoe_err *e) {
   return AMOE_OK;
 }
 
+int amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, uint16_t *counts, amoe_err *e) {
+  if (s->kind != AMOE_SRC_SYNTHETIC || tokens <= 0) return 0;
+  if (!s->prefill) {
+    amoe_gen_params p = s->gp;
+    p.accept_scale = amoe_source_accept_scale(s); /* (no calibration: prefills draw no tree) */
+    if (!(p.accept_scale > 0)) p.accept_scale = 1;
+    const amoe_status st = amoe_gen_open(&s->prefill, &p, e);
+    if (st != AMOE_OK) return -(int)st;
+  }
+  const amoe_status st = amoe_gen_prefill(s->prefill, request, tokens, counts, e);
+  return st == AMOE_OK ? 1 : -(int)st;
+}
+
 void amoe_source_close(amoe_source *s) {
   if (!s) return;
+  amoe_gen_close(s->prefill);
   amoe_gen_close(s->gen);
   amoe_genpool_close(s->pool);
   amoe_trace_close_reader(s->trace);

@@ -27,6 +27,11 @@ int amoe_source_m(const amoe_source *s);
 void amoe_source_want_logits(amoe_source *s, amoe_logits want);
 /* For synthetic sources, the acceptance scale found by calibration (else 0). */
 double amoe_source_accept_scale(const amoe_source *s);
+/* The prefill of `request`: each prompt token's natural top-k added to
+ * counts[layer][expert] (zeroed first). 1 when the source made it (the
+ * generator), 0 when it has none (traces and captures carry no prompt),
+ * −status on failure. */
+int amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, uint16_t *counts, amoe_err *e);
 
 /* Reads a per-step accept-length file: Spec-Bench answers (JSONL with
  * choices[0].accept_lengths) or plain whitespace-separated integers. */
