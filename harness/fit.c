@@ -11,6 +11,7 @@
 void amoe_fit_targets_init(amoe_fit_targets *t) {
   memset(t, 0, sizeof *t);
   t->overlap = t->top16 = t->tree_union = NAN;
+  t->reuse_within_8 = t->reuse_within_1 = t->reuse_median = NAN;
   for (int i = 0; i < AMOE_INSPECT_NW; i++) t->window_union[i] = NAN;
 }
 
@@ -139,12 +140,18 @@ int amoe_fit_targets_load(amoe_fit_targets *t, const char *path, amoe_diag *d) {
       if (number(&y, v, key, 1, 16, &x)) t->tree_depth = (int)x;
     } else if (!strcmp(key, "tree_top_k")) {
       if (number(&y, v, key, 1, AMOE_MAX_TOPK, &x)) t->tree_top_k = (int)x;
+    } else if (!strcmp(key, "reuse_within_8")) {
+      number(&y, v, key, 0, 1, &t->reuse_within_8);
+    } else if (!strcmp(key, "reuse_within_1")) {
+      number(&y, v, key, 0, 1, &t->reuse_within_1);
+    } else if (!strcmp(key, "reuse_median")) {
+      number(&y, v, key, 1, 1e6, &t->reuse_median);
     } else if (!strcmp(key, "window_union")) {
       int_map(&y, v, key, 1, 16, 1, AMOE_MAX_EXPERTS, put_window, t);
     } else {
       amoe_diag_add(d,
                     "%s: unknown key '%s' (source, adjacent_overlap, overlap_layers, top16_share, top16_tokens, "
-                    "tree_union, tree_nodes, tree_depth, tree_top_k, window_union)",
+                    "tree_union, tree_nodes, tree_depth, tree_top_k, window_union, reuse_within_1, reuse_within_8, reuse_median)",
                     w, key);
     }
   }
@@ -172,6 +179,9 @@ void amoe_fit_targets_from_stats(amoe_fit_targets *t, const amoe_inspect_stats *
   t->top16 = st->top16_share;
   t->top16_tokens = tokens_per_request;
   for (int i = 0; i < AMOE_INSPECT_NW; i++) t->window_union[i] = st->window_union[i];
+  t->reuse_within_8 = st->reuse_within_8;
+  t->reuse_within_1 = st->reuse_within_1;
+  t->reuse_median = st->reuse_median;
   (void)top_k;
 }
 
@@ -185,7 +195,8 @@ static amoe_status eval_chain(const amoe_spec *s, int blocks, int tokens, amoe_i
   if (tokens > 0) w.tokens_per_request = tokens;
   amoe_source *src = NULL;
   AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
-  amoe_status r = amoe_inspect(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, st, e);
+  amoe_status r =
+      amoe_inspect_chain(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, 0, st, e);
   amoe_source_close(src);
   return r;
 }
@@ -199,7 +210,8 @@ static amoe_status eval_tree(const amoe_spec *s, const amoe_fit_targets *t, doub
   amoe_source *src = NULL;
   AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
   amoe_inspect_stats st;
-  amoe_status r = amoe_inspect(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, &st, e);
+  amoe_status r =
+      amoe_inspect_chain(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, 0, &st, e);
   amoe_source_close(src);
   *u = st.tree_union_mean;
   return r;
@@ -339,15 +351,9 @@ static amoe_status fit_tree(amoe_spec *s, const amoe_fit_targets *t, amoe_fit_re
   return AMOE_OK;
 }
 
-amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
-                             amoe_err *e) {
-  memset(r, 0, sizeof *r);
-  r->tree_union = NAN;
-  s->workload.locality = -1; /* the model's profile, which is what is fitted */
-  s->workload.request_bias = -1;
-  s->workload.noise = -1;
-  s->workload.tree_share = -1;
-  if (s->workload.source != AMOE_SRC_SYNTHETIC) return amoe_fail(e, AMOE_EINVAL, "fit: the spec's workload must be synthetic");
+/* Every parameter but drift_tokens, in rounds until none moves by 0.01. */
+static amoe_status fit_rounds(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
+                              amoe_err *e) {
   for (int round = 0; round < 8; round++) { /* until no parameter moves by 0.01 */
     const amoe_routing_fit before = s->model.routing;
     AMOE_TRY(fit_noise(s, t, blocks, r, e));
@@ -357,16 +363,72 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
     if (progress)
       fprintf(progress,
               "fit round %d: locality %.3f / %.3f / %.3f (peak at %.2f of the depth), request_bias %.3f, noise %.3f, "
-              "tree_share %.3f\n",
+              "tree_share %.3f, drift_tokens %.1f\n",
               round + 1, s->model.routing.locality_first, s->model.routing.locality, s->model.routing.locality_last,
               s->model.routing.locality_peak, s->model.routing.request_bias, s->model.routing.noise,
-              s->model.routing.tree_share);
+              s->model.routing.tree_share, s->model.routing.drift_tokens);
     const amoe_routing_fit *a = &s->model.routing;
     if (round > 0 && fabs(a->locality - before.locality) < 0.01 && fabs(a->locality_first - before.locality_first) < 0.01 &&
         fabs(a->locality_last - before.locality_last) < 0.01 && fabs(a->request_bias - before.request_bias) < 0.01 &&
         fabs(a->noise - before.noise) < 0.01 && fabs(a->tree_share - before.tree_share) < 0.01)
       break;
   }
+  return AMOE_OK;
+}
+
+/* The reuse within 8 tokens of s's workload. */
+static amoe_status eval_reuse(amoe_spec *s, const amoe_fit_targets *t, int blocks, amoe_fit_result *r, double *w8,
+                              amoe_err *e) {
+  AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
+  r->evaluations++;
+  *w8 = r->chain.reuse_within_8;
+  return AMOE_OK;
+}
+
+#define DRIFT_MIN 4.0
+#define DRIFT_MAX 4096.0
+
+/* drift_tokens: the fixed bias first; if that repeats experts within 8
+ * tokens less often than the target, the drift whose refitted bias reaches
+ * it, by bisection on its logarithm (reuse falls as drift_tokens grows). */
+static amoe_status fit_drift(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
+                             amoe_err *e) {
+  s->model.routing.drift_tokens = 0;
+  AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
+  double w8;
+  AMOE_TRY(eval_reuse(s, t, blocks, r, &w8, e));
+  if (progress) fprintf(progress, "fit drift: fixed bias, reuse within 8 %.4f (target %.4f)\n", w8, t->reuse_within_8);
+  if (isnan(t->reuse_within_8) || isnan(t->top16) || w8 >= t->reuse_within_8) return AMOE_OK;
+  double a = log(DRIFT_MIN), b = log(DRIFT_MAX); /* reuse at a: highest */
+  amoe_routing_fit best = s->model.routing;
+  double best_gap = fabs(w8 - t->reuse_within_8);
+  for (int step = 0; step < 8; step++) {
+    s->model.routing.drift_tokens = exp(0.5 * (a + b));
+    AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
+    AMOE_TRY(eval_reuse(s, t, blocks, r, &w8, e));
+    if (progress)
+      fprintf(progress, "fit drift: drift_tokens %.1f, reuse within 8 %.4f (target %.4f)\n",
+              s->model.routing.drift_tokens, w8, t->reuse_within_8);
+    if (fabs(w8 - t->reuse_within_8) < best_gap) best_gap = fabs(w8 - t->reuse_within_8), best = s->model.routing;
+    if (w8 < t->reuse_within_8) b = log(s->model.routing.drift_tokens);
+    else a = log(s->model.routing.drift_tokens);
+  }
+  s->model.routing = best;
+  return AMOE_OK;
+}
+
+amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
+                             amoe_err *e) {
+  memset(r, 0, sizeof *r);
+  r->tree_union = NAN;
+  s->workload.locality = -1; /* the model's profile, which is what is fitted */
+  s->workload.request_bias = -1;
+  s->workload.noise = -1;
+  s->workload.tree_share = -1;
+  s->workload.drift_tokens = -1;
+  if (s->workload.source != AMOE_SRC_SYNTHETIC) return amoe_fail(e, AMOE_EINVAL, "fit: the spec's workload must be synthetic");
+  if (!isnan(t->reuse_within_8)) AMOE_TRY(fit_drift(s, t, blocks, progress, r, e));
+  else AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
   AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
   r->evaluations++;
   if (t->tree_nodes) {
@@ -402,13 +464,16 @@ void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, cons
     snprintf(w, sizeof w, "window union, W = %d", amoe_inspect_windows[i]);
     row(f, w, r->chain.window_union[i], t->window_union[i]);
   }
+  row(f, "reuse within 1 token", r->chain.reuse_within_1, t->reuse_within_1);
+  row(f, "reuse within 8 tokens", r->chain.reuse_within_8, t->reuse_within_8);
+  row(f, "reuse distance, median (tokens)", r->chain.reuse_median, t->reuse_median);
   if (!isnan(r->tree_union)) {
     char w[64];
     snprintf(w, sizeof w, "tree union, %d nodes", t->tree_nodes);
     row(f, w, r->tree_union, t->tree_union);
   }
   fprintf(f, "routing:\n  locality: %.4f\n  locality_first: %.4f\n  locality_last: %.4f\n  locality_peak: %.4f\n"
-             "  request_bias: %.4f\n  noise: %.4f\n  tree_share: %.4f\n",
+             "  request_bias: %.4f\n  noise: %.4f\n  tree_share: %.4f\n  drift_tokens: %.1f\n",
           rt->locality, rt->locality_first, rt->locality_last, rt->locality_peak, rt->request_bias, rt->noise,
-          rt->tree_share);
+          rt->tree_share, rt->drift_tokens);
 }

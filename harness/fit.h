@@ -14,6 +14,12 @@
  *       window union at W = 2: overlap = 2 − U₂/k);
  *   request_bias
  *       the per-request top-16 share;
+ *   drift_tokens (the request bias's time constant)
+ *       the share of expert uses repeated within 8 tokens (reuse_within_8),
+ *       with request_bias refitted to the top-16 share at every trial: a
+ *       faster drift needs a stronger bias for the same top-16 share over a
+ *       request, which concentrates short spans more; 0 (a fixed bias) when
+ *       that already reaches the target;
  *   tree_share
  *       the union of a draft tree (0 when the other parameters already
  *       concentrate the tree as much);
@@ -45,6 +51,8 @@ typedef struct {
   double tree_union;         /* experts per layer in one draft tree, or NaN */
   int tree_nodes, tree_depth, tree_top_k;
   double window_union[AMOE_INSPECT_NW]; /* W = 1, 2, 4, 8, 16; NaN where absent */
+  double reuse_within_8;     /* share of uses repeated within 8 tokens, or NaN */
+  double reuse_within_1, reuse_median; /* reported beside the fit, not fitted (NaN: absent) */
 } amoe_fit_targets;
 
 void amoe_fit_targets_init(amoe_fit_targets *t);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 const int amoe_inspect_windows[AMOE_INSPECT_NW] = {1, 2, 4, 8, 16};
+#define AMOE_INSPECT_RD 64 /* reuse distances counted one by one up to here */
 
 typedef struct {
   int L, E, k;
@@ -19,6 +20,8 @@ typedef struct {
   double ov[AMOE_MAX_LAYERS], ovn; /* Σ overlaps per layer, pairs of adjacent tokens */
   double t16, t16n;
   int *cnt; /* [E] selections of the current request at a layer */
+  int *next; /* [E] the next token that uses the expert (reuse distance) */
+  double rd[AMOE_INSPECT_RD + 1], rdn; /* uses by distance to the next use (last: beyond) */
 } stream;
 
 static int shallower(const void *a, const void *b, const void *blk) {
@@ -52,6 +55,21 @@ static void flush_request(stream *s) {
     s->t16n += 1;
   }
   if (s->ntok > 1) s->ovn += s->ntok - 1;
+  for (int l = 0; l < s->L; l++) { /* reuse distance, backwards from the request's end */
+    for (int x = 0; x < s->E; x++) s->next[x] = -1;
+    for (int t = s->ntok - 1; t >= 0; t--) {
+      const uint16_t *r = s->routes + ((size_t)t * s->L + l) * s->k;
+      for (int j = 0; j < s->k; j++) {
+        const int nx = s->next[r[j]];
+        if (t + 8 < s->ntok) {
+          const int d = nx < 0 || nx - t > AMOE_INSPECT_RD ? AMOE_INSPECT_RD + 1 : nx - t;
+          s->rd[d - 1] += 1;
+          s->rdn += 1;
+        }
+        s->next[r[j]] = t;
+      }
+    }
+  }
   for (int wi = 0; wi < AMOE_INSPECT_NW; wi++) {
     int W = amoe_inspect_windows[wi];
     if (s->ntok < W) continue;
@@ -75,6 +93,11 @@ static void flush_request(stream *s) {
 }
 
 amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe_inspect_stats *o, amoe_err *e) {
+  return amoe_inspect_chain(src, L, E, k, router, 1, o, e);
+}
+
+amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router, int blocks, amoe_inspect_stats *o,
+                               amoe_err *e) {
   memset(o, 0, sizeof *o);
   if (L > AMOE_MAX_LAYERS) return amoe_fail(e, AMOE_EINVAL, "inspect: more than %d layers", AMOE_MAX_LAYERS);
   stream s;
@@ -82,10 +105,15 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe
   s.L = L, s.E = E, s.k = k;
   s.seen = calloc((size_t)E, sizeof(int));
   s.cnt = calloc((size_t)E, sizeof(int));
+  s.next = calloc((size_t)E, sizeof(int));
+  float *mass = calloc((size_t)L * E, sizeof(float)), *prob = calloc((size_t)E, sizeof(float));
+  uint8_t *top = calloc((size_t)L * E * 2, 1); /* [2][layer][E]: this block's top-32 and the previous one's */
+  double b32 = 0, b32n = 0;
+  const int T32 = E >= 64 ? 32 : E / 2;
   double *pop = calloc((size_t)L * E, sizeof(double));
   amoe_block b;
   amoe_block_init(&b, L, E, amoe_source_m(src));
-  amoe_status st = (s.seen && s.cnt && pop) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  amoe_status st = (s.seen && s.cnt && s.next && pop && mass && prob && top) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   int rc = 0;
   long last_req = -1;
   double nodes = 0, top1 = 0, top1n = 0, usum = 0, ucnt = 0;
@@ -98,10 +126,38 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe
       amoe_err_prefix(e, "block %llu", (unsigned long long)b.index);
       break;
     }
-    if ((long)b.request != last_req || b.step == 0) {
+    const int same_request = (long)b.request == last_req && b.step != 0;
+    if (!same_request) {
       flush_request(&s);
       last_req = (long)b.request;
       o->requests++;
+    }
+    if (blocks && b.logits && T32 > 0) { /* the block's top experts by router mass, against the previous block's */
+      memset(mass, 0, (size_t)L * E * sizeof *mass);
+      for (int l = 0; l < L; l++)
+        for (int t = 0; t < b.n; t++) {
+          amoe_router_probs(&b, l, t, router, prob);
+          const uint16_t *id = amoe_block_ids(&b, l, t);
+          for (int q = 0; q < b.m; q++) mass[(size_t)l * E + id[q]] += prob[q];
+        }
+      uint8_t *cur = top + (size_t)L * E, *prev = top;
+      for (int l = 0; l < L; l++) {
+        uint8_t *c = cur + (size_t)l * E;
+        memset(c, 0, (size_t)E);
+        for (int j = 0; j < T32; j++) { /* (ties: the lower id) */
+          int best = -1;
+          for (int x = 0; x < E; x++)
+            if (!c[x] && (best < 0 || mass[(size_t)l * E + x] > mass[(size_t)l * E + best])) best = x;
+          c[best] = 1;
+        }
+        if (same_request) {
+          int shared = 0;
+          for (int x = 0; x < E; x++) shared += c[x] & prev[(size_t)l * E + x];
+          b32 += (double)shared / T32;
+          b32n += 1;
+        }
+      }
+      memcpy(prev, cur, (size_t)L * E);
     }
     o->blocks++;
     nodes += b.n;
@@ -179,6 +235,22 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe
     }
     o->adjacent_overlap = s.ovn > 0 ? ov / (s.ovn * L) : NAN;
     o->top16_share = s.t16n > 0 ? s.t16 / s.t16n : NAN;
+    o->reuse_within_1 = o->reuse_within_8 = o->reuse_median = o->block_top32_overlap = NAN;
+    if (s.rdn > 0) {
+      double acc = 0;
+      o->reuse_within_1 = s.rd[0] / s.rdn;
+      for (int d = 0; d < 8; d++) acc += s.rd[d];
+      o->reuse_within_8 = acc / s.rdn;
+      acc = 0;
+      for (int d = 0; d <= AMOE_INSPECT_RD; d++) {
+        acc += s.rd[d];
+        if (acc >= 0.5 * s.rdn) {
+          o->reuse_median = d < AMOE_INSPECT_RD ? d + 1 : INFINITY;
+          break;
+        }
+      }
+    }
+    if (b32n > 0) o->block_top32_overlap = b32 / b32n;
     for (int l = 0; l < L; l++) {
       double tot = 0, mx = 0, mn = 1e300, H = 0;
       for (int x = 0; x < E; x++) {
@@ -201,6 +273,10 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe
   free(s.routes);
   free(s.seen);
   free(s.cnt);
+  free(s.next);
+  free(mass);
+  free(prob);
+  free(top);
   free(pop);
   amoe_block_free(&b);
   return st;
@@ -222,7 +298,11 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
             isnan(s->adjacent_overlap) ? -1.0 : s->adjacent_overlap, isnan(s->top16_share) ? -1.0 : s->top16_share);
     for (int l = 0; l < s->layers; l++)
       fprintf(f, "%s%.4g", l ? "," : "", isnan(s->overlap_layer[l]) ? -1.0 : s->overlap_layer[l]);
-    fprintf(f, "],\"tau_hist\":{");
+    fprintf(f, "],\"reuse_distance\":{\"median\":%.6g,\"within_1\":%.6g,\"within_8\":%.6g},\"block_top32_overlap\":%.6g",
+            isfinite(s->reuse_median) ? s->reuse_median : -1.0, isnan(s->reuse_within_1) ? -1.0 : s->reuse_within_1,
+            isnan(s->reuse_within_8) ? -1.0 : s->reuse_within_8,
+            isnan(s->block_top32_overlap) ? -1.0 : s->block_top32_overlap);
+    fprintf(f, ",\"tau_hist\":{");
     int first = 1;
     for (int i = 0; i <= 64; i++)
       if (s->tau_hist[i]) {
@@ -246,6 +326,10 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
   for (int l = 0; l < s->layers; l++) fprintf(f, "%s%.2f", l % 16 ? " " : "\n   ", s->overlap_layer[l]);
   fprintf(f, "\n  top-16 experts' share of a request's selections (mean over requests and layers): %.3f\n",
           s->top16_share);
+  fprintf(f, "  reuse distance (tokens until a layer uses the expert again): median %g, within 1 %.3f, within 8 %.3f\n",
+          s->reuse_median, s->reuse_within_1, s->reuse_within_8);
+  fprintf(f, "  consecutive blocks of a request share %.3f of their 32 experts of most router mass (per layer)\n",
+          s->block_top32_overlap);
   fprintf(f, "  tau histogram:");
   for (int i = 0; i <= 64; i++)
     if (s->tau_hist[i]) fprintf(f, " %d:%ld", i, s->tau_hist[i]);

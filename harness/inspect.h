@@ -31,12 +31,27 @@ typedef struct {
   /* concentration: per request and layer, the share of the request's
    * expert selections taken by its 16 most selected experts; the mean */
   double top16_share;
+  /* reuse distance: over (committed token, layer, expert) uses with at
+   * least 8 tokens after them in their request, the share whose expert
+   * the same layer uses again at the next token, within 8 tokens, and the
+   * median distance (tokens; uses never repeated count as beyond every
+   * distance) */
+  double reuse_within_1, reuse_within_8, reuse_median;
+  /* block-to-block stability: per layer, the 32 experts of most router
+   * mass over all the block's nodes, and the share of them the previous
+   * block of the request also had among its 32 (fewer experts: E/2) */
+  double block_top32_overlap;
 } amoe_inspect_stats;
 
 /* router (amoe_router) weights the top-1 statistic: softmax over the top-k,
  * or sigmoid scores renormalised over them. */
 amoe_status amoe_inspect(amoe_source *src, int layers, int experts, int top_k, int router, amoe_inspect_stats *out,
                          amoe_err *e);
+/* The same; blocks 0 leaves out block_top32_overlap (NaN), which reads
+ * every node's router probabilities (the fit's many evaluations need only
+ * the committed chain). */
+amoe_status amoe_inspect_chain(amoe_source *src, int layers, int experts, int top_k, int router, int blocks,
+                               amoe_inspect_stats *out, amoe_err *e);
 void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, int json);
 
 #endif

@@ -121,6 +121,7 @@ static const col SUMMARY[] = {
     {"union_mean", SR(m.union_mean, 'g')},
     {"eligible_mean", SR(m.eligible_mean, 'g')},
     {"executed_mean", SR(m.executed_mean, 'g')},
+    {"executed_overlap", SR(m.executed_overlap, 'g')},
     {"hbm_expert_bytes_per_token", SR(m.hbm_expert_bytes_per_token, 'g')},
     {"h2d_bytes_per_token", SR(m.h2d_bytes_per_token, 'g')},
     {"cache_hit_rate", SR(m.cache_hit_rate, 'g')},
@@ -139,6 +140,8 @@ static const col SUMMARY[] = {
     {"fetch_s_per_token", SR(m.fetch_s_per_token, 'g')},
     {"host_s_per_token", SR(m.host_s_per_token, 'g')},
     {"prefill_s_per_request", SR(m.prefill_s_per_request, 'g')},
+    {"predicted_over_measured_tau", SR(m.predicted_tau_ratio, 'g')},
+    {"predicted_over_charged_time", SR(m.predicted_time_ratio, 'g')},
     {"prefill_h2d_bytes_per_request", SR(m.prefill_h2d_bytes_per_request, 'g')},
 };
 /* with --backend: measured beside predicted, per block */

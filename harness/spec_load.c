@@ -53,7 +53,7 @@ static const char *const FORMATS[] = {"bf16", "fp8-block128", "mxfp4", NULL};
 static const char *const SOURCES[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl", "routing-safetensors",
                                       NULL};
 static const char *const ROUTING_BLOCKS[] = {"chain", "hybrid", NULL};
-static const char *const CACHES[] = {"lru", "lfu", "belady", "lfru", NULL}; /* amoe_cache_policy order */
+static const char *const CACHES[] = {"lru", "lfu", "belady", "lfru", "min", NULL}; /* amoe_cache_policy order */
 static const char *const ORDERS[] = {"hits-first", "ascending", NULL};
 static const char *const OVERFLOWS[] = {"evict", "bypass", NULL};
 static const char *const RESETS[] = {"run", "request", NULL};

@@ -193,8 +193,92 @@ static void placement(void) {
   CHECK(bad == 0 && checked > 10000, "placement: %d violations in %d placed experts", bad, checked);
 }
 
+/* The fewest fetches on a flat request stream by exhaustive search: on a
+ * miss, stream it past the cache, take a free slot, or replace any
+ * resident (every choice is tried). */
+static int best_flat(const int *req, int n, int i, unsigned res, int slots) {
+  if (i == n) return 0;
+  const unsigned x = 1u << req[i];
+  if (res & x) return best_flat(req, n, i + 1, res, slots);
+  int b = 1 + best_flat(req, n, i + 1, res, slots); /* bypass */
+  if (__builtin_popcount(res) < slots) {
+    const int c = 1 + best_flat(req, n, i + 1, res | x, slots);
+    if (c < b) b = c;
+  } else
+    for (unsigned v = res; v; v &= v - 1) {
+      const int c = 1 + best_flat(req, n, i + 1, (res & ~(v & -v)) | x, slots);
+      if (c < b) b = c;
+    }
+  return b;
+}
+
+/* min against the exhaustive optimum of its stream (passes of random
+ * subsets, each requested in ascending id), and never above belady's or
+ * LRU's fetches; a hand-worked stream where it bypasses. */
+static void min_policy(void) {
+  amoe_cache *h = NULL;
+  { /* slots 1: 0 | 1 | 0 — keeping 0 and streaming 1 costs 2 fetches, LRU 3 */
+    amoe_reqlog *g = amoe_reqlog_new(1, 8);
+    const int st[3] = {0, 1, 0};
+    for (int i = 0; i < 3; i++) amoe_reqlog_add(g, 0, st[i]), amoe_reqlog_end_pass(g);
+    amoe_reqlog_finalize(g);
+    h = mk(1, AMOE_CACHE_MIN, AMOE_ORDER_HITS_FIRST, AMOE_OVERFLOW_EVICT, g);
+    int f = pass(h, (int[]){0, -1}).fetched;
+    f += pass(h, (int[]){1, -1}).fetched;
+    CHECK(resident(h) == 0x1, "min streamed 1 past the slot that keeps 0: %#x", resident(h));
+    f += pass(h, (int[]){0, -1}).fetched;
+    CHECK(f == 2, "min: %d fetches on 0 1 0 with one slot", f);
+    amoe_cache_free(h);
+    amoe_reqlog_free(g);
+  }
+  amoe_rng r;
+  amoe_rng_seed(&r, 4, 5, 6);
+  int beat = 0;
+  for (int trial = 0; trial < 300; trial++) {
+    int np = 5 + trial % 4, flat[64], n = 0, per[16];
+    uint8_t X[16][8];
+    amoe_reqlog *g = amoe_reqlog_new(1, 8);
+    for (int b = 0; b < np; b++) {
+      per[b] = 0;
+      for (int x = 0; x < 8; x++) {
+        X[b][x] = x < 5 && amoe_rng_next(&r) % 3 == 0;
+        if (X[b][x]) flat[n++] = x, per[b]++, amoe_reqlog_add(g, 0, x);
+      }
+      amoe_reqlog_end_pass(g);
+    }
+    amoe_reqlog_finalize(g);
+    const int slots = 1 + trial % 3;
+    amoe_cache *mn = mk(slots, AMOE_CACHE_MIN, AMOE_ORDER_HITS_FIRST, AMOE_OVERFLOW_EVICT, g);
+    amoe_cache *lru = mk(slots, AMOE_CACHE_LRU, AMOE_ORDER_HITS_FIRST, AMOE_OVERFLOW_BYPASS, NULL);
+    int fm = 0, fl = 0;
+    for (int b = 0; b < np; b++) {
+      uint8_t F[8];
+      amoe_cache_pass_stats st;
+      amoe_cache_pass(mn, 0, X[b], F, &st);
+      amoe_cache_end_pass(mn);
+      int nf = 0;
+      for (int x = 0; x < 8; x++) nf += F[x];
+      CHECK(nf == st.fetched && st.hits + st.fetched == per[b] && st.waves == (per[b] > 0), "min pass counts");
+      fm += st.fetched;
+      amoe_cache_pass(lru, 0, X[b], F, &st);
+      amoe_cache_end_pass(lru);
+      fl += st.fetched;
+    }
+    const int opt = best_flat(flat, n, 0, 0, slots);
+    CHECK(fm == opt, "trial %d: min %d fetches, optimum %d", trial, fm, opt);
+    CHECK(fm <= fl, "trial %d: min %d > lru %d", trial, fm, fl);
+    beat += fm < fl;
+    amoe_cache_free(mn);
+    amoe_cache_free(lru);
+    amoe_reqlog_free(g);
+  }
+  CHECK(beat > 50, "min beats lru on %d of 300 streams", beat);
+  CHECK(mk(2, AMOE_CACHE_MIN, 0, 0, NULL) == NULL, "min needs a future");
+}
+
 int main(void) {
   hand_worked();
+  min_policy();
   placement();
   /* Random sequences: Belady <= LRU, LFU; equals the exhaustive optimum. */
   amoe_rng r;

@@ -130,7 +130,7 @@ static void executed_is_routed(void) {
     amoe_policy_init(&s.policies[i], amoe_draft_find("eagle"), amoe_verifier_find(ver[i]));
     amoe_policy_set(&s.policies[i], "budget", 12); /* moe-spec: most assignments displaced */
   }
-  static amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, 0};
+  static amoe_commitment ph = {.p = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, .n = 6};
   const double flops = s.hw.peak_flops;
   for (int run = 0; run < 3; run++) {
     /* h200: an expert's bytes outweigh 64 tokens of compute, so only the

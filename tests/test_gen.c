@@ -201,7 +201,7 @@ int main(int argc, char **argv) {
   q.hw.moe_eta = 1;
   CHECK(amoe_spec_validate(&q, "test", &d) == AMOE_OK, "validate");
   amoe_diag_free(&d);
-  static amoe_commitment ph = {{1}, 1, {0}, 0};
+  static amoe_commitment ph = {.p = {1}, .n = 1};
   amoe_row_result rows[2];
   CHECK(amoe_run(&q, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   amoe_summary m;

@@ -137,7 +137,7 @@ int main(void) {
   CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
   watch w = {.s = &s};
   amoe_run_hooks h = {.ctx = &w, .on_select = on_select};
-  static const amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, 0};
+  static const amoe_commitment ph = {.p = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, .n = 6};
   amoe_row_result rows[AMOE_MAX_POLICIES];
   CHECK(amoe_run(&s, &ph, src, &h, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(w.bad_s == 0, "window rows: S is the window (%d mismatches)", w.bad_s);

@@ -88,7 +88,7 @@ static int ab_replay(const char *trace, const char *policy, int rounds) {
   }
   b_amoe_policy_init(&sb.policies[0], b_amoe_draft_find("eagle"), vb);
   n_amoe_policy_init(&sn.policies[0], n_amoe_draft_find("eagle"), vn);
-  static const amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, 0};
+  static const amoe_commitment ph = {.p = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, .n = 6};
   amoe_err e;
   amoe_source *srcb, *srcn;
   if (b_amoe_source_open(&srcb, &sb.workload, &sb.model, &e) || n_amoe_source_open(&srcn, &sn.workload, &sn.model, &e)) {

@@ -81,7 +81,7 @@ static void run_trace(benchmark::State &st, const char *policy) {
   s.workload.blocks = 0;
   s.npolicies = 1;
   amoe_policy_init(&s.policies[0], amoe_draft_find("eagle"), amoe_verifier_find(policy));
-  static amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, 0};
+  static amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, {0}, 0};
   amoe_err e;
   amoe_source *src;
   amoe_source_open(&src, &s.workload, &s.model, &e);

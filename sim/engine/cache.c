@@ -13,6 +13,7 @@ struct amoe_reqlog {
   uint32_t *len, *cap;
   /* after finalize: per (layer, expert) the passes that request it, ascending */
   uint32_t **occ;
+  uint32_t **occ_pos; /* the same requests' positions in their layer's stream (min) */
   uint32_t *occn;
 };
 
@@ -40,7 +41,10 @@ void amoe_reqlog_free(amoe_reqlog *g) {
   }
   if (g->occ)
     for (int i = 0; i < g->layers * g->experts; i++) free(g->occ[i]);
+  if (g->occ_pos)
+    for (int i = 0; i < g->layers * g->experts; i++) free(g->occ_pos[i]);
   free(g->occ);
+  free(g->occ_pos);
   free(g->occn);
   free(g->seq);
   free(g->pass_of);
@@ -73,18 +77,21 @@ amoe_status amoe_reqlog_end_pass(amoe_reqlog *g) {
 amoe_status amoe_reqlog_finalize(amoe_reqlog *g) {
   size_t ne = (size_t)g->layers * g->experts;
   g->occ = calloc(ne, sizeof *g->occ);
+  g->occ_pos = calloc(ne, sizeof *g->occ_pos);
   g->occn = calloc(ne, sizeof *g->occn);
-  if (!g->occ || !g->occn) return AMOE_ENOMEM;
+  if (!g->occ || !g->occ_pos || !g->occn) return AMOE_ENOMEM;
   for (int l = 0; l < g->layers; l++)
     for (uint32_t i = 0; i < g->len[l]; i++) g->occn[(size_t)l * g->experts + g->seq[l][i]]++;
   for (size_t i = 0; i < ne; i++) {
     g->occ[i] = malloc((g->occn[i] ? g->occn[i] : 1) * sizeof(uint32_t));
-    if (!g->occ[i]) return AMOE_ENOMEM;
+    g->occ_pos[i] = malloc((g->occn[i] ? g->occn[i] : 1) * sizeof(uint32_t));
+    if (!g->occ[i] || !g->occ_pos[i]) return AMOE_ENOMEM;
     g->occn[i] = 0;
   }
   for (int l = 0; l < g->layers; l++)
     for (uint32_t i = 0; i < g->len[l]; i++) {
       size_t k = (size_t)l * g->experts + g->seq[l][i];
+      g->occ_pos[k][g->occn[k]] = i;
       g->occ[k][g->occn[k]++] = g->pass_of[l][i];
     }
   return AMOE_OK;
@@ -105,13 +112,14 @@ struct amoe_cache {
   uint64_t clock;
   const amoe_reqlog *future;
   uint32_t pass;      /* Belady cursor */
+  uint32_t *spos;     /* [l] min: the position of the next request in the layer's stream */
   uint32_t *ptr;      /* [l][e] index into occ */
   int *order;         /* [E] this pass's request order (scratch) */
   int *at;            /* [E] position of e in it, or -1 (scratch) */
 };
 
 amoe_cache *amoe_cache_new(int layers, int experts, int slots, amoe_cache_cfg cfg, const amoe_reqlog *future) {
-  if (cfg.policy == AMOE_CACHE_BELADY && !future) return NULL;
+  if ((cfg.policy == AMOE_CACHE_BELADY || cfg.policy == AMOE_CACHE_MIN) && !future) return NULL;
   amoe_cache *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   size_t ne = (size_t)layers * experts;
@@ -125,12 +133,13 @@ amoe_cache *amoe_cache_new(int layers, int experts, int slots, amoe_cache_cfg cf
   c->count = calloc(ne, sizeof *c->count);
   c->used = calloc((size_t)layers, sizeof *c->used);
   c->ptr = calloc(ne, sizeof *c->ptr);
+  c->spos = calloc((size_t)layers, sizeof *c->spos);
   c->rlist = calloc((size_t)layers * (slots > 0 ? slots : 1), sizeof *c->rlist);
   c->rpos = malloc(ne * sizeof *c->rpos);
   c->slot_of = malloc(ne * sizeof *c->slot_of);
   c->order = malloc((size_t)experts * sizeof *c->order);
   c->at = malloc((size_t)experts * sizeof *c->at);
-  if (!c->res || !c->last || !c->count || !c->used || !c->ptr || !c->rlist || !c->rpos || !c->slot_of || !c->order ||
+  if (!c->res || !c->last || !c->count || !c->used || !c->ptr || !c->spos || !c->rlist || !c->rpos || !c->slot_of || !c->order ||
       !c->at) {
     amoe_cache_free(c);
     return NULL;
@@ -147,6 +156,7 @@ void amoe_cache_free(amoe_cache *c) {
   free(c->count);
   free(c->used);
   free(c->ptr);
+  free(c->spos);
   free(c->rlist);
   free(c->rpos);
   free(c->slot_of);
@@ -242,12 +252,73 @@ static void insert(amoe_cache *c, int l, int e, int slot) {
   rl[c->used[l]++] = (uint16_t)e;
 }
 
+/* min: the position after `pos` in layer l's stream where e is requested
+ * next (UINT64_MAX: never). */
+static uint64_t next_pos(amoe_cache *c, int l, int e, uint32_t pos) {
+  const amoe_reqlog *g = c->future;
+  size_t k = (size_t)l * c->experts + e;
+  uint32_t p = c->ptr[k];
+  while (p < g->occn[k] && g->occ_pos[k][p] <= pos) p++;
+  c->ptr[k] = p;
+  return p < g->occn[k] ? g->occ_pos[k][p] : UINT64_MAX;
+}
+
+/* min: the layer's requests one at a time in ascending id (the stream the
+ * log recorded); a miss is kept, in the place of the resident used
+ * farthest ahead, only if it is used again sooner than that resident; else
+ * it streams through a staging slot. One wave. */
+static void min_pass(amoe_cache *c, int l, const uint8_t *X, uint8_t *fetched, amoe_cache_pass_stats *st,
+                     int16_t *slot, uint16_t *wave) {
+  const int E = c->experts;
+  const size_t base = (size_t)l * E;
+  int hits = 0, nf = 0, n = 0;
+  for (int x = 0; x < E; x++) {
+    fetched[x] = 0;
+    if (!X[x]) continue;
+    n++;
+    const uint32_t pos = c->spos[l]++;
+    touch(c, l, x);
+    if (wave) wave[x] = 0;
+    if (c->res[base + x]) {
+      hits++;
+      if (slot) slot[x] = c->slot_of[base + x];
+      continue;
+    }
+    fetched[x] = 1;
+    nf++;
+    if (slot) slot[x] = -1;
+    if (c->used[l] < c->slots) {
+      insert(c, l, x, c->used[l]);
+      if (slot) slot[x] = c->slot_of[base + x];
+      continue;
+    }
+    const uint64_t mine = next_pos(c, l, x, pos);
+    const uint16_t *rl = c->rlist + (size_t)l * c->slots;
+    int v = -1;
+    uint64_t vfar = 0;
+    for (int i = 0; i < c->used[l]; i++) { /* farthest next use; ties: lower id */
+      const uint64_t f = next_pos(c, l, rl[i], pos);
+      if (v < 0 || f > vfar || (f == vfar && rl[i] < v)) v = rl[i], vfar = f;
+    }
+    if (v < 0 || mine >= vfar) continue; /* bypass */
+    insert(c, l, x, evict(c, l, v));
+    if (slot) slot[x] = c->slot_of[base + x];
+  }
+  st->hits = hits;
+  st->fetched = nf;
+  st->waves = n > 0;
+}
+
 void amoe_cache_pass(amoe_cache *c, int l, const uint8_t *X, uint8_t *fetched, amoe_cache_pass_stats *st) {
   amoe_cache_pass_placed(c, l, X, fetched, st, NULL, NULL);
 }
 
 void amoe_cache_pass_placed(amoe_cache *c, int l, const uint8_t *X, uint8_t *fetched, amoe_cache_pass_stats *st,
                             int16_t *slot, uint16_t *wave) {
+  if (c->cfg.policy == AMOE_CACHE_MIN) {
+    min_pass(c, l, X, fetched, st, slot, wave);
+    return;
+  }
   const int E = c->experts, naive = c->cfg.order == AMOE_ORDER_ASCENDING;
   const uint8_t *res = c->res + (size_t)l * E;
   int n = 0, hits = 0, nf = 0, bypassed = 0;

@@ -15,6 +15,13 @@
  *   belady  farthest next pass that requests it (offline optimal at pass
  *           granularity; needs an amoe_reqlog recorded by an earlier run),
  *           ties to least recently used.
+ *   min     Belady's MIN with bypass over the flat request stream (each
+ *           layer's requests one at a time, ascending id within a pass): a
+ *           miss is kept, in place of the resident used farthest ahead, only
+ *           if its own next use is sooner; else it streams through a staging
+ *           slot. The fewest fetches any cache of `slots` can make on that
+ *           stream (the optimum cache studies report); the layer runs as
+ *           one wave. Needs the log, like belady.
  * Options: order ascending (the naive engine: X requested in ascending id,
  * hits and misses interleaved, any resident a victim, so a miss can evict an
  * expert the same pass needs later), overflow bypass (a miss that finds only
@@ -27,7 +34,13 @@
 
 #include "err.h"
 
-typedef enum { AMOE_CACHE_LRU = 0, AMOE_CACHE_LFU = 1, AMOE_CACHE_BELADY = 2, AMOE_CACHE_LFRU = 3 } amoe_cache_policy;
+typedef enum {
+  AMOE_CACHE_LRU = 0,
+  AMOE_CACHE_LFU = 1,
+  AMOE_CACHE_BELADY = 2,
+  AMOE_CACHE_LFRU = 3,
+  AMOE_CACHE_MIN = 4
+} amoe_cache_policy;
 typedef enum { AMOE_ORDER_HITS_FIRST = 0, AMOE_ORDER_ASCENDING = 1 } amoe_cache_order;
 typedef enum { AMOE_OVERFLOW_EVICT = 0, AMOE_OVERFLOW_BYPASS = 1 } amoe_cache_overflow;
 

@@ -21,6 +21,9 @@ typedef struct {
   amoe_row_result *res;
   uint32_t *popularity; /* [layer][E] requests so far (ecospec's predictor) */
   int64_t request;      /* the current block's request (offload.reset: request) */
+  uint8_t *prev_x;      /* [layer][E] the previous pass's executed sets (executed_overlap) */
+  double predicted[2];  /* the draft's predicted τ and pass time for the current block (0: none) */
+  int have_prev;        /* prev_x holds a pass of this request */
 } row_state;
 
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
@@ -165,6 +168,7 @@ typedef struct {
 typedef struct {
   int nu, ns, nx, nf, hits, waves, displaced;
   int assigned, assigned_hits; /* offload: (token, expert) assignments, and those served from the slots */
+  int shared;                  /* executed by the previous pass of the request too */
   double t_moe, wait, host; /* t_moe: the executed experts' own time until stage cost adds the waves' */
 } layer_sums;
 
@@ -259,6 +263,14 @@ AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, i
     ls->t_moe += ls->nx * ec.mem_s;
   }
   for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
+  /* how much of X the previous pass of the request also executed */
+  uint8_t *restrict px = rs->prev_x + (size_t)l * E;
+  int shared = 0;
+  for (int x = 0; x < E; x++) {
+    shared += px[x] & w->X[x];
+    px[x] = w->X[x];
+  }
+  ls->shared = shared;
 }
 
 /* Stage cache (offload, §8): hits, fetches and waves. Resident: every
@@ -314,6 +326,10 @@ AMOE_STAGE void layer_account(const amoe_model *M, row_state *rs, int l, double 
   tt->t_dense += t_dense;
   tt->hits += ls->hits;
   tt->requests += ls->nx;
+  if (rs->have_prev && ls->nx > 0) {
+    tt->executed_overlap_sum += (double)ls->shared / ls->nx;
+    tt->executed_overlap_n += 1;
+  }
   tt->assignments_served += ls->assigned;
   tt->assignment_hits += ls->assigned_hits;
   tt->h2d_bytes += ls->nf * amoe_model_expert_bytes(M);
@@ -386,6 +402,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   if (rs->cache) amoe_cache_end_pass(rs->cache);
   if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+  rs->have_prev = 1;
   const amoe_pass_time pt = amoe_cost_pass(&pc, w->lc, L);
   if (!record_only) {
     rs->res->tot.t_step += pt.step;
@@ -463,7 +480,8 @@ static int block_draft(const amoe_spec *s, const amoe_commitment *ph, row_state 
   if (rs->cache)
     for (int l = 0; l < b->layers; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
   amoe_dctx dc = {b, s, rs->row, ph, s->workload.nodes, rs->cache ? res_layers : NULL, rs->popularity,
-                  w->dscratch};
+                  w->dscratch, rs->predicted};
+  rs->predicted[0] = rs->predicted[1] = 0;
   return rs->draft->choose(&dc, w->nodes);
 }
 
@@ -518,6 +536,11 @@ static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, con
   tt->eligible_sum += o->sum.s;
   tt->executed_sum += o->sum.x;
   tt->t_total += o->sum.T;
+  if (rs->predicted[1] > 0) {
+    tt->predicted_tau += rs->predicted[0];
+    tt->predicted_s += rs->predicted[1];
+    tt->predictions += o->sum.T; /* the charged time of the predicted blocks */
+  }
   tt->delta_sum += o->s_sum;
   tt->delta_n += o->tau;
   tt->deviated += o->deviated;
@@ -538,6 +561,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
                              amoe_err *e) {
   if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
   const int first = (int64_t)b->request != rs->request; /* a request's first block */
+  if (first) rs->have_prev = 0;
   if (rs->cache && s->offload.reset && first) amoe_cache_reset(rs->cache);
   rs->request = b->request;
   if (first && w->prefill_ready) AMOE_TRY(row_prefill(s, rs, w, record_only, e));
@@ -619,7 +643,8 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     rs[i].draft = &amoe_draft_table[s->policies[i].draft];
     rs[i].res = &rows[i];
     rs[i].popularity = calloc((size_t)L * E, sizeof *rs[i].popularity);
-    if (!rs[i].popularity) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    rs[i].prev_x = calloc((size_t)L * E, 1);
+    if (!rs[i].popularity || !rs[i].prev_x) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
   /* Read what the rows need of the logits; routes handed to a backend
    * carry weights renormalised over every stored entry. */
@@ -627,7 +652,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
   for (int i = 0; i < P; i++)
     if (rs[i].ver->logits > need) need = rs[i].ver->logits;
   amoe_source_want_logits(src, need);
-  int belady = s->offload.enabled && s->offload.policy == AMOE_CACHE_BELADY;
+  int belady = s->offload.enabled && (s->offload.policy == AMOE_CACHE_BELADY || s->offload.policy == AMOE_CACHE_MIN);
   if (st == AMOE_OK && belady) {
     /* Belady needs the future: pass 1 realises each row's request sequence
      * (decisions that read residency see an LRU cache there). */
@@ -663,6 +688,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     amoe_cache_free(rs[i].cache);
     amoe_reqlog_free(logs[i]);
     free(rs[i].popularity);
+    free(rs[i].prev_x);
   }
   if (st != AMOE_OK)
     for (int i = 0; i < P; i++) amoe_row_result_free(&rows[i]);
@@ -671,7 +697,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
 
 amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amoe_commitment *out, amoe_err *e) {
   memset(out, 0, sizeof *out);
-  double reach[AMOE_MAX_DEPTH] = {0}, blocks = 0;
+  double reach[AMOE_MAX_DEPTH] = {0}, mass[AMOE_MAX_DEPTH] = {0}, blocks = 0;
   double *usum = calloc(AMOE_MAX_UNION_N + 1, sizeof *usum), *ucnt = calloc(AMOE_MAX_UNION_N + 1, sizeof *ucnt);
   amoe_block b;
   amoe_block_init(&b, 1, 2, 1);
@@ -696,6 +722,8 @@ amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amo
     for (int i = 1; i < nn; i++)
       if (b.accepted[order[i]] && b.depth[order[i]] > depth) depth = b.depth[order[i]];
     for (int d = 0; d <= depth && d < AMOE_MAX_DEPTH; d++) reach[d] += 1;
+    for (int i = 0; i < nn; i++)
+      if (b.depth[order[i]] < AMOE_MAX_DEPTH) mass[b.depth[order[i]]] += exp(b.score[order[i]]);
     blocks += 1;
     /* union of natural routes over the first i nodes in EAGLE order */
     int un = nn < AMOE_MAX_UNION_N ? nn : AMOE_MAX_UNION_N;
@@ -716,6 +744,7 @@ amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amo
     for (int d = 0; d < AMOE_MAX_DEPTH; d++)
       if (reach[d] > 0) n = d + 1;
     for (int d = 0; d < n; d++) out->p[d] = reach[d] / blocks;
+    for (int d = 0; d < AMOE_MAX_DEPTH; d++) out->mass[d] = mass[d] / blocks;
     out->n = n;
     for (int i = 1; i <= AMOE_MAX_UNION_N; i++)
       if (ucnt[i] > 0) {
@@ -753,6 +782,9 @@ void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   o->moe_s_per_token = t->t_moe / c;
   o->fetch_s_per_token = t->t_fetch / c;
   o->host_s_per_token = t->t_host / c;
+  o->predicted_tau_ratio = t->predicted_tau > 0 ? t->predicted_tau / t->committed : 0;
+  o->predicted_time_ratio = t->predictions > 0 ? t->predicted_s / t->predictions : 0;
+  o->executed_overlap = t->executed_overlap_n > 0 ? t->executed_overlap_sum / t->executed_overlap_n : 0;
   o->assignment_hit_rate = offload ? (t->assignments_served > 0 ? t->assignment_hits / t->assignments_served : 0) : 1.0;
   o->prefill_s_per_request = t->prefills > 0 ? t->t_prefill / t->prefills : 0;
   o->prefill_h2d_bytes_per_request = t->prefills > 0 ? t->prefill_h2d_bytes / t->prefills : 0;

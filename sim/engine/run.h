@@ -29,6 +29,8 @@ typedef struct {
   double displaced, assignments, delta_sum, delta_n, deviated;
   double assignments_served, assignment_hits; /* offload: (token, expert) assignments and those that hit */
   double prefills, t_prefill, prefill_h2d_bytes; /* requests' prefill passes, apart from the decode figures */
+  double executed_overlap_sum, executed_overlap_n; /* per layer: |X ∩ previous pass's X| / |X| */
+  double predicted_tau, predicted_s, predictions; /* a draft's own predictions for its passes (evict) */
 } amoe_totals;
 
 typedef struct {
@@ -87,6 +89,11 @@ typedef struct {
 typedef struct amoe_commitment {
   double p[AMOE_MAX_DEPTH];
   int n;
+  /* m̄_d: the mean over calibration blocks of the draft's path
+   * probabilities exp(score) summed over the verified nodes at depth d
+   * (0 where unmeasured): p̂_d / m̄_d turns a node's draft path
+   * probability into its chance of being committed */
+  double mass[AMOE_MAX_DEPTH];
   double unions[AMOE_MAX_UNION_N + 1];
   int union_n;
 } amoe_commitment;
@@ -107,7 +114,8 @@ typedef struct {
   double hbm_expert_bytes_per_token, h2d_bytes_per_token, cache_hit_rate, fetch_wait_share;
   double time_per_token_s, tokens_per_s, displaced_assignment_rate, deviated_token_rate, delta_mean;
   double step_s_per_token, draft_s_per_token, dense_s_per_token, moe_s_per_token, fetch_s_per_token, host_s_per_token;
-  double assignment_hit_rate, prefill_s_per_request, prefill_h2d_bytes_per_request;
+  double assignment_hit_rate, prefill_s_per_request, prefill_h2d_bytes_per_request, executed_overlap;
+  double predicted_tau_ratio, predicted_time_ratio; /* a draft's predictions over what was charged (0: none) */
 } amoe_summary;
 void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *out);
 

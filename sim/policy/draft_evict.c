@@ -1,6 +1,8 @@
 /* evict: the prefix n of the EAGLE order that maximises expected committed
- * tokens / predicted block time. E[τ](n) = 1 + Σ exp(score) over the prefix
- * (the draft's own path probabilities); the block time comes from the cost
+ * tokens / predicted block time. E[τ](n) = 1 + Σ over the prefix of each
+ * node's draft path probability exp(score), calibrated per depth by the
+ * commitment table (× p̂_d / m̄_d: what the calibration blocks committed at
+ * that depth over the draft mass they put there); the block time comes from the cost
  * model with the calibration workload's union-vs-n table (the null model
  * E·(1 - (1 - k/E)^n) where the table has no entry), priced by the shared
  * cost function. Under offload, a fraction 1 - slots/E of the union is
@@ -34,23 +36,37 @@ double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) {
   return t.total + M->moe_layers * amoe_cost_layer(&pc, &lc).total;
 }
 
+/* A node's chance of being committed: its draft path probability, scaled
+ * at its depth by p̂_d / m̄_d (the calibration's reach over its draft mass)
+ * when the table has them, at most 1. */
+static double commit_chance(const amoe_dctx *c, const amoe_block *b, int t) {
+  double q = exp(b->score[t]);
+  const int d = b->depth[t];
+  const struct amoe_commitment *o = c->offline;
+  if (o && d < o->n && o->mass[d] > 0) q *= o->p[d] / o->mass[d];
+  return q < 1 ? q : 1;
+}
+
 int amoe_draft_evict(const amoe_dctx *c, int *out) {
   const amoe_block *b = c->b;
   int *order = c->scratch;
   int n = amoe_draft_rank(b, order);
   int limit = n < c->nodes ? n : c->nodes;
-  double etau = 1, best = -1;
+  double etau = 1, best = -1, best_tau = 1, best_t = 0;
   int best_n = 1, maxd = 0;
   for (int i = 1; i <= limit; i++) {
     if (i > 1) {
-      etau += exp(b->score[order[i - 1]]);
+      etau += commit_chance(c, b, order[i - 1]);
       if (b->depth[order[i - 1]] > maxd) maxd = b->depth[order[i - 1]];
     }
-    double v = etau / amoe_draft_evict_predict(c, i, maxd);
+    const double T = amoe_draft_evict_predict(c, i, maxd), v = etau / T;
     if (v > best) {
       best = v;
       best_n = i;
+      best_tau = etau;
+      best_t = T;
     }
   }
+  if (c->predicted) c->predicted[0] = best_tau, c->predicted[1] = best_t;
   return amoe_nodes_ascending(b, order, best_n, (uint8_t *)(order + b->n), out);
 }

@@ -65,6 +65,10 @@ typedef struct {
   const uint8_t *const *resident; /* per layer E flags, or NULL when resident */
   const uint32_t *popularity; /* [layer][E] requests so far by this row, or NULL */
   void *scratch;             /* workspace of amoe_draft_scratch_bytes */
+  /* a draft that predicts may leave its predicted committed tokens and
+   * pass time in predicted[0..1] (NULL: nobody asks); the run reports them
+   * against what it then charged */
+  double *predicted;
 } amoe_dctx;
 
 typedef struct {
