@@ -316,10 +316,10 @@ static amoe_status fit_noise(amoe_spec *s, const amoe_fit_targets *t, int blocks
   return AMOE_OK;
 }
 
-/* request_bias in [0, 4] from the top-16 share. */
+/* request_bias in [0, 12] from the top-16 share (a fast drift needs a strong bias). */
 static amoe_status fit_bias(amoe_spec *s, const amoe_fit_targets *t, int blocks, amoe_fit_result *r, amoe_err *e) {
   if (isnan(t->top16)) return AMOE_OK;
-  double a = 0, b = 4;
+  double a = 0, b = 12;
   for (int step = 0; step < BISECT_STEPS; step++) {
     s->model.routing.request_bias = 0.5 * (a + b);
     AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
@@ -385,12 +385,13 @@ static amoe_status eval_reuse(amoe_spec *s, const amoe_fit_targets *t, int block
   return AMOE_OK;
 }
 
+#define DRIFT_TOLERANCE 0.01
 #define DRIFT_MIN 4.0
 #define DRIFT_MAX 4096.0
 
 /* drift_tokens: the fixed bias first; if that repeats experts within 8
- * tokens less often than the target, the drift whose refitted bias reaches
- * it, by bisection on its logarithm (reuse falls as drift_tokens grows). */
+ * tokens less often than the target (by more than 0.01), the drift whose
+ * refitted bias reaches it, by bisection on its logarithm (reuse falls as drift_tokens grows). */
 static amoe_status fit_drift(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
                              amoe_err *e) {
   s->model.routing.drift_tokens = 0;
@@ -398,7 +399,8 @@ static amoe_status fit_drift(amoe_spec *s, const amoe_fit_targets *t, int blocks
   double w8;
   AMOE_TRY(eval_reuse(s, t, blocks, r, &w8, e));
   if (progress) fprintf(progress, "fit drift: fixed bias, reuse within 8 %.4f (target %.4f)\n", w8, t->reuse_within_8);
-  if (isnan(t->reuse_within_8) || isnan(t->top16) || w8 >= t->reuse_within_8) return AMOE_OK;
+  /* within the statistic's precision of the target: the data ask for no drift */
+  if (isnan(t->reuse_within_8) || isnan(t->top16) || w8 >= t->reuse_within_8 - DRIFT_TOLERANCE) return AMOE_OK;
   double a = log(DRIFT_MIN), b = log(DRIFT_MAX); /* reuse at a: highest */
   amoe_routing_fit best = s->model.routing;
   double best_gap = fabs(w8 - t->reuse_within_8);

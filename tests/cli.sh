@@ -408,6 +408,36 @@ if [ "$rc" = 130 ] && grep -q "interrupted" "$T/int.err" && ! ls "$T"/safe/*.tmp
    cmp -s "$T/safe/summary.csv" "$T/old/summary.csv"; then ok
 else bad "SIGINT: exit $rc, $(cat "$T/int.err"), temporaries: $(ls "$T"/safe/ | tr '\n' ' ')"; fi
 
+# requests as engines serve them: a prefill that bypasses the caches leaves
+# every decode figure as without a prompt; one that goes through them moves
+# the decode hit rate and brings its own bytes and time, reported apart
+pf=(--set workload.blocks=60 --set offload.slots_per_layer=24 --set workload.tokens_per_request=64 --quiet)
+"$A" run tests/fixtures/golden.yaml "${pf[@]}" --out "$T/p0" >/dev/null 2>&1
+"$A" run tests/fixtures/golden.yaml "${pf[@]}" --set workload.prompt_tokens=96 --set offload.prefill=bypass --out "$T/pb" >/dev/null 2>&1
+"$A" run tests/fixtures/golden.yaml "${pf[@]}" --set workload.prompt_tokens=96 --out "$T/pt" >/dev/null 2>&1
+decode='NR==1{for(i=1;i<=NF;i++)c[$i]=i;next}{print $c["policy"],$c["tokens_per_s"],$c["cache_hit_rate"],$c["h2d_bytes_per_token"]}'
+pfc='NR==1{for(i=1;i<=NF;i++)c[$i]=i;next}{print $c["prefill_s_per_request"],$c["prefill_h2d_bytes_per_request"]}'
+if [ -s "$T/p0/summary.csv" ] && cmp -s <(awk -F, "$decode" "$T/p0/summary.csv") <(awk -F, "$decode" "$T/pb/summary.csv") &&
+   ! cmp -s <(awk -F, "$decode" "$T/p0/summary.csv") <(awk -F, "$decode" "$T/pt/summary.csv") &&
+   awk -F, "$pfc" "$T/pt/summary.csv" | awk '{if(!($1>0&&$2>0))exit 1}' &&
+   awk -F, "$pfc" "$T/p0/summary.csv" | awk '{if($1!=0||$2!=0)exit 1}'; then ok
+else bad "prefill: bypass should leave decode as without a prompt, through should move it"; fi
+# an old resolved spec's offload.host_overhead_per_layer_s is read as hardware.readback_s
+expect 0 "readback_s: (7|6\\.9999)" -- bash -c "\"$A\" run tests/fixtures/golden.yaml --set workload.blocks=2 \
+  --set offload.host_overhead_per_layer_s=7e-5 --out \"$T/alias\" --quiet >/dev/null && grep readback_s \"$T/alias/spec.resolved.yaml\""
+
+# request drift off reproduces the workloads made before it existed, byte
+# for byte: 40 blocks of Qwen3-30B-A3B with the routing its preset had then
+# (sha256 of the .amt the earlier generator wrote); drift on changes them
+old_routing=(--set model.routing.locality=0.9493 --set model.routing.locality_first=0.0001
+  --set model.routing.locality_last=0.3093 --set model.routing.locality_peak=0.1489 --set model.routing.request_bias=2.2144
+  --set model.routing.noise=0.7773 --set model.routing.tree_share=0 --set workload.blocks=40)
+"$A" gen workloads/specs/quickstart.yaml "${old_routing[@]}" --set model.routing.drift_tokens=0 -o "$T/d0.amt" >/dev/null 2>&1
+"$A" gen workloads/specs/quickstart.yaml "${old_routing[@]}" --set model.routing.drift_tokens=32 -o "$T/d32.amt" >/dev/null 2>&1
+if [ "$(sha256sum <"$T/d0.amt" | cut -c1-64)" = 377ed0a02cb4062b01d68d4c698d03fa137c75384e3814ac712c035a81ee28d0 ] &&
+   [ -s "$T/d32.amt" ] && ! cmp -s "$T/d0.amt" "$T/d32.amt"; then ok
+else bad "drift 0 no longer reproduces the earlier workload (or drift changes nothing)"; fi
+
 # fit: recovers the routing of a workload it generated itself (OLMoE: 16
 # layers, a profile 0.2 -> 0.7 at layer 6 -> 0.4, request_bias 1, noise 1)
 "$A" gen workloads/specs/fit-olmoe.yaml --set workload.blocks=300 --set workload.seed=5 \

@@ -269,6 +269,66 @@ static void autoregressive_single_nodes(void) {
   remove(path);
 }
 
+/* An eager engine (docs/design.md §9) on the hand-made block: every kernel
+ * is a host launch (launch_s 1e-6) added to the device time. Kernels: the
+ * dense layer 10 + 1, three draft steps 3 · (10 + 1), the MoE layer 10 + one
+ * fused call = 55 launches; without the overlap scheduler the step's host
+ * work (3e-4) too. Per-expert MoE kernels (2 per executed expert): the MoE
+ * layer 10 + 6 · 2. */
+static void eager_by_hand(amoe_source *src, double T) {
+  static amoe_commitment ph;
+  amoe_err e;
+  amoe_row_result rows[1];
+  amoe_spec s = spec();
+  s.engine.cuda_graphs = 0;
+  s.engine.overlap_scheduler = 0;
+  s.engine.kernels_per_layer = 10;
+  s.engine.kernels_per_expert = 2;
+  s.hw.step_host_s = 3e-4;
+  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(fabs(rows[0].tot.t_total - (T + 55e-6 + 3e-4)) < 1e-12 && fabs(rows[0].tot.t_host - (55e-6 + 3e-4)) < 1e-15,
+        "eager: total %.12g (by hand %.12g), host %.12g", rows[0].tot.t_total, T + 55e-6 + 3e-4, rows[0].tot.t_host);
+  amoe_row_result_free(&rows[0]);
+  s.engine.moe_kernels = AMOE_MOE_PER_EXPERT;
+  s.engine.overlap_scheduler = 1;
+  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(fabs(rows[0].tot.t_total - (T + 66e-6)) < 1e-12, "per-expert eager: total %.12g, by hand %.12g",
+        rows[0].tot.t_total, T + 66e-6);
+  amoe_row_result_free(&rows[0]);
+  /* the shared function on the same counts */
+  amoe_cost_pass_ctx pc;
+  amoe_cost_pass_init(&pc, &s.model, &s.hw, &s.engine, 0, 0, 4, 2, s.workload.context_tokens);
+  const amoe_layer_counts lc = {6, 0, 1, 6 * pc.ec.mem_s};
+  const amoe_pass_time pt = amoe_cost_pass(&pc, &lc, 1);
+  CHECK(fabs(pt.total - (T + 66e-6)) < 1e-12 &&
+            fabs(pt.step + pt.draft + pt.dense + pt.moe + pt.fetch + pt.host - pt.total) < 1e-15,
+        "amoe_cost_pass: %.12g, parts add to it", pt.total);
+  CHECK(fabs(amoe_cost_expert_marginal(&pc, &lc, 1, 0) - (pc.ec.mem_s + 2e-6)) < 1e-15,
+        "one more expert: its bytes and its two launches");
+}
+
+/* evict's prediction of the pass it chooses equals the time the run then
+ * charges, when its union table is exact for the block (resident, every
+ * expert memory-bound): EAGLE order 0, 1, 2, 3 unites 2, 4, 5, 6 experts. */
+static void evict_predicts_what_is_charged(amoe_source *src) {
+  static amoe_commitment ph = {.p = {1, 1, 1}, .n = 3};
+  ph.unions[1] = 2, ph.unions[2] = 4, ph.unions[3] = 5, ph.unions[4] = 6, ph.union_n = 4;
+  amoe_err e;
+  amoe_row_result rows[1];
+  for (int graphs = 0; graphs < 2; graphs++) {
+    amoe_spec s = spec();
+    s.engine.cuda_graphs = graphs;
+    s.engine.kernels_per_layer = 10;
+    s.policies[0].draft = amoe_draft_find("evict");
+    CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+    const amoe_totals *t = &rows[0].tot;
+    CHECK(t->predictions > 0 && fabs(t->predicted_s - t->t_total) < 1e-12 * t->t_total,
+          "graphs %d: evict predicted %.12g, charged %.12g (verified %g)", graphs, t->predicted_s, t->t_total,
+          t->verified);
+    amoe_row_result_free(&rows[0]);
+  }
+}
+
 int main(void) {
   executed_is_routed();
   autoregressive_single_nodes();
@@ -369,6 +429,8 @@ int main(void) {
             amoe_flip_prob(1, 0.25, 0.9, 2) > amoe_flip_prob(1, 0.25, 0.9, 1),
         "a smaller margin or a larger perturbation flips more often");
   autoregressive_by_hand(src, spec());
+  eager_by_hand(src, T);
+  evict_predicts_what_is_charged(src);
   amoe_source_close(src);
   remove(path);
   return check_done();
