@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Which term moves each number of AcceptMoE's offload arm: runs
+# workloads/specs/acceptmoe-offload-qwen3.yaml (LRU) with the engine and
+# request terms of docs/design.md §8-§9 switched on one at a time, from the
+# model as it was before them (CUDA graphs, no prefill, a fixed request
+# bias) to the paper's settings, and prints speedup, H2D reduction, hit
+# points and natural's fetch-wait share beside the paper's (never fitted to).
+#   scripts/decompose-offload.sh [BLOCKS]      (default 1000; ACCEPTMOE: the binary)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+A=${ACCEPTMOE:-build/acceptmoe}
+blocks=${1:-1000}
+spec=workloads/specs/acceptmoe-offload-qwen3.yaml
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT INT TERM
+# the routing fitted before the reuse-distance target: a fixed request bias
+fixed=(--set model.routing.locality=0.9493 --set model.routing.locality_first=0.0001 --set model.routing.locality_last=0.3093
+  --set model.routing.locality_peak=0.1489 --set model.routing.request_bias=2.2144 --set model.routing.noise=0.7773
+  --set model.routing.tree_share=0 --set model.routing.drift_tokens=0)
+steps=(
+  "graphs on, no prefill, fixed request bias|--set engine.cuda_graphs=true --set engine.overlap_scheduler=true --set workload.prompt_tokens=0 ${fixed[*]}"
+  "+ eager launches (CUDA graphs off)|--set engine.cuda_graphs=false --set engine.overlap_scheduler=true --set workload.prompt_tokens=0 ${fixed[*]}"
+  "+ overlap scheduler off|--set workload.prompt_tokens=0 ${fixed[*]}"
+  "+ prefill through the caches|${fixed[*]}"
+  "+ request drift (the preset, fitted to reuse distance too): the paper's settings|"
+)
+echo "| model | natural tok/s | acceptmoe speedup | H2D per token, acceptmoe vs natural | hit natural → acceptmoe | natural fetch-wait share |"
+echo "|---|---|---|---|---|---|"
+i=0
+for st in "${steps[@]}"; do
+  name=${st%%|*}
+  read -r -a args <<<"${st#*|}"
+  "$A" run "$spec" --set workload.blocks="$blocks" --set offload.policy=lru "${args[@]}" --out "$T/$i" --quiet >/dev/null
+  awk -F, -v name="$name" 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next}
+    $c["policy"]=="natural"{n=$c["tokens_per_s"];nh=$c["h2d_bytes_per_token"];nc=$c["cache_hit_rate"];nw=$c["fetch_wait_share"]}
+    $c["policy"]=="acceptmoe"{a=$c["speedup_vs_natural"];ah=$c["h2d_bytes_per_token"];ac=$c["cache_hit_rate"]}
+    END{printf "| %s | %.1f | %.2f× | %+.1f%% | %.1f%% → %.1f%% (%+.1f) | %.1f%% |\n", name, n, a, 100*(ah/nh-1), 100*nc, 100*ac, 100*(ac-nc), 100*nw}' \
+    "$T/$i/summary.csv"
+  i=$((i + 1))
+done
+echo "| paper (RTX 5090, SGLang) | | 2.06× | −73.6% to −77.1% | +10.8 to +14.2 | 65–78% |"
