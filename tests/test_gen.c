@@ -89,6 +89,12 @@ static void fitted_presets(void) {
     if (!isnan(t.top16))
       CHECK(fabs(st.top16_share - t.top16) <= 0.05, "%s: top-16 share %.3f, target %.3f", models[i], st.top16_share,
             t.top16);
+    if (!isnan(t.reuse_within_8))
+      CHECK(fabs(st.reuse_within_8 - t.reuse_within_8) <= 0.03, "%s: reuse within 8 tokens %.3f, target %.3f",
+            models[i], st.reuse_within_8, t.reuse_within_8);
+    if (!isnan(t.reuse_median))
+      CHECK(st.reuse_median == t.reuse_median, "%s: median reuse distance %g, target %g", models[i], st.reuse_median,
+            t.reuse_median);
     if (!isnan(t.tree_union)) {
       s.workload.nodes = s.workload.candidates = t.tree_nodes;
       s.workload.depth = t.tree_depth;
