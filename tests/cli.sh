@@ -450,6 +450,18 @@ if "$A" fit workloads/specs/fit-olmoe.yaml --trace "$T/known.amt" --blocks 300 -
 else
   bad "fit --trace failed: $(cat "$T/fit.err")"
 fi
+# ... and a drifting request bias (request_bias 2, drift_tokens 24), from the
+# trace's reuse distance as from its other statistics
+"$A" gen workloads/specs/fit-olmoe.yaml --set workload.blocks=150 --set workload.seed=5 \
+  --set model.routing.locality_first=0.2 --set model.routing.locality=0.7 --set model.routing.locality_peak=0.4 \
+  --set model.routing.locality_last=0.4 --set model.routing.request_bias=2 --set model.routing.noise=1 \
+  --set model.routing.drift_tokens=24 -o "$T/drift.amt" >/dev/null 2>&1
+if "$A" fit workloads/specs/fit-olmoe.yaml --trace "$T/drift.amt" --blocks 150 -o "$T/fitted-drift.yaml" --quiet >/dev/null 2>"$T/fit.err"; then
+  awk '/^  request_bias:/{b=$2} /^  drift_tokens:/{d=$2} END{exit !((b-2)^2<0.09 && d>=12 && d<=48)}' "$T/fitted-drift.yaml" && ok ||
+    bad "fit did not recover the drift: $(grep -A9 '^routing:' "$T/fitted-drift.yaml" | tr '\n' ' ')"
+else
+  bad "fit --trace (drift) failed: $(cat "$T/fit.err")"
+fi
 printf 'adjacent_overlap: 0.4\nlocalty: 3\n' >"$T/bad-targets.yaml"
 expect 2 "bad-targets.yaml:2:1: unknown key 'localty'" -- "$A" fit workloads/specs/fit-olmoe.yaml --target "$T/bad-targets.yaml"
 expect 2 "one of --target" -- "$A" fit workloads/specs/fit-olmoe.yaml

@@ -78,15 +78,10 @@ amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_co
 }
 
 amoe_pass_time amoe_cost_pass(const amoe_cost_pass_ctx *p, const amoe_layer_counts *layers, int n) {
-  amoe_pass_time t = {p->step, p->draft, p->rest, 0, 0, p->host, 0};
-  t.total = p->step + p->draft + p->rest + p->host;
+  amoe_pass_time t = amoe_cost_pass_begin(p);
   for (int l = 0; l < n; l++) {
     const amoe_layer_time lt = amoe_cost_layer(p, &layers[l]);
-    t.dense += lt.dense;
-    t.moe += lt.moe;
-    t.fetch += lt.fetch;
-    t.host += lt.host;
-    t.total += lt.total;
+    amoe_cost_pass_add(&t, &lt);
   }
   return t;
 }

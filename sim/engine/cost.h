@@ -89,8 +89,21 @@ typedef struct {
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng,
                          int offload, int fetch_overlap, int tokens, int depth, int context);
 amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c);
-/* The pass: its fixed parts plus each of the n MoE layers. */
+/* The pass: its fixed parts (amoe_cost_pass_begin) plus each of the n MoE
+ * layers (amoe_cost_pass_add of its amoe_cost_layer); the run loop makes
+ * the same calls layer by layer. */
 amoe_pass_time amoe_cost_pass(const amoe_cost_pass_ctx *p, const amoe_layer_counts *layers, int n);
+static inline amoe_pass_time amoe_cost_pass_begin(const amoe_cost_pass_ctx *p) {
+  amoe_pass_time t = {p->step, p->draft, p->rest, 0, 0, p->host, p->step + p->draft + p->rest + p->host};
+  return t;
+}
+static inline void amoe_cost_pass_add(amoe_pass_time *t, const amoe_layer_time *lt) {
+  t->dense += lt->dense;
+  t->moe += lt->moe;
+  t->fetch += lt->fetch;
+  t->host += lt->host;
+  t->total += lt->total;
+}
 /* What one more executed expert serving `tokens` tokens adds to a layer
  * that already runs `c` (fetched: it is not resident). */
 double amoe_cost_expert_marginal(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c, int tokens, int fetched);

@@ -19,7 +19,7 @@ typedef struct {
   amoe_cache *cache;
   amoe_reqlog *log; /* pass 1 of a Belady run records here */
   amoe_row_result *res;
-  uint32_t *popularity; /* [layer][E] requests so far (ecospec's predictor) */
+  uint32_t *popularity; /* [layer][E] requests so far, for a draft that reads it (ecospec's predictor), else NULL */
   int64_t request;      /* the current block's request (offload.reset: request) */
   uint8_t *prev_x;      /* [layer][E] the previous pass's executed sets (executed_overlap) */
   double predicted[2];  /* the draft's predicted τ and pass time for the current block (0: none) */
@@ -262,13 +262,15 @@ AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, i
     }
     ls->t_moe += ls->nx * ec.mem_s;
   }
-  for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
+  if (rs->popularity)
+    for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
   /* how much of X the previous pass of the request also executed */
   uint8_t *restrict px = rs->prev_x + (size_t)l * E;
+  const uint8_t *restrict X = w->X;
   int shared = 0;
   for (int x = 0; x < E; x++) {
-    shared += px[x] & w->X[x];
-    px[x] = w->X[x];
+    shared += px[x] & X[x];
+    px[x] = X[x];
   }
   ls->shared = shared;
 }
@@ -298,11 +300,11 @@ AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, wor
 }
 
 /* Stage cost (§9): the layer's time from its counts, by the one cost
- * function (cost.h). */
-AMOE_STAGE void layer_cost(const amoe_cost_pass_ctx *pc, layer_sums *ls, amoe_layer_counts *lc) {
+ * function (cost.h), added to the pass's. */
+AMOE_STAGE void layer_cost(const amoe_cost_pass_ctx *pc, layer_sums *ls, amoe_pass_time *pt) {
   const amoe_layer_counts c = {ls->nx, ls->nf, ls->waves, ls->t_moe};
   const amoe_layer_time lt = amoe_cost_layer(pc, &c);
-  *lc = c;
+  amoe_cost_pass_add(pt, &lt);
   ls->t_moe = lt.moe;
   ls->wait = lt.fetch;
   ls->host = lt.host;
@@ -362,6 +364,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   amoe_cost_pass_init(&pc, M, HW, &s->engine, rs->cache != NULL, s->offload.overlap, nn, depth,
                       s->workload.context_tokens);
   pass_sums sum = {0};
+  amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const amoe_expert_coef ec = pc.ec;
   /* When even all nn tokens on one expert cost less compute than its bytes,
    * every executed expert costs exactly its bytes: then only the executed
@@ -383,7 +386,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     rs->res->tot.assignments += record_only ? 0 : (double)nn * k;
     layer_execute(ec, rs, l, E, w, counted, by_count, &ls);
     AMOE_TRY(layer_cache(s, rs, l, w, want_routes, &ls, e));
-    layer_cost(&pc, &ls, &w->lc[l]);
+    layer_cost(&pc, &ls, &pt);
     if (want_routes) {
       const amoe_placement pl = {w->F, w->slot, w->wave, ls.waves};
       const int placed = rs->cache && s->offload.order == AMOE_ORDER_HITS_FIRST;
@@ -403,7 +406,6 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
   rs->have_prev = 1;
-  const amoe_pass_time pt = amoe_cost_pass(&pc, w->lc, L);
   if (!record_only) {
     rs->res->tot.t_step += pt.step;
     rs->res->tot.t_draft += pt.draft;
@@ -642,9 +644,10 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     rs[i].ver = &amoe_verifier_table[s->policies[i].verifier];
     rs[i].draft = &amoe_draft_table[s->policies[i].draft];
     rs[i].res = &rows[i];
-    rs[i].popularity = calloc((size_t)L * E, sizeof *rs[i].popularity);
+    if (rs[i].draft->reads_popularity) rs[i].popularity = calloc((size_t)L * E, sizeof *rs[i].popularity);
     rs[i].prev_x = calloc((size_t)L * E, 1);
-    if (!rs[i].popularity || !rs[i].prev_x) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    if ((rs[i].draft->reads_popularity && !rs[i].popularity) || !rs[i].prev_x)
+      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
   /* Read what the rows need of the logits; routes handed to a backend
    * carry weights renormalised over every stored entry. */

@@ -32,7 +32,8 @@ amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
     {.name = "ecospec",
      .params = {{.key = "lambda", .tag = "lambda", .def = 0.5, .min = 0, .max = 1e6, .shown_if_default = 1},
                 {.key = "predictor_accuracy", .tag = "acc", .def = 0.8, .min = 0, .max = 1, .shown_if_default = 1}},
-     .choose = amoe_draft_ecospec},
+     .choose = amoe_draft_ecospec,
+     .reads_popularity = 1},
     {.name = "evict", .choose = amoe_draft_evict, .reads_union_table = 1},
 };
 int amoe_draft_count = 4;

@@ -81,6 +81,9 @@ typedef struct {
   int one_token_per_pass;
   /* 1: reads the calibration workload's union-vs-n table */
   int reads_union_table;
+  /* 1: reads how often this row has executed each expert so far
+   * (amoe_dctx.popularity; NULL for the other rows) */
+  int reads_popularity;
 } amoe_draft_def;
 
 /* Row 0 of each table is the default (eagle, natural); their pairing is
