@@ -316,6 +316,13 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
   json_object_set_new(pj, "acceptance_seed", json_integer((json_int_t)s->workload.seed));
   json_object_set_new(pj, "commitment", json_string(pt->commitment));
   json_object_set_new(pj, "acceptance_model", json_pack("{s:f,s:f}", "kappa", s->kappa, "margin_min", s->margin_min));
+  static const char *const moe_kernels[] = {"fused", "per-expert"};
+  json_object_set_new(pj, "engine",
+                      json_pack("{s:b,s:b,s:s,s:f,s:f,s:f,s:f}", "cuda_graphs", s->engine.cuda_graphs > 0,
+                                "overlap_scheduler", s->engine.overlap_scheduler > 0, "moe_kernels",
+                                moe_kernels[s->engine.moe_kernels == AMOE_MOE_PER_EXPERT], "kernels_per_layer",
+                                s->engine.kernels_per_layer, "launch_s", s->hw.launch_s, "readback_s", s->hw.readback_s,
+                                "step_host_s", s->hw.step_host_s));
   if (pt->phat) {
     json_t *tab = json_array();
     for (int d = 0; d < pt->phat->n; d++) json_array_append_new(tab, json_real(pt->phat->p[d]));

@@ -4,7 +4,8 @@
 #      ecospec-*) or draws a figure (figure-*) into results/reference/;
 #   2. renders the figures with gnuplot to results/figures/*.png and .svg;
 #   3. rewrites results/README.md (each figure, a caption, its command) and
-#      the generated table of docs/validation.md.
+#      the generated tables of docs/validation.md and README.md
+#      (scripts/papers-table.sh: the published outcomes beside ours).
 # --quick: 40 blocks per point, everything under results/quick/ (CI runs it;
 # nothing committed changes). Same inputs, same bytes (figures aside).
 #   scripts/reproduce.sh [--quick]
@@ -65,7 +66,12 @@ table=$(for d in "$res"/acceptmoe-* "$res"/ecospec-*; do
     $1 == 0 { printf "| %s | %s | %.3f | %.2f | %.3f | %.1f | %.3f |\n", run, $c["policy"], $c["tau_mean"],
               $c["executed_mean"], $c["speedup_vs_natural"], $c["h2d_bytes_per_token"] / 1e6, $c["cache_hit_rate"] }' "$d/summary.csv"
 done)
+papers=$(scripts/papers-table.sh "$res")
 if [ $quick = 0 ]; then
+  for f in README.md docs/validation.md; do # the published outcomes beside the simulator's
+    awk -v t="$papers" '/<!-- BEGIN generated: papers -->/ { print; print t; skip = 1; next }
+      /<!-- END generated: papers -->/ { skip = 0 } !skip' "$f" >"$f.tmp" && mv "$f.tmp" "$f"
+  done
   awk -v t="$table" '/<!-- BEGIN generated: reference -->/ { print; print "| run | policy | tau | executed | speedup | H2D MB/token | hit |"; print "|---|---|---|---|---|---|---|"; print t; skip = 1; next }
     /<!-- END generated: reference -->/ { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp && mv docs/validation.md.tmp docs/validation.md
 fi

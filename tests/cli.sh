@@ -422,6 +422,10 @@ if [ -s "$T/p0/summary.csv" ] && cmp -s <(awk -F, "$decode" "$T/p0/summary.csv")
    awk -F, "$pfc" "$T/pt/summary.csv" | awk '{if(!($1>0&&$2>0))exit 1}' &&
    awk -F, "$pfc" "$T/p0/summary.csv" | awk '{if($1!=0||$2!=0)exit 1}'; then ok
 else bad "prefill: bypass should leave decode as without a prompt, through should move it"; fi
+# the engine mode is stated in meta.json and spec.resolved.yaml
+if grep -A1 '"engine": {' "$T/p0/meta.json" | grep -q '"cuda_graphs": true' &&
+   grep -A1 '^engine:' "$T/p0/spec.resolved.yaml" | grep -q 'cuda_graphs: true'; then ok
+else bad "engine mode missing from meta.json or spec.resolved.yaml"; fi
 # an old resolved spec's offload.host_overhead_per_layer_s is read as hardware.readback_s
 expect 0 "readback_s: (7|6\\.9999)" -- bash -c "\"$A\" run tests/fixtures/golden.yaml --set workload.blocks=2 \
   --set offload.host_overhead_per_layer_s=7e-5 --out \"$T/alias\" --quiet >/dev/null && grep readback_s \"$T/alias/spec.resolved.yaml\""
