@@ -329,8 +329,34 @@ static void evict_predicts_what_is_charged(amoe_source *src) {
   }
 }
 
+/* Hit rates per expert and per (token, expert) assignment: a one-node
+ * block {2, 0} warms a 4-slot cache, then the hand-made block executes
+ * {0..5} with token counts 0:1 1:1 2:3 3:1 4:1 5:1. Its hits are 0 and 2:
+ * per expert 2 of 8 requests over both blocks, per assignment (1 + 3) of 10. */
+static void hit_rates_by_hand(void) {
+  char text[1024];
+  snprintf(text, sizeof text, "{\"parent\":[-1],\"logp\":[0],\"accepted\":[1],\"topk\":[[[[2,0],[0,-1]]]]}\n%s", BLOCK);
+  char path[] = "/tmp/amoe_hits_XXXXXX";
+  amoe_spec s = spec();
+  s.offload.enabled = 1;
+  s.offload.slots_per_layer = 4;
+  amoe_source *src = open_fixture(path, text, &s);
+  amoe_err e;
+  static amoe_commitment ph;
+  amoe_row_result rows[1];
+  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  amoe_summary m;
+  amoe_summarize(&rows[0].tot, 1, &m);
+  CHECK(m.cache_hit_rate == 0.25 && m.assignment_hit_rate == 0.4, "hit rates: per expert %g, per assignment %g",
+        m.cache_hit_rate, m.assignment_hit_rate);
+  amoe_row_result_free(&rows[0]);
+  amoe_source_close(src);
+  remove(path);
+}
+
 int main(void) {
   executed_is_routed();
+  hit_rates_by_hand();
   autoregressive_single_nodes();
   char path[] = "/tmp/amoe_cost_XXXXXX";
   amoe_spec s = spec();
