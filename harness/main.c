@@ -332,14 +332,37 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
   int reads_phat;
   char how[AMOE_PATH_MAX + 128];
   AMOE_TRY(offline_tables(s, o->quiet, &ph, &reads_phat, how, sizeof how, e)); /* 1 */
+  double *load = NULL; /* a balanced placement's long-run load, from the calibration workload */
+  if ((s->hw.gpus > 1 || s->parallel.moe_tp > 1) && s->parallel.placement == AMOE_PLACE_BALANCED) {
+    load = malloc((size_t)s->model.moe_layers * s->model.experts * sizeof *load);
+    if (!load) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    amoe_workload_spec w = s->workload;
+    w.seed = s->commitment.seed;
+    w.blocks = s->commitment.blocks;
+    amoe_source *cal = NULL;
+    amoe_status st = amoe_source_open(&cal, &w, &s->model, e);
+    if (!st) st = amoe_expert_load_estimate(cal, s->workload.nodes, s->model.top_k, s->model.moe_layers,
+                                            s->model.experts, load, e);
+    amoe_source_close(cal);
+    if (st) {
+      free(load);
+      return st;
+    }
+    ph.load = load;
+  }
   amoe_source *src = NULL;
-  AMOE_TRY(amoe_source_open(&src, &s->workload, &s->model, e)); /* 2 */
+  amoe_status sst = amoe_source_open(&src, &s->workload, &s->model, e); /* 2 */
+  if (sst) {
+    free(load);
+    return sst;
+  }
   amoe_exec *ex = NULL; /* 3 */
   if (o->backend) {
     int reps = o->profile ? 1 : o->repeats ? o->repeats : (strcmp(o->backend, "cpu") ? 5 : 1);
     amoe_status st = amoe_exec_open(&ex, o->backend, s, reps, o->cold, e);
     if (st) {
       amoe_source_close(src);
+      free(load);
       return st;
     }
     if (!o->quiet) {
@@ -380,6 +403,7 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
   }
   amoe_exec_close(ex);
   amoe_source_close(src);
+  free(load);
   return st;
 }
 

@@ -58,6 +58,8 @@ static const char *const ORDERS[] = {"hits-first", "ascending", NULL};
 static const char *const OVERFLOWS[] = {"evict", "bypass", NULL};
 static const char *const RESETS[] = {"run", "request", NULL};
 static const char *const PREFILLS[] = {"through", "bypass", NULL}; /* amoe_prefill_mode order */
+static const char *const PLACEMENTS[] = {"contiguous", "round-robin", "balanced", "file", NULL}; /* amoe_placement_kind */
+static const char *const MOE_COMMS[] = {"all-reduce", "all-to-all", NULL};                     /* amoe_moe_comm */
 static const char *const MOE_KERNELS[] = {"fused", "per-expert", NULL}; /* amoe_moe_kernels order */
 
 typedef struct {
@@ -115,7 +117,21 @@ static const krow KEYS[] = {
     {"hardware.readback_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 0},
     {"hardware.step_host_s", T_DBL, F(hw.step_host_s), 0, 1, NULL, 0, 0},
     {"hardware.cuda_graphs", T_BOOL, F(hw.cuda_graphs), 0, 0, NULL, 0, 0},
+    {"hardware.gpus", T_INT, F(hw.gpus), 1, 64, NULL, 0, 0},
+    {"hardware.interconnect.name", T_STR, F(hw.ic.name), 0, 0, NULL, 0, 0},
+    {"hardware.interconnect.allreduce_latency_s", T_DBL, F(hw.ic.allreduce_latency_s), 0, 1, NULL, 0, 0},
+    {"hardware.interconnect.allreduce_bw", T_DBL, F(hw.ic.allreduce_bw), 0, BIG, NULL, 0, 0},
+    {"hardware.interconnect.dispatch_s", T_DBL, F(hw.ic.dispatch_s), 0, 1, NULL, 0, 0},
+    {"hardware.interconnect.combine_s", T_DBL, F(hw.ic.combine_s), 0, 1, NULL, 0, 0},
+    {"hardware.interconnect.layer_sync_s", T_DBL, F(hw.ic.layer_sync_s), 0, 1, NULL, 0, 0},
     {"hardware.overlap_scheduler", T_BOOL, F(hw.overlap_scheduler), 0, 0, NULL, 0, 0},
+    {"parallel.attention_tp", T_INT, F(parallel.attention_tp), 0, 64, NULL, 0, 0},
+    {"parallel.moe_ep", T_INT, F(parallel.moe_ep), 0, 64, NULL, 0, 0},
+    {"parallel.moe_tp", T_INT, F(parallel.moe_tp), 0, 64, NULL, 0, 0},
+    {"parallel.placement", T_ENUM, F(parallel.placement), 0, 0, PLACEMENTS, 0, 0},
+    {"parallel.placement_file", T_STR, F(parallel.placement_file), 0, 0, NULL, 1, 0},
+    {"parallel.redundant", T_INT, F(parallel.redundant), 0, AMOE_MAX_EXPERTS, NULL, 0, 0},
+    {"parallel.moe_comm", T_ENUM, F(parallel.moe_comm), 0, 0, MOE_COMMS, 0, 0},
     {"engine.cuda_graphs", T_BOOL, F(engine.cuda_graphs), 0, 0, NULL, 0, 0},
     {"engine.overlap_scheduler", T_BOOL, F(engine.overlap_scheduler), 0, 0, NULL, 0, 0},
     {"engine.moe_kernels", T_ENUM, F(engine.moe_kernels), 0, 0, MOE_KERNELS, 0, 0},
@@ -392,6 +408,33 @@ void amoe_presets_dir(char *out, size_t n, const char *kind, const char *spec_pa
 
 static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int preset);
 
+/* hardware.interconnect: NAME, a preset of workloads/interconnect/ */
+static int load_interconnect(amoe_spec *s, const char *name, const char *where, amoe_diag *d) {
+  char dir[AMOE_PATH_MAX], path[AMOE_PATH_MAX + 160];
+  amoe_presets_dir(dir, sizeof dir, "interconnect", NULL);
+  for (const char *c = name; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.')) {
+      amoe_diag_add(d, "%s: '%s' is not an interconnect preset name", where, name);
+      return 0;
+    }
+  snprintf(path, sizeof path, "%s/%s.yaml", dir, name);
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    amoe_diag_add(d, "%s: unknown interconnect preset '%s' (no %s)", where, name, path);
+    return 0;
+  }
+  ydoc y;
+  int before = d->n;
+  if (!load_file(&y, path, d)) return 0;
+  yaml_node_t *root = yaml_document_get_root_node(&y.doc);
+  memset(&s->hw.ic, 0, sizeof s->hw.ic);
+  if (!root || root->type != YAML_MAPPING_NODE) amoe_diag_add(d, "%s: a preset must be a mapping", path);
+  else walk(&y, root, "hardware.interconnect", s, 1);
+  yaml_document_delete(&y.doc);
+  if (!s->hw.ic.name[0]) snprintf(s->hw.ic.name, sizeof s->hw.ic.name, "%s", name);
+  return d->n == before;
+}
+
 static int load_preset(amoe_spec *s, int hw, const char *name, const char *where, amoe_diag *d) {
   char dir[AMOE_PATH_MAX], path[AMOE_PATH_MAX + 160];
   amoe_presets_dir(dir, sizeof dir, hw ? "hw" : "models", NULL);
@@ -415,6 +458,7 @@ static int load_preset(amoe_spec *s, int hw, const char *name, const char *where
     memset(&s->hw, 0, sizeof s->hw);
     s->hw.moe_eta = 1; /* a preset without it: expert streaming at hbm_bw */
     s->hw.cuda_graphs = s->hw.overlap_scheduler = 1; /* and an engine with CUDA graphs and the overlap scheduler */
+    s->hw.gpus = 1;
   } else {
     memset(&s->model, 0, sizeof s->model);
     amoe_model_routing_defaults(&s->model);
@@ -703,6 +747,11 @@ static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, in
     if (preset && (!strcmp(key, "source") || !strcmp(key, "sources") || !strcmp(key, "notes") ||
                    !strcmp(key, "measured"))) continue;
     if (!strcmp(path, "model.preset") || !strcmp(path, "hardware.preset")) continue;
+    if (!strcmp(path, "hardware.interconnect") && v->type == YAML_SCALAR_NODE) { /* a preset name */
+      at(y, v, w, sizeof w);
+      load_interconnect(s, scalar(v), w, y->d);
+      continue;
+    }
     if (!strcmp(path, "model") || !strcmp(path, "hardware")) {
       parse_preset_node(y, v, s, path[0] == 'h');
       continue;
@@ -786,6 +835,7 @@ void amoe_spec_defaults(amoe_spec *s) {
   s->engine.kernels_per_expert = 4.5;
   s->hw.moe_eta = 1; /* a hardware shape given in full without it: streaming at hbm_bw */
   s->hw.cuda_graphs = s->hw.overlap_scheduler = 1;
+  s->hw.gpus = 1;
   amoe_model_routing_defaults(&s->model);
   s->kappa = AMOE_DEFAULT_KAPPA;
   s->margin_min = AMOE_DEFAULT_MARGIN_MIN;
@@ -799,6 +849,10 @@ static int spec_set(amoe_spec *s, const char *key, const char *value, const char
   const char *dot = strrchr(key, '.');
   if (!strcmp(key, "model") || !strcmp(key, "hardware")) {
     load_preset(s, key[0] == 'h', value, where, d);
+    return d->n == before;
+  }
+  if (!strcmp(key, "hardware.interconnect")) {
+    load_interconnect(s, value, where, d);
     return d->n == before;
   }
   if (dot && (!strncmp(key, "offload.", 8))) s->offload.enabled = 1;
@@ -920,6 +974,27 @@ static int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
     amoe_policy_label(r);
     r->implicit = 1;
   }
+  { /* the layout over the node's GPUs (docs/design.md §16) */
+    amoe_parallel *p = &s->parallel;
+    const int g = s->hw.gpus > 0 ? s->hw.gpus : 1;
+    if (!p->attention_tp) p->attention_tp = g;
+    if (!p->moe_ep && !p->moe_tp) p->moe_ep = p->attention_tp, p->moe_tp = 1;
+    else if (!p->moe_ep) p->moe_ep = p->attention_tp / p->moe_tp > 0 ? p->attention_tp / p->moe_tp : 1;
+    else if (!p->moe_tp) p->moe_tp = p->attention_tp / p->moe_ep > 0 ? p->attention_tp / p->moe_ep : 1;
+    if (p->moe_ep * p->moe_tp != p->attention_tp)
+      amoe_diag_add(d, "%s: parallel.moe_ep (%d) x parallel.moe_tp (%d) = %d must equal parallel.attention_tp (%d)",
+                    where, p->moe_ep, p->moe_tp, p->moe_ep * p->moe_tp, p->attention_tp);
+    if (p->attention_tp != g)
+      amoe_diag_add(d, "%s: parallel.attention_tp (%d) must equal hardware.gpus (%d)", where, p->attention_tp, g);
+    if (s->model.experts && p->moe_ep > s->model.experts)
+      amoe_diag_add(d, "%s: parallel.moe_ep (%d) exceeds the model's %d experts", where, p->moe_ep, s->model.experts);
+    if (g > 1 && !(s->hw.ic.allreduce_bw > 0))
+      amoe_diag_add(d, "%s: hardware.gpus %d needs an interconnect (hardware.interconnect: nvlink4 | pcie5)", where, g);
+    if (p->placement == AMOE_PLACE_FILE && !p->placement_file[0])
+      amoe_diag_add(d, "%s: parallel.placement: file needs parallel.placement_file", where);
+    if (p->redundant && p->placement != AMOE_PLACE_BALANCED)
+      amoe_diag_add(d, "%s: parallel.redundant copies are placed by parallel.placement: balanced", where);
+  }
   if (s->engine.cuda_graphs < 0) s->engine.cuda_graphs = s->hw.cuda_graphs;
   if (s->engine.overlap_scheduler < 0) s->engine.overlap_scheduler = s->hw.overlap_scheduler;
   if (s->commitment.seed == 0) s->commitment.seed = s->workload.seed + 1000;
@@ -972,6 +1047,11 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
   x->skew_auto = x->base.workload.skew < 0;
   x->top_m_auto = x->base.workload.top_m == 0;
   x->candidates_auto = x->base.workload.candidates == 0;
+  x->graphs_auto = x->base.engine.cuda_graphs < 0;
+  x->overlap_auto = x->base.engine.overlap_scheduler < 0;
+  x->attention_tp_auto = x->base.parallel.attention_tp == 0;
+  x->moe_ep_auto = x->base.parallel.moe_ep == 0;
+  x->moe_tp_auto = x->base.parallel.moe_tp == 0;
   if (d->n == before) spec_validate(&x->base, path, d);
   return d->n == before;
 }
@@ -990,6 +1070,11 @@ static int experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, a
   if (x->skew_auto) out->workload.skew = -1;
   if (x->top_m_auto) out->workload.top_m = 0;
   if (x->candidates_auto) out->workload.candidates = 0;
+  if (x->graphs_auto) out->engine.cuda_graphs = -1;
+  if (x->overlap_auto) out->engine.overlap_scheduler = -1;
+  if (x->attention_tp_auto) out->parallel.attention_tp = 0;
+  if (x->moe_ep_auto) out->parallel.moe_ep = 0;
+  if (x->moe_tp_auto) out->parallel.moe_tp = 0;
   for (int i = x->nsweep - 1; i >= 0; i--) { /* the last key varies fastest */
     const amoe_sweep_key *k = &x->sweep[i];
     int v = idx % k->nvalues;
@@ -1073,14 +1158,21 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
     int same = 0;
     while (same < np && same < nc - 1 && !strcmp(prev[same], comp[same])) same++;
     for (int j = same; j < nc - 1; j++) fprintf(f, "%*s%s:\n", 2 * j, "", comp[j]);
-    int model_swept = 0, nodes_swept = 0;
+    int model_swept = 0, nodes_swept = 0, hw_swept = 0, par_swept = 0;
     for (int j = 0; j < x->nsweep; j++) {
       model_swept |= !strcmp(x->sweep[j].key, "model") || !strncmp(x->sweep[j].key, "model.", 6);
       nodes_swept |= !strcmp(x->sweep[j].key, "workload.tree.nodes");
+      hw_swept |= !strcmp(x->sweep[j].key, "hardware") || !strncmp(x->sweep[j].key, "hardware.", 9);
+      par_swept |= !strncmp(x->sweep[j].key, "parallel.", 9);
     }
     int per_point = (k->off == offsetof(amoe_spec, workload.skew) && x->skew_auto && model_swept) ||
                     (k->off == offsetof(amoe_spec, workload.top_m) && x->top_m_auto && model_swept) ||
-                    (k->off == offsetof(amoe_spec, workload.candidates) && x->candidates_auto && nodes_swept);
+                    (k->off == offsetof(amoe_spec, workload.candidates) && x->candidates_auto && nodes_swept) ||
+                    (k->off == offsetof(amoe_spec, engine.cuda_graphs) && x->graphs_auto && hw_swept) ||
+                    (k->off == offsetof(amoe_spec, engine.overlap_scheduler) && x->overlap_auto && hw_swept) ||
+                    (k->off == offsetof(amoe_spec, parallel.attention_tp) && x->attention_tp_auto && (hw_swept || par_swept)) ||
+                    (k->off == offsetof(amoe_spec, parallel.moe_ep) && x->moe_ep_auto && (hw_swept || par_swept)) ||
+                    (k->off == offsetof(amoe_spec, parallel.moe_tp) && x->moe_tp_auto && (hw_swept || par_swept));
     if (per_point) { /* each sweep point resolves its own default: leave the key unset */
       fprintf(f, "%*s# %s: resolved per sweep point from the swept keys\n", 2 * (nc - 1), "", comp[nc - 1]);
     } else {

@@ -35,8 +35,10 @@ typedef struct {
   amoe_sweep_key sweep[AMOE_MAX_SWEEP_KEYS];
   /* keys left to a default that depends on other keys: each sweep point
    * resolves them again (routing.skew and top_m from the model, candidates
-   * from tree.nodes) */
+   * from tree.nodes; the engine mode from the hardware; the layout over
+   * the GPUs from hardware.gpus) */
   int skew_auto, top_m_auto, candidates_auto;
+  int graphs_auto, overlap_auto, attention_tp_auto, moe_ep_auto, moe_tp_auto;
 } amoe_experiment;
 
 /* Where presets live: $ACCEPTMOE_DATA, ./workloads, the spec's ../../workloads,

@@ -297,7 +297,7 @@ static void eager_by_hand(amoe_source *src, double T) {
   amoe_row_result_free(&rows[0]);
   /* the shared function on the same counts */
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &s.model, &s.hw, &s.engine, 0, 0, 4, 2, s.workload.context_tokens);
+  amoe_cost_pass_init(&pc, &s.model, &s.hw, &s.engine, NULL, 0, 0, 4, 2, s.workload.context_tokens);
   const amoe_layer_counts lc = {6, 0, 1, 6 * pc.ec.mem_s};
   const amoe_pass_time pt = amoe_cost_pass(&pc, &lc, 1);
   CHECK(fabs(pt.total - (T + 66e-6)) < 1e-12 &&

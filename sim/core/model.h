@@ -79,7 +79,29 @@ typedef struct {
   double step_host_s;     /* host work between passes (sampling, tree building) when no overlap scheduler hides it */
   int cuda_graphs;        /* the engine's default mode: 1 = a pass is one graph launch */
   int overlap_scheduler;  /* the engine's default: 1 = the step's host work runs under the previous pass */
+  int gpus;               /* GPUs of the node (docs/design.md §16); 1: everything on one */
+  struct {                /* the link between them (`interconnect:`, a preset of workloads/interconnect/) */
+    char name[AMOE_NAME_MAX];
+    double allreduce_latency_s; /* a small all-reduce */
+    double allreduce_bw;        /* bus bandwidth of a large one, bytes/s */
+    double dispatch_s, combine_s; /* an all-to-all engine's token dispatch and combine per MoE layer */
+    double layer_sync_s;  /* per decoder layer beyond its collectives: the GPUs' synchronisation and imbalance (fitted) */
+  } ic;
 } amoe_hw;
+
+/* How a pass is split over the node's GPUs (`parallel:`, docs/design.md §16):
+ * attention, dense layers, shared experts and the head tensor-parallel over
+ * attention_tp GPUs; the routed experts placed on moe_ep groups, each split
+ * over moe_tp GPUs (moe_ep · moe_tp = attention_tp = gpus). */
+typedef enum { AMOE_PLACE_CONTIGUOUS = 0, AMOE_PLACE_ROUND_ROBIN = 1, AMOE_PLACE_BALANCED = 2, AMOE_PLACE_FILE = 3 } amoe_placement_kind;
+typedef enum { AMOE_COMM_ALL_REDUCE = 0, AMOE_COMM_ALL_TO_ALL = 1 } amoe_moe_comm;
+typedef struct {
+  int attention_tp, moe_ep, moe_tp; /* 0 until resolved from hardware.gpus */
+  int placement;                    /* amoe_placement_kind */
+  int redundant;                    /* balanced: extra copies of the hottest experts per layer */
+  int moe_comm;                     /* amoe_moe_comm */
+  char placement_file[1024];        /* placement: file */
+} amoe_parallel;
 
 /* How the engine executes a pass (`engine:` in a spec, docs/design.md §9).
  * Eager (cuda_graphs 0): every kernel is a host launch of launch_s, and at

@@ -63,6 +63,7 @@ typedef struct {
   amoe_hw hw;
   char hw_calibration[AMOE_PATH_MAX]; /* calibration file applied over the preset, or "" */
   amoe_engine engine;
+  amoe_parallel parallel;
   amoe_workload_spec workload;
   struct {
     int mode;

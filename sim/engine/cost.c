@@ -2,7 +2,7 @@
 
 static double mx(double a, double b) { return a > b ? a : b; }
 
-double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int context, int is_moe) {
+double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int context, int is_moe, int tp) {
   double w = m->attn_bytes_per_layer;
   if (is_moe)
     w += m->shared_experts * amoe_model_shared_expert_bytes(m);
@@ -11,20 +11,24 @@ double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int contex
   double kv = m->kv_bytes_per_token_layer * (double)context;
   /* bf16 weights: 2 FLOPs per parameter per token; attention ~4·ctx·d per token */
   double flops = (double)n * (w + 4.0 * context * (double)m->hidden);
-  return mx((w + kv) / hw->hbm_bw, flops / hw->peak_flops) + hw->layer_fixed_s;
+  return mx((w + kv) / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->layer_fixed_s;
+}
+
+double amoe_cost_allreduce(const amoe_model *m, const amoe_hw *hw, int n) {
+  return hw->ic.allreduce_latency_s + (hw->ic.allreduce_bw > 0 ? n * (double)m->hidden * 2.0 / hw->ic.allreduce_bw : 0);
 }
 
 double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, double fetched) {
   return fetched * (amoe_model_expert_bytes(m) / hw->h2d_bw + hw->copy_latency_s);
 }
 
-double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n) {
+double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n, int tp) {
   double flops = 2.0 * n * (double)m->vocab * m->hidden;
-  return mx(m->lm_head_bytes / hw->hbm_bw, flops / hw->peak_flops) + hw->launch_s;
+  return mx(m->lm_head_bytes / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->launch_s;
 }
 
-double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps) {
-  return steps * (m->draft_head_bytes / hw->hbm_bw + hw->draft_step_fixed_s);
+double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps, int tp) {
+  return steps * (m->draft_head_bytes / tp / hw->hbm_bw + hw->draft_step_fixed_s);
 }
 
 double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw) {
@@ -33,7 +37,8 @@ double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw
 }
 
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng,
-                         int offload, int fetch_overlap, int tokens, int depth, int context) {
+                         const amoe_parallel *par, int offload, int fetch_overlap, int tokens, int depth, int context) {
+  const int tp = par && par->attention_tp > 1 ? par->attention_tp : 1;
   p->m = m;
   p->hw = hw;
   p->eng = eng;
@@ -42,11 +47,18 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_model *m, const amoe_
   p->offload = offload;
   p->fetch_overlap = fetch_overlap;
   p->eager = !eng->cuda_graphs;
-  p->dense = amoe_cost_dense(m, hw, tokens, context, 1);
+  p->moe_tp = par && par->moe_tp > 1 ? par->moe_tp : 1;
+  p->dense = amoe_cost_dense(m, hw, tokens, context, 1, tp);
   const int steps = amoe_cost_draft_steps(depth), dense_layers = m->layers - m->moe_layers;
   p->step = hw->step_s;
-  p->draft = amoe_cost_draft(m, hw, steps);
-  p->rest = amoe_cost_head(m, hw, tokens) + dense_layers * amoe_cost_dense(m, hw, tokens, context, 0);
+  p->draft = amoe_cost_draft(m, hw, steps, tp);
+  p->rest = amoe_cost_head(m, hw, tokens, tp) + dense_layers * amoe_cost_dense(m, hw, tokens, context, 0, tp);
+  p->comm = p->rest_comm = 0;
+  if (tp > 1) { /* after attention and after the MLP or MoE; a draft step is one layer */
+    const double ar = amoe_cost_allreduce(m, hw, tokens), sync = hw->ic.layer_sync_s;
+    p->comm = (par->moe_comm == AMOE_COMM_ALL_TO_ALL ? ar + hw->ic.dispatch_s + hw->ic.combine_s : 2 * ar) + sync;
+    p->rest_comm = dense_layers * (2 * ar + sync) + steps * (2 * amoe_cost_allreduce(m, hw, 1) + sync);
+  }
   p->dense_host = 0;
   p->host = 0;
   if (p->eager) {
@@ -67,13 +79,14 @@ amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_co
     const double copies = amoe_cost_fetch(p->m, p->hw, c->fetched);
     t.fetch = (p->fetch_overlap ? (copies > p->dense ? copies - p->dense : 0) : copies) + p->hw->readback_s;
   }
+  t.comm = p->comm;
   t.host = 0;
   if (p->eager) {
     const double moe_kernels =
         p->eng->moe_kernels == AMOE_MOE_PER_EXPERT ? c->executed * p->eng->kernels_per_expert : (double)c->waves;
     t.host = p->dense_host + (moe_kernels + c->fetched) * p->hw->launch_s;
   }
-  t.total = t.dense + t.moe + t.fetch + t.host;
+  t.total = t.dense + t.moe + t.fetch + t.host + t.comm;
   return t;
 }
 

@@ -8,9 +8,11 @@
 #include "model.h"
 
 /* Attention, norms, router, shared experts (and the dense MLP of a dense
- * layer) for n tokens reading `context` tokens of KV: max(bytes/BW, FLOPs/peak)
- * plus the layer's fixed kernel cost. */
-double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int context, int is_moe);
+ * layer) for n tokens reading `context` tokens of KV, split over tp GPUs:
+ * max(bytes/tp/BW, FLOPs/tp/peak) plus the layer's fixed kernel cost. */
+double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int context, int is_moe, int tp);
+/* One all-reduce of n tokens' hidden states (bf16) over the interconnect. */
+double amoe_cost_allreduce(const amoe_model *m, const amoe_hw *hw, int n);
 /* One routed expert serving n tokens: max(bytes/(η·BW), n · 2·3·d·f/peak).
  * The run loop prices every expert of every layer, so the two coefficients
  * are computed once (amoe_cost_expert_coef) and applied inline. */
@@ -38,11 +40,12 @@ double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, double fetched);
  * small_bw, large copies at large_bw, so each copy costs bytes/small_bw −
  * bytes/large_bw beyond its bytes (at least 0). */
 double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw);
-/* LM head over n tokens. */
-double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n);
-/* Draft: `steps` forward passes of the draft head (a tree of depth D takes
- * D steps plus one draft-extend pass over the committed tokens). */
-double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps);
+/* LM head over n tokens, vocabulary split over tp GPUs. */
+double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n, int tp);
+/* Draft: `steps` forward passes of the draft head, split over tp GPUs (a
+ * tree of depth D takes D steps plus one draft-extend pass over the
+ * committed tokens). */
+double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps, int tp);
 /* Draft steps of a tree of depth `depth` (0: no draft). */
 static inline int amoe_cost_draft_steps(int depth) { return depth > 0 ? depth + 1 : 0; }
 
@@ -58,9 +61,12 @@ typedef struct {
   const amoe_engine *eng;
   amoe_expert_coef ec;
   int tokens, offload, fetch_overlap, eager;
+  int moe_tp;         /* each expert split over this many GPUs */
   double dense;       /* one MoE layer's attention, norms, shared experts (device) */
+  double comm;        /* several GPUs: one MoE layer's collectives (two all-reduces, or one and a dispatch + combine) */
   double dense_host;  /* eager: its launches */
   double step, draft, rest, host; /* the pass's fixed parts: rest = head + dense-only layers; host = eager launches + step host work */
+  double rest_comm;   /* the dense-only layers' and draft steps' collectives */
 } amoe_cost_pass_ctx;
 
 /* One MoE layer's counts: experts executed and fetched, waves, and the
@@ -74,27 +80,32 @@ typedef struct {
 
 /* A layer's or a pass's time in its parts; total is their sum. fetch: the
  * copies' wait not hidden plus the routing read-back; host: eager launches
- * (and, per pass, the step's host work without an overlap scheduler). */
+ * (and, per pass, the step's host work without an overlap scheduler);
+ * comm: collectives between GPUs (the dense layers' and draft steps' in
+ * the pass's). With several GPUs, expert_s of the counts is the busiest
+ * group's (amoe_layout_layer). */
 typedef struct {
-  double dense, moe, fetch, host, total;
+  double dense, moe, fetch, host, comm, total;
 } amoe_layer_time;
 typedef struct {
-  double step, draft, dense, moe, fetch, host, total;
+  double step, draft, dense, moe, fetch, host, comm, total;
 } amoe_pass_time;
 
 /* A pass of `tokens` tokens after a draft tree of depth `depth` (0: none),
- * under the engine `eng` (resolved: cuda_graphs and overlap_scheduler 0 or 1);
- * offload: expert caches (fetches and the per-layer read-back);
- * fetch_overlap: copies hide behind the layer's dense part. */
+ * under the engine `eng` (resolved: cuda_graphs and overlap_scheduler 0 or 1)
+ * and the layout `par` over hw->gpus GPUs (NULL: one GPU); offload: expert
+ * caches (fetches and the per-layer read-back); fetch_overlap: copies hide
+ * behind the layer's dense part. */
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng,
-                         int offload, int fetch_overlap, int tokens, int depth, int context);
+                         const amoe_parallel *par, int offload, int fetch_overlap, int tokens, int depth, int context);
 amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c);
 /* The pass: its fixed parts (amoe_cost_pass_begin) plus each of the n MoE
  * layers (amoe_cost_pass_add of its amoe_cost_layer); the run loop makes
  * the same calls layer by layer. */
 amoe_pass_time amoe_cost_pass(const amoe_cost_pass_ctx *p, const amoe_layer_counts *layers, int n);
 static inline amoe_pass_time amoe_cost_pass_begin(const amoe_cost_pass_ctx *p) {
-  amoe_pass_time t = {p->step, p->draft, p->rest, 0, 0, p->host, p->step + p->draft + p->rest + p->host};
+  amoe_pass_time t = {p->step, p->draft, p->rest, 0, 0, p->host, p->rest_comm,
+                      p->step + p->draft + p->rest + p->host + p->rest_comm};
   return t;
 }
 static inline void amoe_cost_pass_add(amoe_pass_time *t, const amoe_layer_time *lt) {
@@ -102,6 +113,7 @@ static inline void amoe_cost_pass_add(amoe_pass_time *t, const amoe_layer_time *
   t->moe += lt->moe;
   t->fetch += lt->fetch;
   t->host += lt->host;
+  t->comm += lt->comm;
   t->total += lt->total;
 }
 /* What one more executed expert serving `tokens` tokens adds to a layer

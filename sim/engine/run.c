@@ -8,6 +8,7 @@
 #include "cache.h"
 #include "clones.h"
 #include "cost.h"
+#include "layout.h"
 #include "policy.h"
 #include "rng.h"
 #include "route.h"
@@ -22,6 +23,7 @@ typedef struct {
   uint32_t *popularity; /* [layer][E] requests so far, for a draft that reads it (ecospec's predictor), else NULL */
   int64_t request;      /* the current block's request (offload.reset: request) */
   uint8_t *prev_x;      /* [layer][E] the previous pass's executed sets (executed_overlap) */
+  const amoe_layout *layout; /* several GPUs: where the experts are, else NULL */
   double predicted[2];  /* the draft's predicted τ and pass time for the current block (0: none) */
   int have_prev;        /* prev_x holds a pass of this request */
 } row_state;
@@ -169,7 +171,8 @@ typedef struct {
   int nu, ns, nx, nf, hits, waves, displaced;
   int assigned, assigned_hits; /* offload: (token, expert) assignments, and those served from the slots */
   int shared;                  /* executed by the previous pass of the request too */
-  double t_moe, wait, host; /* t_moe: the executed experts' own time until stage cost adds the waves' */
+  int busiest;                 /* several GPUs: executed on the busiest group */
+  double t_moe, wait, host, comm; /* t_moe: the executed experts' own time until stage cost adds the waves' */
 } layer_sums;
 
 /* Stage route, natural verifier: U = the union of the nodes' top-k, which
@@ -299,6 +302,37 @@ AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, wor
   return AMOE_OK;
 }
 
+/* The MTP draft of a chain (§6): each node after the root was proposed by
+ * one forward of the MTP module, a decoder layer of the target's shapes over
+ * one token (its MoE layer routing the token as the target's last MoE layer
+ * does; on several GPUs, the busiest group's share) plus the shared head,
+ * priced by the one cost function. */
+static double mtp_draft_s(const amoe_spec *s, const row_state *rs, const amoe_block *b, work *w, int nn) {
+  const amoe_model *M = &s->model;
+  const int E = b->experts, k = M->top_k, tp = s->parallel.attention_tp > 1 ? s->parallel.attention_tp : 1;
+  amoe_cost_pass_ctx one;
+  amoe_cost_pass_init(&one, M, &s->hw, &s->engine, &s->parallel, 0, 0, 1, 0, s->workload.context_tokens);
+  double t = 0;
+  for (int i = 1; i < nn; i++) {
+    const uint16_t *id = amoe_block_ids(b, b->layers - 1, w->nodes[i]);
+    memset(w->X, 0, (size_t)E);
+    for (int j = 0; j < k; j++) w->X[id[j]] = 1, w->count[id[j]] = 1;
+    amoe_layer_counts c = {k, 0, 1, k * amoe_cost_expert_at(one.ec, 1)};
+    int busiest;
+    if (rs->layout) c.expert_s = amoe_layout_layer(rs->layout, b->layers - 1, w->X, w->count, one.ec, one.moe_tp, &busiest);
+    t += amoe_cost_layer(&one, &c).total + amoe_cost_head(M, &s->hw, 1, tp);
+  }
+  return t;
+}
+
+/* Stage place (several GPUs, §16): the executed experts over the groups
+ * of the layout; the layer waits for the busiest group, so its expert time
+ * is that group's. */
+AMOE_STAGE void layer_place(const amoe_layout *lay, int moe_tp, amoe_expert_coef ec, int l, work *w, int by_count,
+                               layer_sums *ls) {
+  ls->t_moe = amoe_layout_layer(lay, l, w->X, by_count ? w->count : NULL, ec, moe_tp, &ls->busiest);
+}
+
 /* Stage cost (§9): the layer's time from its counts, by the one cost
  * function (cost.h), added to the pass's. */
 AMOE_STAGE void layer_cost(const amoe_cost_pass_ctx *pc, layer_sums *ls, amoe_pass_time *pt) {
@@ -308,6 +342,7 @@ AMOE_STAGE void layer_cost(const amoe_cost_pass_ctx *pc, layer_sums *ls, amoe_pa
   ls->t_moe = lt.moe;
   ls->wait = lt.fetch;
   ls->host = lt.host;
+  ls->comm = lt.comm;
 }
 
 /* The layer's figures into the row's totals. */
@@ -324,6 +359,8 @@ AMOE_STAGE void layer_account(const amoe_model *M, row_state *rs, int l, double 
   lt->t_fetch += ls->wait;
   tt->t_fetch += ls->wait;
   tt->t_host += ls->host;
+  tt->t_comm += ls->comm;
+  tt->busiest_sum += rs->layout ? ls->busiest : ls->nx;
   tt->t_moe += ls->t_moe;
   tt->t_dense += t_dense;
   tt->hits += ls->hits;
@@ -361,8 +398,9 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   }
   /* cost (§9) of what does not depend on the layer's experts */
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, M, HW, &s->engine, rs->cache != NULL, s->offload.overlap, nn, depth,
-                      s->workload.context_tokens);
+  amoe_cost_pass_init(&pc, M, HW, &s->engine, &s->parallel, rs->cache != NULL, s->offload.overlap, nn,
+                      rs->draft->mtp ? 0 : depth, s->workload.context_tokens);
+  if (rs->draft->mtp) pc.draft = mtp_draft_s(s, rs, b, w, nn);
   pass_sums sum = {0};
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const amoe_expert_coef ec = pc.ec;
@@ -385,6 +423,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     }
     rs->res->tot.assignments += record_only ? 0 : (double)nn * k;
     layer_execute(ec, rs, l, E, w, counted, by_count, &ls);
+    if (rs->layout) layer_place(rs->layout, pc.moe_tp, ec, l, w, by_count, &ls);
     AMOE_TRY(layer_cache(s, rs, l, w, want_routes, &ls, e));
     layer_cost(&pc, &ls, &pt);
     if (want_routes) {
@@ -411,6 +450,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
     rs->res->tot.t_draft += pt.draft;
     rs->res->tot.t_dense += pc.rest; /* the head and the dense layers */
     rs->res->tot.t_host += pc.host;
+    rs->res->tot.t_comm += pc.rest_comm;
   }
   const double T = pt.total;
   sum.T = T;
@@ -428,7 +468,7 @@ static amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w, int r
   const amoe_model *M = &s->model;
   const int L = M->moe_layers, E = M->experts, tokens = s->workload.prompt_tokens;
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, M, &s->hw, &s->engine, rs->cache != NULL, s->offload.overlap, tokens, 0,
+  amoe_cost_pass_init(&pc, M, &s->hw, &s->engine, &s->parallel, rs->cache != NULL, s->offload.overlap, tokens, 0,
                       s->workload.context_tokens);
   const int through = rs->cache && s->offload.prefill == AMOE_PREFILL_THROUGH;
   double fetched = 0;
@@ -437,8 +477,13 @@ static amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w, int r
     amoe_layer_counts c = {0, 0, 1, 0};
     for (int x = 0; x < E; x++) {
       w->X[x] = cnt[x] > 0;
+      w->count[x] = cnt[x];
       c.executed += w->X[x];
       c.expert_s += cnt[x] ? amoe_cost_expert_at(pc.ec, cnt[x]) : 0.0;
+    }
+    if (rs->layout) { /* the busiest group's */
+      int busiest;
+      c.expert_s = amoe_layout_layer(rs->layout, l, w->X, w->count, pc.ec, pc.moe_tp, &busiest);
     }
     if (through) {
       if (rs->log)
@@ -482,7 +527,7 @@ static int block_draft(const amoe_spec *s, const amoe_commitment *ph, row_state 
   if (rs->cache)
     for (int l = 0; l < b->layers; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
   amoe_dctx dc = {b, s, rs->row, ph, s->workload.nodes, rs->cache ? res_layers : NULL, rs->popularity,
-                  w->dscratch, rs->predicted};
+                  w->dscratch, rs->predicted, rs->layout};
   rs->predicted[0] = rs->predicted[1] = 0;
   return rs->draft->choose(&dc, w->nodes);
 }
@@ -635,12 +680,29 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
   row_state rs[AMOE_MAX_POLICIES];
   memset(rs, 0, sizeof rs);
   amoe_status st = AMOE_OK;
+  amoe_layout *layout = NULL;
+  for (int i = 0; i < P; i++) memset(&rows[i], 0, sizeof rows[i]);
+  if (s->hw.gpus > 1 || s->parallel.moe_tp > 1) { /* several GPUs (§16) */
+    const int groups = s->parallel.moe_ep > 0 ? s->parallel.moe_ep : 1;
+    layout = amoe_layout_new(L, E, groups);
+    if (!layout) return amoe_fail(e, AMOE_ENOMEM, "out of memory for the placement");
+    switch (s->parallel.placement) {
+    case AMOE_PLACE_ROUND_ROBIN: amoe_layout_round_robin(layout); break;
+    case AMOE_PLACE_FILE: st = amoe_layout_read(layout, s->parallel.placement_file, e); break;
+    case AMOE_PLACE_BALANCED:
+      st = ph->load ? amoe_layout_balanced(layout, ph->load, s->parallel.redundant, e)
+                    : amoe_fail(e, AMOE_EINVAL, "parallel.placement: balanced needs a calibration workload's load");
+      break;
+    default: break; /* contiguous */
+    }
+  }
   for (int i = 0; i < P && st == AMOE_OK; i++) {
-    memset(&rows[i], 0, sizeof rows[i]);
     rows[i].layers = calloc((size_t)L, sizeof *rows[i].layers);
     if (!rows[i].layers) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
     rs[i].row = &s->policies[i];
     rs[i].request = -1;
+    rs[i].layout = layout;
+    rows[i].tot.groups = layout ? amoe_layout_groups(layout) : 1;
     rs[i].ver = &amoe_verifier_table[s->policies[i].verifier];
     rs[i].draft = &amoe_draft_table[s->policies[i].draft];
     rs[i].res = &rows[i];
@@ -693,8 +755,40 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     free(rs[i].popularity);
     free(rs[i].prev_x);
   }
+  amoe_layout_free(layout);
   if (st != AMOE_OK)
     for (int i = 0; i < P; i++) amoe_row_result_free(&rows[i]);
+  return st;
+}
+
+amoe_status amoe_expert_load_estimate(amoe_source *src, int nodes, int top_k, int layers, int experts, double *load,
+                                      amoe_err *e) {
+  memset(load, 0, (size_t)layers * experts * sizeof *load);
+  amoe_block b;
+  amoe_block_init(&b, 1, 2, 1);
+  int *order = NULL, cap = 0;
+  amoe_source_want_logits(src, AMOE_LOGITS_NONE); /* ids only */
+  amoe_status st = amoe_source_rewind(src, e);
+  int rc = 0;
+  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
+    if (b.n > cap) {
+      free(order);
+      cap = b.n;
+      if (!(order = malloc((size_t)cap * sizeof *order))) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    }
+    if (st != AMOE_OK) break;
+    const int n = amoe_draft_rank(&b, order), nn = n < nodes ? n : nodes;
+    for (int l = 0; l < b.layers && l < layers; l++)
+      for (int i = 0; i < nn; i++) {
+        const uint16_t *id = amoe_block_ids(&b, l, order[i]);
+        for (int j = 0; j < top_k; j++)
+          if (id[j] < experts) load[(size_t)l * experts + id[j]] += 1;
+      }
+  }
+  if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
+  amoe_source_want_logits(src, AMOE_LOGITS_ALL);
+  free(order);
+  amoe_block_free(&b);
   return st;
 }
 
@@ -787,6 +881,10 @@ void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   o->host_s_per_token = t->t_host / c;
   o->predicted_tau_ratio = t->predicted_tau > 0 ? t->predicted_tau / t->committed : 0;
   o->predicted_time_ratio = t->predictions > 0 ? t->predicted_s / t->predictions : 0;
+  o->busiest_group_executed_mean = t->busiest_sum / lb;
+  o->group_executed_mean = o->executed_mean / (t->groups > 0 ? t->groups : 1);
+  o->comm_share = t->t_total > 0 ? t->t_comm / t->t_total : 0;
+  o->comm_s_per_token = t->t_comm / c;
   o->executed_overlap = t->executed_overlap_n > 0 ? t->executed_overlap_sum / t->executed_overlap_n : 0;
   o->assignment_hit_rate = offload ? (t->assignments_served > 0 ? t->assignment_hits / t->assignments_served : 0) : 1.0;
   o->prefill_s_per_request = t->prefills > 0 ? t->t_prefill / t->prefills : 0;

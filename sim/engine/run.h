@@ -27,6 +27,8 @@ typedef struct {
    * experts, dense layers, head) + t_moe + t_fetch + t_host = t_total */
   double t_step, t_draft, t_dense, t_moe, t_host;
   double displaced, assignments, delta_sum, delta_n, deviated;
+  double busiest_sum, t_comm; /* several GPUs: experts on the busiest group per layer; collectives' time */
+  double groups;              /* expert groups of the layout (1: one GPU) */
   double assignments_served, assignment_hits; /* offload: (token, expert) assignments and those that hit */
   double prefills, t_prefill, prefill_h2d_bytes; /* requests' prefill passes, apart from the decode figures */
   double executed_overlap_sum, executed_overlap_n; /* per layer: |X ∩ previous pass's X| / |X| */
@@ -96,12 +98,21 @@ typedef struct amoe_commitment {
   double mass[AMOE_MAX_DEPTH];
   double unions[AMOE_MAX_UNION_N + 1];
   int union_n;
+  /* [layer][expert] token counts of the natural routes of the verified
+   * nodes (parallel.placement: balanced), or NULL; owned by the caller */
+  const double *load;
 } amoe_commitment;
 
 /* Runs every policy row of s over the source. rows[i].layers is allocated. */
 amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *phat, amoe_source *src,
                      const amoe_run_hooks *hooks, amoe_row_result *rows, amoe_err *e);
 void amoe_row_result_free(amoe_row_result *r);
+
+/* The per-layer expert load of a calibration workload for a balanced
+ * placement: natural top-k counts of the first `nodes` nodes of each block
+ * in EAGLE order, into load[layers][experts] (zeroed first). */
+amoe_status amoe_expert_load_estimate(amoe_source *src, int nodes, int top_k, int layers, int experts, double *load,
+                                      amoe_err *e);
 
 /* p̂_d: the fraction of blocks whose natural accepted prefix, within the
  * EAGLE-verified tree of `nodes` nodes, reaches depth d; and the union table. */
@@ -116,6 +127,7 @@ typedef struct {
   double step_s_per_token, draft_s_per_token, dense_s_per_token, moe_s_per_token, fetch_s_per_token, host_s_per_token;
   double assignment_hit_rate, prefill_s_per_request, prefill_h2d_bytes_per_request, executed_overlap;
   double predicted_tau_ratio, predicted_time_ratio; /* a draft's predictions over what was charged (0: none) */
+  double busiest_group_executed_mean, group_executed_mean, comm_share, comm_s_per_token; /* several GPUs (§16) */
 } amoe_summary;
 void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *out);
 

@@ -6,12 +6,17 @@
  * 1 - predictor_accuracy, by the most popular expert so far that is not in it),
  * C_l the covered experts (the root's predicted route, and the resident set
  * under offload) and c the per-expert cost (HBM, or PCIe when not resident).
- * Stops at the node budget. Verification stays natural: lossless. */
+ * On several GPUs an uncovered expert costs what it adds to the busiest
+ * group of its layer: HBM times the rise of the largest group's count (a
+ * replicated expert on its least loaded copy's group), so experts on idle
+ * groups are free. Stops at the node budget. Verification stays natural:
+ * lossless. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cost.h"
+#include "layout.h"
 #include "policy.h"
 #include "rng.h"
 
@@ -40,6 +45,8 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
   uint16_t *rank = (uint16_t *)p;  p += (size_t)L * E * sizeof(uint16_t);
   uint8_t *cov = (uint8_t *)p;     p += (size_t)L * E;
   uint8_t *state = (uint8_t *)p;   p += (size_t)n; /* 0 out, 1 frontier, 2 chosen */
+  const int G = c->layout ? amoe_layout_groups(c->layout) : 0;
+  int gcnt[AMOE_MAX_LAYERS][64], gmax[AMOE_MAX_LAYERS], tmp[64], cg[64]; /* covered experts per (layer, group) */
   /* popularity ranking per layer (requests so far; ties: lower id) */
   pop_pair pp[AMOE_MAX_EXPERTS];
   for (int l = 0; l < L; l++) {
@@ -70,7 +77,7 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
   /* costs: what one more expert for one token adds to a layer of a pass
    * of the budget's nodes, by the shared cost function (§9) */
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &s->model, &s->hw, &s->engine, c->resident != NULL, s->offload.overlap, c->nodes,
+  amoe_cost_pass_init(&pc, &s->model, &s->hw, &s->engine, &s->parallel, c->resident != NULL, s->offload.overlap, c->nodes,
                       s->workload.depth, s->workload.context_tokens);
   const amoe_layer_counts base = {k, 0, 1, k * amoe_cost_expert_at(pc.ec, 1)};
   double c_hbm = amoe_cost_expert_marginal(&pc, &base, 1, 0);
@@ -82,6 +89,18 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
       for (int x = 0; x < E; x++) cov[(size_t)l * E + x] = c->resident[l][x];
     for (int j = 0; j < k; j++) cov[(size_t)l * E + pred[(size_t)l * k + j]] = 1; /* the root's */
   }
+  if (G) /* the covered experts on their groups */
+    for (int l = 0; l < L; l++) {
+      for (int g = 0; g < G; g++) gcnt[l][g] = 0;
+      gmax[l] = 0;
+      for (int x = 0; x < E; x++)
+        if (cov[(size_t)l * E + x]) {
+          const int nc = amoe_layout_copies(c->layout, l, x, cg);
+          int g = cg[0];
+          for (int q = 1; q < nc; q++) g = gcnt[l][cg[q]] < gcnt[l][g] ? cg[q] : g;
+          if (++gcnt[l][g] > gmax[l]) gmax[l] = gcnt[l][g];
+        }
+    }
   memset(state, 0, (size_t)n);
   state[0] = 2;
   for (int t = 1; t < n; t++)
@@ -95,6 +114,19 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
       double pen = 0;
       for (int l = 0; l < L; l++) {
         const uint16_t *pr = pred + ((size_t)t * L + l) * k;
+        if (G) { /* what its uncovered experts add to the busiest group */
+          int mx = gmax[l];
+          for (int g = 0; g < G; g++) tmp[g] = gcnt[l][g];
+          for (int j = 0; j < k; j++)
+            if (!cov[(size_t)l * E + pr[j]]) {
+              const int nc = amoe_layout_copies(c->layout, l, pr[j], cg);
+              int g = cg[0];
+              for (int q = 1; q < nc; q++) g = tmp[cg[q]] < tmp[g] ? cg[q] : g;
+              if (++tmp[g] > mx) mx = tmp[g];
+            }
+          pen += (mx - gmax[l]) * c_hbm;
+          continue;
+        }
         for (int j = 0; j < k; j++)
           if (!cov[(size_t)l * E + pr[j]])
             pen += c->resident && !c->resident[l][pr[j]] ? c_pcie : c_hbm;
@@ -109,7 +141,16 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
     state[best] = 2;
     for (int l = 0; l < L; l++) {
       const uint16_t *pr = pred + ((size_t)best * L + l) * k;
-      for (int j = 0; j < k; j++) cov[(size_t)l * E + pr[j]] = 1;
+      for (int j = 0; j < k; j++) {
+        const size_t ix = (size_t)l * E + pr[j];
+        if (G && !cov[ix]) {
+          const int nc = amoe_layout_copies(c->layout, l, pr[j], cg);
+          int g = cg[0];
+          for (int q = 1; q < nc; q++) g = gcnt[l][cg[q]] < gcnt[l][g] ? cg[q] : g;
+          if (++gcnt[l][g] > gmax[l]) gmax[l] = gcnt[l][g];
+        }
+        cov[ix] = 1;
+      }
     }
     for (int t = best + 1; t < n; t++)
       if (b->parent[t] == best) state[t] = 1;

@@ -6,10 +6,13 @@
  * model with the calibration workload's union-vs-n table (the null model
  * E·(1 - (1 - k/E)^n) where the table has no entry), priced by the shared
  * cost function. Under offload, a fraction 1 - slots/E of the union is
- * predicted to be fetched. Lossless. */
+ * predicted to be fetched; on several GPUs the busiest group is predicted to
+ * hold ⌈union / groups⌉ of its experts (an even spread: a lower bound).
+ * Lossless. */
 #include <math.h>
 
 #include "cost.h"
+#include "layout.h"
 #include "policy.h"
 #include "run.h"
 
@@ -26,12 +29,16 @@ double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) {
   const amoe_model *M = &s->model;
   const int off = s->offload.enabled;
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, M, &s->hw, &s->engine, off, s->offload.overlap, n, maxd, s->workload.context_tokens);
+  amoe_cost_pass_init(&pc, M, &s->hw, &s->engine, &s->parallel, off, s->offload.overlap, n, maxd, s->workload.context_tokens);
   const double miss = off ? 1 - fmin(1.0, (double)s->offload.slots_per_layer / M->experts) : 0;
   const double u = union_at(c, n);
   const int per = (int)ceil(n * (double)M->top_k / (u > 0 ? u : 1));
   const int waves = off ? (int)ceil(u / s->offload.slots_per_layer) : 1;
   amoe_layer_counts lc = {u, u * miss, waves > 1 ? waves : 1, u * amoe_cost_expert_at(pc.ec, per)};
+  if (c->layout) { /* several GPUs: the union spread evenly over the groups, each expert split moe_tp ways */
+    const int G = amoe_layout_groups(c->layout);
+    lc.expert_s = ceil(u / G) * amoe_cost_expert_at(pc.ec, per) / pc.moe_tp;
+  }
   amoe_pass_time t = amoe_cost_pass(&pc, NULL, 0);
   return t.total + M->moe_layers * amoe_cost_layer(&pc, &lc).total;
 }

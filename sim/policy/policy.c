@@ -35,8 +35,12 @@ amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
      .choose = amoe_draft_ecospec,
      .reads_popularity = 1},
     {.name = "evict", .choose = amoe_draft_evict, .reads_union_table = 1},
+    {.name = "mtp",
+     .params = {{.key = "tokens", .tag = "N", .def = NAN, .min = 1, .max = 16, .integer = 1, .shown_if_default = 1}},
+     .choose = amoe_draft_mtp,
+     .mtp = 1},
 };
-int amoe_draft_count = 4;
+int amoe_draft_count = 5;
 
 int amoe_verifier_find(const char *name) {
   for (int i = 0; i < amoe_verifier_count; i++)

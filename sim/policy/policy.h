@@ -69,6 +69,8 @@ typedef struct {
    * pass time in predicted[0..1] (NULL: nobody asks); the run reports them
    * against what it then charged */
   double *predicted;
+  /* several GPUs: where the experts are (layout.h), or NULL on one GPU */
+  const struct amoe_layout *layout;
 } amoe_dctx;
 
 typedef struct {
@@ -84,6 +86,10 @@ typedef struct {
   /* 1: reads how often this row has executed each expert so far
    * (amoe_dctx.popularity; NULL for the other rows) */
   int reads_popularity;
+  /* 1: each verified node after the root was drafted by one forward of the
+   * target's MTP module (a decoder layer and the head), not by a draft head */
+  int mtp;
+  const char *description; /* one line for `acceptmoe policies` */
 } amoe_draft_def;
 
 /* Row 0 of each table is the default (eagle, natural); their pairing is
@@ -160,6 +166,7 @@ void amoe_verifier_oracle(const amoe_vctx *c, uint8_t *S);
 /* The draft policies. */
 int amoe_draft_autoregressive(const amoe_dctx *c, int *out);
 int amoe_draft_eagle(const amoe_dctx *c, int *out);
+int amoe_draft_mtp(const amoe_dctx *c, int *out);
 int amoe_draft_ecospec(const amoe_dctx *c, int *out);
 int amoe_draft_evict(const amoe_dctx *c, int *out);
 /* evict's predicted time of a pass over the first n nodes of the EAGLE
