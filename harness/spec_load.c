@@ -118,7 +118,7 @@ static const krow KEYS[] = {
     {"hardware.step_host_s", T_DBL, F(hw.step_host_s), 0, 1, NULL, 0, 0},
     {"hardware.cuda_graphs", T_BOOL, F(hw.cuda_graphs), 0, 0, NULL, 0, 0},
     {"hardware.gpus", T_INT, F(hw.gpus), 1, 64, NULL, 0, 0},
-    {"hardware.interconnect.name", T_STR, F(hw.ic.name), 0, 0, NULL, 0, 0},
+    {"hardware.interconnect.name", T_STR, F(hw.ic.name), 0, 0, NULL, 1, 0},
     {"hardware.interconnect.allreduce_latency_s", T_DBL, F(hw.ic.allreduce_latency_s), 0, 1, NULL, 0, 0},
     {"hardware.interconnect.allreduce_bw", T_DBL, F(hw.ic.allreduce_bw), 0, BIG, NULL, 0, 0},
     {"hardware.interconnect.dispatch_s", T_DBL, F(hw.ic.dispatch_s), 0, 1, NULL, 0, 0},
