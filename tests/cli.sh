@@ -426,6 +426,20 @@ else bad "prefill: bypass should leave decode as without a prompt, through shoul
 if grep -A1 '"engine": {' "$T/p0/meta.json" | grep -q '"cuda_graphs": true' &&
    grep -A1 '^engine:' "$T/p0/spec.resolved.yaml" | grep -q 'cuda_graphs: true'; then ok
 else bad "engine mode missing from meta.json or spec.resolved.yaml"; fi
+# several GPUs: a layout that does not multiply out names its keys
+expect 2 "parallel.moe_ep \(4\) x parallel.moe_tp \(1\) = 4 must equal parallel.attention_tp \(8\)" -- "$A" run \
+  tests/fixtures/golden.yaml --set hardware.gpus=8 --set hardware.interconnect=nvlink4 --set parallel.moe_ep=4 \
+  --set parallel.moe_tp=1 --out "$T/bad" --quiet
+expect 2 "parallel.attention_tp \(4\) must equal hardware.gpus \(8\)" -- "$A" run tests/fixtures/golden.yaml \
+  --set hardware.gpus=8 --set hardware.interconnect=nvlink4 --set parallel.attention_tp=4 --out "$T/bad" --quiet
+expect 2 "hardware.gpus 8 needs an interconnect" -- "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 \
+  --out "$T/bad" --quiet
+expect 2 "unknown interconnect preset 'nvlink9'" -- "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 \
+  --set hardware.interconnect=nvlink9 --out "$T/bad" --quiet
+# ... and one GPU stated in full is today's run, byte for byte
+"$A" run tests/fixtures/golden.yaml --set hardware.gpus=1 --set parallel.attention_tp=1 --set parallel.moe_ep=1 \
+  --set parallel.moe_tp=1 --out "$T/one" --quiet >/dev/null 2>&1
+cmp -s "$T/one/summary.csv" "$T/g1/summary.csv" && ok || bad "one GPU stated in full differs from the default"
 # an old resolved spec's offload.host_overhead_per_layer_s is read as hardware.readback_s
 expect 0 "readback_s: (7|6\\.9999)" -- bash -c "\"$A\" run tests/fixtures/golden.yaml --set workload.blocks=2 \
   --set offload.host_overhead_per_layer_s=7e-5 --out \"$T/alias\" --quiet >/dev/null && grep readback_s \"$T/alias/spec.resolved.yaml\""

@@ -161,16 +161,17 @@ void amoe_layout_layer_groups(const amoe_layout *t, int l, const uint8_t *X, con
                               int moe_tp, double *work, int *n) {
   const int G = t->groups;
   for (int g = 0; g < G; g++) work[g] = 0, n[g] = 0;
-  for (int x = 0; x < t->experts; x++) {
-    if (!X[x]) continue;
-    const size_t k = (size_t)l * t->experts + x;
-    const int16_t *cg = t->grp + k * G;
-    int g = cg[0];
-    for (int c = 1; c < t->ncopy[k]; c++)
-      if (work[cg[c]] < work[g] || (work[cg[c]] == work[g] && cg[c] < g)) g = cg[c];
-    work[g] += (count ? amoe_cost_expert_at(ec, count[x]) : ec.mem_s) / moe_tp;
-    n[g]++;
-  }
+  for (int pass = 0; pass < 2; pass++) /* the single copies first: then the work a replica joins is known */
+    for (int x = 0; x < t->experts; x++) {
+      const size_t k = (size_t)l * t->experts + x;
+      if (!X[x] || (t->ncopy[k] > 1) != pass) continue;
+      const int16_t *cg = t->grp + k * G;
+      int g = cg[0];
+      for (int c = 1; c < t->ncopy[k]; c++)
+        if (work[cg[c]] < work[g] || (work[cg[c]] == work[g] && cg[c] < g)) g = cg[c];
+      work[g] += (count ? amoe_cost_expert_at(ec, count[x]) : ec.mem_s) / moe_tp;
+      n[g]++;
+    }
 }
 
 double amoe_layout_layer(const amoe_layout *t, int l, const uint8_t *X, const int *count, amoe_expert_coef ec,

@@ -36,8 +36,8 @@ amoe_status amoe_layout_read(amoe_layout *t, const char *path, amoe_err *e);
 int amoe_layout_copies(const amoe_layout *t, int l, int x, int *g);
 
 /* One MoE layer's executed experts X (E flags) over the groups: each on its
- * group, a replicated one on the copy whose group has the least work so far
- * (ascending id; ties: the lower group). An expert's work is
+ * group; then each replicated one, ascending id, on the copy whose group
+ * has the least work so far (ties: the lower group). An expert's work is
  * amoe_cost_expert_at(count[x]) / moe_tp (count NULL: its bytes alone).
  * Returns the busiest group's expert time; *busiest_n its experts. */
 double amoe_layout_layer(const amoe_layout *t, int l, const uint8_t *X, const int *count, amoe_expert_coef ec,

@@ -183,11 +183,15 @@ AMOE_STAGE void layer_route_natural(const amoe_block *b, int l, int k, work *w, 
   if (counted) { /* the union is where the counts are nonzero */
     memset(w->count, 0, (size_t)E * sizeof(int));
     amoe_route_natural(b, l, k, w->nodes, nn, NULL, w->count);
-    for (int x = 0; x < E; x++) ls->nu += w->U[x] = w->count[x] > 0;
+    int nu = 0; /* (a local: the byte stores below may alias *ls) */
+    for (int x = 0; x < E; x++) nu += w->U[x] = w->count[x] > 0;
+    ls->nu += nu;
   } else {
     memset(w->U, 0, (size_t)E);
     amoe_route_natural(b, l, k, w->nodes, nn, w->U, NULL);
-    for (int x = 0; x < E; x++) ls->nu += w->U[x];
+    int nu = 0;
+    for (int x = 0; x < E; x++) nu += w->U[x];
+    ls->nu += nu;
     memcpy(w->X, w->U, (size_t)E);
   }
   memset(w->S, 1, (size_t)E);
@@ -208,7 +212,9 @@ AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_commitment
   amoe_vctx vc = {b, l, k, E, s->model.router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
                   P, w->scratch, w->iscratch};
   rs->ver->select(&vc, w->S);
-  for (int x = 0; x < E; x++) ls->ns += w->S[x];
+  int ns = 0;
+  for (int x = 0; x < E; x++) ns += w->S[x];
+  ls->ns += ns;
   uint8_t *restrict Xl = w->X, *restrict U = w->U, *restrict R = w->R;
   const uint8_t *restrict Sl = w->S;
   int *restrict cnt = w->count, *restrict rcnt = w->rcount;
@@ -237,7 +243,9 @@ AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_commitment
     for (int x = 0; x < E; x++) cnt[x] = (Sl[x] ? cnt[x] : 0) + rcnt[x];
   else
     for (int x = 0; x < E; x++) Xl[x] = (uint8_t)((U[x] & Sl[x]) | R[x]);
-  for (int x = 0; x < E; x++) ls->nu += U[x];
+  int nu = 0;
+  for (int x = 0; x < E; x++) nu += U[x];
+  ls->nu += nu;
 }
 
 /* Stage execute: X (from the counts when counted), the experts' part of
@@ -246,36 +254,39 @@ AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_commitment
  * ecospec's predictor reads. */
 AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, int E, work *w, int counted,
                                  int by_count, layer_sums *ls) {
-  /* no branches: about half the experts run, at random */
+  /* no branches: about half the experts run, at random. Each loop also
+   * counts how much of X the previous pass of the request executed
+   * (executed_overlap) and keeps X for the next. */
+  uint8_t *restrict px = rs->prev_x + (size_t)l * E;
+  uint8_t *restrict X = w->X, *restrict F = w->F;
+  int nx = 0, shared = 0; /* (locals: the byte stores may alias *ls) */
   if (counted) {
+    const int *restrict cnt = w->count;
+    double t = 0;
     for (int x = 0; x < E; x++) {
-      const int run = w->count[x] > 0;
-      w->X[x] = (uint8_t)run;
-      w->F[x] = 0;
-      ls->nx += run;
-      if (by_count) ls->t_moe += run ? amoe_cost_expert_at(ec, w->count[x]) : 0.0;
+      const uint8_t run = cnt[x] > 0;
+      X[x] = run;
+      F[x] = 0;
+      nx += run;
+      shared += px[x] & run;
+      px[x] = run;
+      if (by_count) t += run ? amoe_cost_expert_at(ec, cnt[x]) : 0.0;
     }
-    if (!by_count) ls->t_moe += ls->nx * ec.mem_s;
+    ls->nx += nx;
+    ls->t_moe += by_count ? t : ls->nx * ec.mem_s;
   } else {
-    const uint8_t *restrict X = w->X;
-    uint8_t *restrict F = w->F;
     for (int x = 0; x < E; x++) {
       F[x] = 0;
-      ls->nx += X[x];
+      nx += X[x];
+      shared += px[x] & X[x];
+      px[x] = X[x];
     }
+    ls->nx += nx;
     ls->t_moe += ls->nx * ec.mem_s;
   }
-  if (rs->popularity)
-    for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += w->X[x];
-  /* how much of X the previous pass of the request also executed */
-  uint8_t *restrict px = rs->prev_x + (size_t)l * E;
-  const uint8_t *restrict X = w->X;
-  int shared = 0;
-  for (int x = 0; x < E; x++) {
-    shared += px[x] & X[x];
-    px[x] = X[x];
-  }
   ls->shared = shared;
+  if (rs->popularity)
+    for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += X[x];
 }
 
 /* Stage cache (offload, §8): hits, fetches and waves. Resident: every
@@ -307,7 +318,7 @@ AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, wor
  * one token (its MoE layer routing the token as the target's last MoE layer
  * does; on several GPUs, the busiest group's share) plus the shared head,
  * priced by the one cost function. */
-static double mtp_draft_s(const amoe_spec *s, const row_state *rs, const amoe_block *b, work *w, int nn) {
+static __attribute__((noinline)) double mtp_draft_s(const amoe_spec *s, const row_state *rs, const amoe_block *b, work *w, int nn) {
   const amoe_model *M = &s->model;
   const int E = b->experts, k = M->top_k, tp = s->parallel.attention_tp > 1 ? s->parallel.attention_tp : 1;
   amoe_cost_pass_ctx one;
@@ -328,8 +339,8 @@ static double mtp_draft_s(const amoe_spec *s, const row_state *rs, const amoe_bl
 /* Stage place (several GPUs, §16): the executed experts over the groups
  * of the layout; the layer waits for the busiest group, so its expert time
  * is that group's. */
-AMOE_STAGE void layer_place(const amoe_layout *lay, int moe_tp, amoe_expert_coef ec, int l, work *w, int by_count,
-                               layer_sums *ls) {
+static __attribute__((noinline)) void layer_place(const amoe_layout *lay, int moe_tp, amoe_expert_coef ec, int l,
+                                                   work *w, int by_count, layer_sums *ls) { /* (off the one-GPU path) */
   ls->t_moe = amoe_layout_layer(lay, l, w->X, by_count ? w->count : NULL, ec, moe_tp, &ls->busiest);
 }
 
