@@ -65,6 +65,9 @@ void amoe_exec_close(amoe_exec *x) {
 amoe_status amoe_exec_open(amoe_exec **out, const char *backend, const amoe_spec *s, int repeats, int cold,
                            amoe_err *e) {
   *out = NULL;
+  if (s->hw.gpus > 1) /* (docs/gpu.md: several-GPU layouts are simulated only) */
+    return amoe_fail(e, AMOE_EINVAL, "--backend runs one GPU; this spec lays the model over %d (hardware.gpus)",
+                     s->hw.gpus);
   amoe_exec *x = calloc(1, sizeof *x);
   if (!x) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   snprintf(x->name, sizeof x->name, "%s", backend);

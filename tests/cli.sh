@@ -436,6 +436,8 @@ expect 2 "hardware.gpus 8 needs an interconnect" -- "$A" run tests/fixtures/gold
   --out "$T/bad" --quiet
 expect 2 "unknown interconnect preset 'nvlink9'" -- "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 \
   --set hardware.interconnect=nvlink9 --out "$T/bad" --quiet
+expect 2 "backend runs one GPU; this spec lays the model over 8" -- "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 \
+  --set hardware.interconnect=nvlink4 --backend cpu --out "$T/bad" --quiet
 # ... and one GPU stated in full is today's run, byte for byte
 "$A" run tests/fixtures/golden.yaml --set hardware.gpus=1 --set parallel.attention_tp=1 --set parallel.moe_ep=1 \
   --set parallel.moe_tp=1 --out "$T/one" --quiet >/dev/null 2>&1
