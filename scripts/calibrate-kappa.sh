@@ -19,7 +19,7 @@ commitment: {calibrate: {blocks: 500, seed: 12}}
 policies: [natural, {verifier: acceptmoe}]
 sweep: {acceptance_model.kappa: [$grid]}
 YAML
-build/acceptmoe run "$t/kappa.yaml" --out "$t/out" --quiet >/dev/null
+"${ACCEPTMOE:-build/acceptmoe}" run "$t/kappa.yaml" --out "$t/out" --quiet >/dev/null
 awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next}
   {k=$c["acceptance_model.kappa"]; tau[$c["policy"],k]=$c["tau_mean"]; if(!(k in seen)){seen[k]=1;ks[++n]=k}}
   END{print "kappa,tau_natural,tau_acceptmoe,ratio"; best="none";

@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 for s in workloads/specs/acceptmoe-*.yaml workloads/specs/ecospec-*.yaml; do
   n=$(basename "$s" .yaml)
   echo "== $n"
-  build/acceptmoe run "$s" --out "results/reference/$n" --quiet
+  "${ACCEPTMOE:-build/acceptmoe}" run "$s" --out "results/reference/$n" --quiet
 done

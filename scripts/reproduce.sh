@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = --quick ] && quick=1
-[ -x build/acceptmoe ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j"$(nproc)"; }
+A=${ACCEPTMOE:-build/acceptmoe} # the binary
+[ -x "$A" ] || [ -n "${ACCEPTMOE:-}" ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j"$(nproc)"; }
 command -v gnuplot >/dev/null || { echo "reproduce.sh: needs gnuplot (Debian package gnuplot-nox)" >&2; exit 2; }
 if [ $quick = 1 ]; then res=results/quick/reference figs=results/quick/figures readme=results/quick/README.md set=(--set workload.blocks=40)
 else res=results/reference figs=results/figures readme=results/README.md set=(); fi
@@ -21,7 +22,7 @@ mkdir -p "$res" "$figs"
 for s in workloads/specs/acceptmoe-*.yaml workloads/specs/ecospec-*.yaml workloads/specs/figure-*.yaml; do
   n=$(basename "$s" .yaml)
   echo "== $n"
-  build/acceptmoe run "$s" "${set[@]}" --out "$res/$n" --quiet >/dev/null
+  "$A" run "$s" "${set[@]}" --out "$res/$n" --quiet >/dev/null
 done
 plot() { # NAME SCRIPT ARGS
   local name=$1 script=$2 args=$3

@@ -11,10 +11,11 @@ out="results/$(basename "$spec" .yaml)"
 if [ $# -gt 0 ] && [ "$1" != -- ]; then out=$1; shift; fi
 [ "${1:-}" = -- ] && shift
 command -v parallel >/dev/null || { echo "sweep-parallel.sh: needs GNU parallel (Debian package parallel)" >&2; exit 2; }
-[ -x build/acceptmoe ] || { echo "sweep-parallel.sh: build first (scripts/test.sh)" >&2; exit 2; }
+A=${ACCEPTMOE:-build/acceptmoe} # the binary (tests pass the one under test)
+[ -x "$A" ] || { echo "sweep-parallel.sh: no $A: build first (scripts/test.sh) or set ACCEPTMOE" >&2; exit 2; }
 parts=$(mktemp -d); trap 'rm -rf "$parts"' EXIT
 # one generator thread per shard: the shards are the parallelism
 seq 0 $((n - 1)) | parallel --will-cite --halt now,fail=1 -j "$n" \
-  build/acceptmoe run "$spec" --shard {}/"$n" --threads 1 --out "$parts/{}" --quiet "$@" ">" /dev/null
-build/acceptmoe merge "$parts"/* --out "$out"
+  "$A" run "$spec" --shard {}/"$n" --threads 1 --out "$parts/{}" --quiet "$@" ">" /dev/null
+"$A" merge "$parts"/* --out "$out"
 echo "merged $n shards into $out/"

@@ -82,6 +82,11 @@ int main(int argc, char **argv) {
     if (!strcmp(t, "executed_mean")) cx = col;
     if (!strcmp(t, "union_mean")) cu = col;
   }
+  CHECK(cpol >= 0 && cx >= 0 && cu >= 0, "summary.csv lacks policy, executed_mean or union_mean");
+  if (cpol < 0 || cx < 0 || cu < 0) {
+    fclose(f);
+    return check_done();
+  }
   int matched = 0;
   while (fgets(row, sizeof row, f)) {
     char *fields[64];

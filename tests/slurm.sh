@@ -56,7 +56,7 @@ for _ in $(seq 1 30); do sinfo -h -o %t 2>/dev/null | grep -q idle && break; sle
 sinfo -h -o %t 2>/dev/null | grep -q idle || skip "the node did not come up: $(tail -3 "$T/ctld.log" 2>/dev/null)"
 S=tests/fixtures/sweep6.yaml
 "$A" run $S --out "$T/ref" --quiet >/dev/null 2>&1 || { echo "unsharded run failed"; echo "0 passed, 1 failed"; exit 1; }
-scripts/sweep-slurm.sh $S 3 "$T/out" >/dev/null || { echo "sbatch failed"; echo "0 passed, 1 failed"; exit 1; }
+ACCEPTMOE="$A" scripts/sweep-slurm.sh $S 3 "$T/out" >/dev/null || { echo "sbatch failed"; echo "0 passed, 1 failed"; exit 1; }
 for _ in $(seq 1 120); do [ -f "$T/out/meta.json" ] && [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 1; done
 pass=0; fail=0
 for f in summary.csv layers.csv meta.json spec.resolved.yaml; do
