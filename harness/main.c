@@ -2,7 +2,7 @@
  *   build:  cmake -B build && cmake --build build -j
  *   run:    build/acceptmoe run workloads/specs/quickstart.yaml
  * Commands return statuses; only main() turns them into exit codes:
- * 0 ok, 1 runtime error, 2 bad spec or usage. */
+ * 0 ok, 1 runtime error, 2 bad spec or usage, 130 interrupted. */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -273,16 +273,16 @@ static void on_progress(void *vc, uint64_t blocks) {
 /* Offline tables for a spec: p̂ (calibrated on another workload, an inline
  * table, or a file) and, when `unions` is set, the union-vs-n table, which
  * always comes from the calibration workload. */
-static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_commitment *ph, char *how, size_t hn,
+static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_offline *offline, char *how, size_t hn,
                                   amoe_err *e) {
-  memset(ph, 0, sizeof *ph);
+  memset(offline, 0, sizeof *offline);
   if (s->commitment.mode == AMOE_COMMIT_CALIBRATE || unions) {
     amoe_workload_spec w = s->workload;
     w.seed = s->commitment.seed;
     w.blocks = s->commitment.blocks;
     amoe_source *src;
     AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
-    amoe_status st = amoe_commitment_estimate(src, s->workload.nodes, s->model.top_k, ph, e);
+    amoe_status st = amoe_offline_estimate(src, s->workload.nodes, s->model.top_k, offline, e);
     amoe_source_close(src);
     AMOE_TRY(st);
     if (w.source == AMOE_SRC_SYNTHETIC)
@@ -293,12 +293,12 @@ static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_commitmen
                "other seed; give commitment.table or commitment.file for an independent estimate)", w.blocks);
   }
   if (s->commitment.mode == AMOE_COMMIT_TABLE) {
-    memcpy(ph->p, s->commitment.table, sizeof(double) * (size_t)s->commitment.table_n);
-    ph->n = s->commitment.table_n;
+    memcpy(offline->p, s->commitment.table, sizeof(double) * (size_t)s->commitment.table_n);
+    offline->n = s->commitment.table_n;
     snprintf(how, hn, "table in the spec");
   } else if (s->commitment.mode == AMOE_COMMIT_FILE) {
     amoe_diag d = {0};
-    int ok = amoe_commitment_file_load(s->commitment.file, ph->p, &ph->n, &d) == AMOE_OK;
+    int ok = amoe_commitment_file_load(s->commitment.file, offline->p, &offline->n, &d) == AMOE_OK;
     amoe_status st = ok ? AMOE_OK : amoe_fail(e, AMOE_EINVAL, "%s", d.n ? d.msgs[0] : "bad commitment file");
     amoe_diag_free(&d);
     snprintf(how, hn, "file %s", s->commitment.file);
@@ -308,30 +308,30 @@ static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_commitmen
 }
 
 /* Stage 1: the offline tables the spec's policies read (policy table flags). */
-static amoe_status offline_tables(const amoe_spec *s, int quiet, amoe_commitment *ph, int *reads_phat, char *how,
+static amoe_status offline_tables(const amoe_spec *s, int quiet, amoe_offline *offline, int *reads_commitment, char *how,
                                   size_t hn, amoe_err *e) {
   int unions = 0;
-  *reads_phat = 0;
+  *reads_commitment = 0;
   for (int i = 0; i < s->npolicies; i++) {
-    *reads_phat |= amoe_verifier_table[s->policies[i].verifier].reads_commitment;
+    *reads_commitment |= amoe_verifier_table[s->policies[i].verifier].reads_commitment;
     unions |= amoe_draft_table[s->policies[i].draft].reads_union_table;
   }
-  memset(ph, 0, sizeof *ph);
-  if (!*reads_phat && !unions) {
+  memset(offline, 0, sizeof *offline);
+  if (!*reads_commitment && !unions) {
     snprintf(how, hn, "not needed by these policies");
     return AMOE_OK;
   }
-  AMOE_TRY(commitment_for(s, unions, ph, how, hn, e));
+  AMOE_TRY(commitment_for(s, unions, offline, how, hn, e));
   if (!quiet && strstr(how, "trace itself")) fprintf(stderr, "acceptmoe: warning: p_d %s\n", how);
   return AMOE_OK;
 }
 
 /* One sweep point, stages 1-5. */
 static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoints, amoe_results *res, amoe_err *e) {
-  amoe_commitment ph;
-  int reads_phat;
+  amoe_offline offline;
+  int reads_commitment;
   char how[AMOE_PATH_MAX + 128];
-  AMOE_TRY(offline_tables(s, o->quiet, &ph, &reads_phat, how, sizeof how, e)); /* 1 */
+  AMOE_TRY(offline_tables(s, o->quiet, &offline, &reads_commitment, how, sizeof how, e)); /* 1 */
   double *load = NULL; /* a balanced placement's long-run load, from the calibration workload */
   if ((s->hw.gpus > 1 || s->parallel.moe_tp > 1) && s->parallel.placement == AMOE_PLACE_BALANCED) {
     load = malloc((size_t)s->model.moe_layers * s->model.experts * sizeof *load);
@@ -348,7 +348,7 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
       free(load);
       return st;
     }
-    ph.load = load;
+    offline.load = load;
   }
   amoe_source *src = NULL;
   amoe_status sst = amoe_source_open(&src, &s->workload, &s->model, e); /* 2 */
@@ -378,7 +378,7 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
                       interrupted};
   amoe_row_result rows[AMOE_MAX_POLICIES];
   if (o->profile) amoe_moe_profiler(1); /* one pass between cudaProfilerStart/Stop */
-  amoe_status st = amoe_run(s, &ph, src, &h, rows, e);
+  amoe_status st = amoe_run(s, &offline, src, &h, rows, e);
   if (o->profile) amoe_moe_profiler(0);
   if (c.tty && !o->quiet && now_s() - c.t0 >= 1.0) fprintf(stderr, "\n");
   if (!st) { /* 5 */
@@ -393,7 +393,7 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
           mlayers[(size_t)i * s->model.moe_layers + l] = amoe_exec_layer(ex, i, l, rows[i].tot.blocks);
       }
     }
-    const amoe_point_result pr = {p, s, rows, amoe_source_provenance(src), how, reads_phat ? &ph : NULL,
+    const amoe_point_result pr = {p, s, rows, amoe_source_provenance(src), how, reads_commitment ? &offline : NULL,
                                   ex ? measured : NULL, mlayers};
     json_t *pj = st ? NULL : amoe_results_point(res, &pr, e);
     if (!st && !pj) st = AMOE_EIO;
@@ -713,10 +713,10 @@ static int cmd_calibrate(int argc, char **argv) {
   amoe_spec *s = calloc(1, sizeof *s);
   if (!(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
     amoe_err e = {{0}};
-    amoe_commitment ph;
+    amoe_offline offline;
     char how[AMOE_PATH_MAX + 128];
     s->commitment.mode = AMOE_COMMIT_CALIBRATE;
-    amoe_status st = commitment_for(s, 0, &ph, how, sizeof how, &e);
+    amoe_status st = commitment_for(s, 0, &offline, how, sizeof how, &e);
     if (!st) {
       amoe_afile a = {0};
       FILE *f = stdout;
@@ -728,7 +728,7 @@ static int cmd_calibrate(int argc, char **argv) {
         fprintf(f, "# commitment p_d: fraction of blocks whose natural accepted prefix reaches depth d\n");
         fprintf(f, "# model %s, %s, eagle tree of %d nodes\n", s->model.name, how, s->workload.nodes);
         fprintf(f, "table: [");
-        for (int d = 0; d < ph.n; d++) fprintf(f, "%s%.6f", d ? ", " : "", ph.p[d]);
+        for (int d = 0; d < offline.n; d++) fprintf(f, "%s%.6f", d ? ", " : "", offline.p[d]);
         fprintf(f, "]\n");
         if (o.out) st = amoe_afile_commit(&a, &e);
       }

@@ -133,7 +133,7 @@ static const col SUMMARY[] = {
     {"tokens_per_s", SR(m.tokens_per_s, 'g')},
     {"speedup_vs_natural", SR(speedup, 'g')},
     {"displaced_assignment_rate", SR(m.displaced_assignment_rate, 'g')},
-    {"perturbation_mean", SR(m.delta_mean, 'g')},
+    {"perturbation_mean", SR(m.perturbation_mean, 'g')},
     {"deviated_token_rate", SR(m.deviated_token_rate, 'g')},
     {"step_s_per_token", SR(m.step_s_per_token, 'g')},
     {"draft_s_per_token", SR(m.draft_s_per_token, 'g')},
@@ -187,7 +187,7 @@ typedef struct {
   const char *policy;
   double block, request, step; /* integers, written as %.0f */
   int passes, verified, tau, deviated;
-  double union_mean, eligible_mean, executed_mean, fetched, delta_mean, time_s;
+  double union_mean, eligible_mean, executed_mean, fetched, perturbation_mean, time_s;
 } block_row;
 
 #define BR(f, k) k, offsetof(block_row, f)
@@ -204,7 +204,7 @@ static const col BLOCKS[] = {
     {"eligible_mean", BR(eligible_mean, 'g')},
     {"executed_mean", BR(executed_mean, 'g')},
     {"fetched_experts", BR(fetched, 'g')},
-    {"perturbation_mean", BR(delta_mean, 'g')},
+    {"perturbation_mean", BR(perturbation_mean, 'g')},
     {"time_s", BR(time_s, 'g')},
 };
 #define NCOL(t) ((int)(sizeof t / sizeof t[0]))
@@ -278,7 +278,7 @@ amoe_status amoe_results_block(amoe_results *r, int row, const amoe_block_stats 
   if (!r->blocks.f) return AMOE_OK;
   const block_row br = {r->s->policies[row].label, (double)b->block, b->request, b->step, b->passes, b->verified,
                         b->tau, b->deviated, b->union_mean, b->eligible_mean, b->executed_mean, b->fetched,
-                        b->delta_mean, b->time_s};
+                        b->perturbation_mean, b->time_s};
   fprintf(r->blocks.f, "%d%s", r->point, r->sweepvals);
   values(r->blocks.f, &br, BLOCKS, NCOL(BLOCKS));
   return fputc('\n', r->blocks.f) == EOF ? amoe_fail(e, AMOE_EIO, "blocks.csv: write failed") : AMOE_OK;
@@ -327,9 +327,9 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
                                 moe_kernels[s->engine.moe_kernels == AMOE_MOE_PER_EXPERT], "kernels_per_layer",
                                 s->engine.kernels_per_layer, "launch_s", s->hw.launch_s, "readback_s", s->hw.readback_s,
                                 "step_host_s", s->hw.step_host_s));
-  if (pt->phat) {
+  if (pt->offline) {
     json_t *tab = json_array();
-    for (int d = 0; d < pt->phat->n; d++) json_array_append_new(tab, json_real(pt->phat->p[d]));
+    for (int d = 0; d < pt->offline->n; d++) json_array_append_new(tab, json_real(pt->offline->p[d]));
     json_object_set_new(pj, "commitment_table", tab);
   }
   json_object_set_new(pj, "hw_calibration",
@@ -426,4 +426,38 @@ void amoe_results_close(amoe_results *r) {
   json_decref(r->meta_json);
   json_decref(r->points);
   free(r);
+}
+
+void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
+  double c = t->committed > 0 ? t->committed : 1, lb = t->layer_blocks > 0 ? t->layer_blocks : 1;
+  o->tau_mean = t->passes > 0 ? t->committed / t->passes : 0;
+  o->verified_nodes_mean = t->passes > 0 ? t->verified / t->passes : 0;
+  o->union_mean = t->union_sum / lb;
+  o->eligible_mean = t->eligible_sum / lb;
+  o->executed_mean = t->executed_sum / lb;
+  o->hbm_expert_bytes_per_token = t->hbm_expert_bytes / c;
+  o->h2d_bytes_per_token = t->h2d_bytes / c;
+  o->cache_hit_rate = offload ? (t->requests > 0 ? t->hits / t->requests : 0) : 1.0;
+  o->fetch_wait_share = t->t_total > 0 ? t->t_fetch / t->t_total : 0;
+  o->time_per_token_s = t->t_total / c;
+  o->tokens_per_s = t->t_total > 0 ? t->committed / t->t_total : 0;
+  o->displaced_assignment_rate = t->assignments > 0 ? t->displaced / t->assignments : 0;
+  o->deviated_token_rate = t->deviated / c;
+  o->perturbation_mean = t->perturbation_n > 0 ? t->perturbation_sum / t->perturbation_n : 0;
+  o->step_s_per_token = t->t_step / c;
+  o->draft_s_per_token = t->t_draft / c;
+  o->dense_s_per_token = t->t_dense / c;
+  o->moe_s_per_token = t->t_moe / c;
+  o->fetch_s_per_token = t->t_fetch / c;
+  o->host_s_per_token = t->t_host / c;
+  o->predicted_tau_ratio = t->predicted_tau > 0 ? t->predicted_tau / t->committed : 0;
+  o->predicted_time_ratio = t->predictions > 0 ? t->predicted_s / t->predictions : 0;
+  o->busiest_group_executed_mean = t->busiest_sum / lb;
+  o->group_executed_mean = o->executed_mean / (t->groups > 0 ? t->groups : 1);
+  o->comm_share = t->t_total > 0 ? t->t_comm / t->t_total : 0;
+  o->comm_s_per_token = t->t_comm / c;
+  o->executed_overlap = t->executed_overlap_n > 0 ? t->executed_overlap_sum / t->executed_overlap_n : 0;
+  o->assignment_hit_rate = offload ? (t->assignments_served > 0 ? t->assignment_hits / t->assignments_served : 0) : 1.0;
+  o->prefill_s_per_request = t->prefills > 0 ? t->t_prefill / t->prefills : 0;
+  o->prefill_h2d_bytes_per_request = t->prefills > 0 ? t->prefill_h2d_bytes / t->prefills : 0;
 }

@@ -12,6 +12,18 @@
 #include "run.h"
 #include "spec_load.h"
 
+/* Derived per-run metrics (docs/design.md §10, docs/metrics.md): a row's totals made per token, per pass and per layer. */
+typedef struct {
+  double tau_mean, verified_nodes_mean, union_mean, eligible_mean, executed_mean;
+  double hbm_expert_bytes_per_token, h2d_bytes_per_token, cache_hit_rate, fetch_wait_share;
+  double time_per_token_s, tokens_per_s, displaced_assignment_rate, deviated_token_rate, perturbation_mean;
+  double step_s_per_token, draft_s_per_token, dense_s_per_token, moe_s_per_token, fetch_s_per_token, host_s_per_token;
+  double assignment_hit_rate, prefill_s_per_request, prefill_h2d_bytes_per_request, executed_overlap;
+  double predicted_tau_ratio, predicted_time_ratio; /* a draft's predictions over what was charged (0: none) */
+  double busiest_group_executed_mean, group_executed_mean, comm_share, comm_s_per_token; /* several GPUs (§16) */
+} amoe_summary;
+void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *out);
+
 typedef struct {
   FILE *f;
   char path[1200], tmp[1300];
@@ -54,7 +66,7 @@ typedef struct {
   const amoe_row_result *rows;        /* [s->npolicies] */
   const char *workload;               /* the source's provenance (JSON text) */
   const char *commitment;             /* where p̂ came from */
-  const amoe_commitment *phat;        /* written into meta.json, or NULL when no row reads it */
+  const amoe_offline *offline;     /* written into meta.json, or NULL when no row reads it */
   const amoe_exec_row *measured;      /* [npolicies], or NULL without a backend */
   const double *measured_layers;      /* [npolicies][moe_layers], or NULL */
 } amoe_point_result;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
+#include "accept.h"
 #include "cache.h"
 #include "gen.h"
 #include "policy.h"

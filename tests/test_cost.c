@@ -9,6 +9,7 @@
 #include "check.h"
 #include "cost.h"
 #include "policy.h"
+#include "results.h"
 #include "run.h"
 #include "source.h"
 #include "spec_load.h"
@@ -130,7 +131,7 @@ static void executed_is_routed(void) {
     amoe_policy_init(&s.policies[i], amoe_draft_find("eagle"), amoe_verifier_find(ver[i]));
     amoe_policy_set(&s.policies[i], "budget", 12); /* moe-spec: most assignments displaced */
   }
-  static amoe_commitment ph = {.p = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, .n = 6};
+  static amoe_offline offline = {.p = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, .n = 6};
   const double flops = s.hw.peak_flops;
   for (int run = 0; run < 3; run++) {
     /* h200: an expert's bytes outweigh 64 tokens of compute, so only the
@@ -152,7 +153,7 @@ static void executed_is_routed(void) {
     h.on_route = on_route;
     h.on_select = on_select;
     amoe_row_result rows[3];
-    CHECK(amoe_run(&s, &ph, src, &h, rows, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_run(&s, &offline, src, &h, rows, &e) == AMOE_OK, "%s", e.msg);
     for (int i = 0; i < 3; i++) amoe_row_result_free(&rows[i]);
     /* Reporting routes must not change what is counted: the same sets,
      * displaced counts and displaced mass (so τ), bit for bit. (Vector and
@@ -168,7 +169,7 @@ static void executed_is_routed(void) {
       hv.ctx = &dig[v];
       hv.on_select = on_select_digest;
       if (v) hv.on_route = on_route_none;
-      CHECK(amoe_run(&s, &ph, src, &hv, out[v], &e) == AMOE_OK, "%s", e.msg);
+      CHECK(amoe_run(&s, &offline, src, &hv, out[v], &e) == AMOE_OK, "%s", e.msg);
     }
     int same = dig[0] == dig[1];
     for (int i = 0; i < 3; i++) {
@@ -210,12 +211,12 @@ static void with_autoregressive(amoe_spec *s, int slots) {
 /* The autoregressive baseline (docs/design.md §6) decodes the natural accepted path
  * 0 -> 1 -> 3 one token per forward pass: routes {0,1}, {2,3}, {2,5}. */
 static void autoregressive_by_hand(amoe_source *src, amoe_spec s) {
-  static amoe_commitment ph;
+  static amoe_offline offline;
   amoe_err e;
   amoe_row_result rows[2];
   with_autoregressive(&s, 2); /* natural and autoregressive on the same block */
   s.hw.readback_s = 2e-4;
-  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   const amoe_totals *ar = &rows[1].tot;
   /* per token, one MoE layer, a 2-slot LRU cache from cold:
    *   token 0 {0,1}: 2 misses             -> {0,1}
@@ -258,9 +259,9 @@ static void autoregressive_single_nodes(void) {
   with_autoregressive(&s, 3);
   amoe_source *src = open_fixture(path, blocks, &s);
   amoe_err e;
-  static amoe_commitment ph;
+  static amoe_offline offline;
   amoe_row_result rows[2];
-  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(memcmp(&rows[0].tot, &rows[1].tot, sizeof rows[0].tot) == 0, "single-node blocks: rows differ");
   CHECK(memcmp(rows[0].layers, rows[1].layers, sizeof *rows[0].layers) == 0, "single-node blocks: layers differ");
   CHECK(rows[0].tot.passes == 4 && rows[0].tot.hits == 1, /* {0,1} {1,2} {3,4} {0,1} in 3 slots */ "passes %g hits %g", rows[0].tot.passes, rows[0].tot.hits);
@@ -276,7 +277,7 @@ static void autoregressive_single_nodes(void) {
  * work (3e-4) too. Per-expert MoE kernels (2 per executed expert): the MoE
  * layer 10 + 6 · 2. */
 static void eager_by_hand(amoe_source *src, double T) {
-  static amoe_commitment ph;
+  static amoe_offline offline;
   amoe_err e;
   amoe_row_result rows[1];
   amoe_spec s = spec();
@@ -285,13 +286,13 @@ static void eager_by_hand(amoe_source *src, double T) {
   s.engine.kernels_per_layer = 10;
   s.engine.kernels_per_expert = 2;
   s.hw.step_host_s = 3e-4;
-  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(fabs(rows[0].tot.t_total - (T + 55e-6 + 3e-4)) < 1e-12 && fabs(rows[0].tot.t_host - (55e-6 + 3e-4)) < 1e-15,
         "eager: total %.12g (by hand %.12g), host %.12g", rows[0].tot.t_total, T + 55e-6 + 3e-4, rows[0].tot.t_host);
   amoe_row_result_free(&rows[0]);
   s.engine.moe_kernels = AMOE_MOE_PER_EXPERT;
   s.engine.overlap_scheduler = 1;
-  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(fabs(rows[0].tot.t_total - (T + 66e-6)) < 1e-12, "per-expert eager: total %.12g, by hand %.12g",
         rows[0].tot.t_total, T + 66e-6);
   amoe_row_result_free(&rows[0]);
@@ -311,8 +312,8 @@ static void eager_by_hand(amoe_source *src, double T) {
  * charges, when its union table is exact for the block (resident, every
  * expert memory-bound): EAGLE order 0, 1, 2, 3 unites 2, 4, 5, 6 experts. */
 static void evict_predicts_what_is_charged(amoe_source *src) {
-  static amoe_commitment ph = {.p = {1, 1, 1}, .n = 3};
-  ph.unions[1] = 2, ph.unions[2] = 4, ph.unions[3] = 5, ph.unions[4] = 6, ph.union_n = 4;
+  static amoe_offline offline = {.p = {1, 1, 1}, .n = 3};
+  offline.unions[1] = 2, offline.unions[2] = 4, offline.unions[3] = 5, offline.unions[4] = 6, offline.union_n = 4;
   amoe_err e;
   amoe_row_result rows[1];
   for (int graphs = 0; graphs < 2; graphs++) {
@@ -320,7 +321,7 @@ static void evict_predicts_what_is_charged(amoe_source *src) {
     s.engine.cuda_graphs = graphs;
     s.engine.kernels_per_layer = 10;
     s.policies[0].draft = amoe_draft_find("evict");
-    CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
     const amoe_totals *t = &rows[0].tot;
     CHECK(t->predictions > 0 && fabs(t->predicted_s - t->t_total) < 1e-12 * t->t_total,
           "graphs %d: evict predicted %.12g, charged %.12g (verified %g)", graphs, t->predicted_s, t->t_total,
@@ -342,9 +343,9 @@ static void hit_rates_by_hand(void) {
   s.offload.slots_per_layer = 4;
   amoe_source *src = open_fixture(path, text, &s);
   amoe_err e;
-  static amoe_commitment ph;
+  static amoe_offline offline;
   amoe_row_result rows[1];
-  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   amoe_summary m;
   amoe_summarize(&rows[0].tot, 1, &m);
   CHECK(m.cache_hit_rate == 0.25 && m.assignment_hit_rate == 0.4, "hit rates: per expert %g, per assignment %g",
@@ -362,9 +363,9 @@ int main(void) {
   amoe_spec s = spec();
   amoe_source *src = open_fixture(path, BLOCK, &s);
   amoe_err e;
-  static amoe_commitment ph;
+  static amoe_offline offline;
   amoe_row_result rows[1];
-  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   /* By hand. n = 4 verified tokens, depth 2, union {0..5} = 6 experts with
    * token counts 0:1 1:1 2:3 3:1 4:1 5:1.
    * step: 5e-4
@@ -394,7 +395,7 @@ int main(void) {
   s.offload.enabled = 1;
   s.offload.slots_per_layer = 4;
   s.hw.readback_s = 2e-4;
-  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(rows[0].tot.h2d_bytes == 6e6 && rows[0].tot.hits == 0 && rows[0].tot.requests == 6, "h2d %g hits %g",
         rows[0].tot.h2d_bytes, rows[0].tot.hits);
   CHECK(fabs(rows[0].tot.t_fetch - 0.0608) < 1e-12 && fabs(rows[0].tot.t_total - (T + 0.0608 + 1e-6)) < 1e-12,
@@ -403,7 +404,7 @@ int main(void) {
   /* overlap: the copies hide behind the same layer's dense part; the host
    * synchronisation does not */
   s.offload.overlap = 1;
-  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(fabs(rows[0].tot.t_fetch - (0.0606 - t_dense_moe + 2e-4)) < 1e-12, "overlapped fetch %.9g",
         rows[0].tot.t_fetch);
   amoe_row_result_free(&rows[0]);
@@ -412,7 +413,7 @@ int main(void) {
    * so it takes S's lowest unstored id, 0: executed = S, one displacement. */
   s.offload.enabled = 0;
   s.policies[0].verifier = amoe_verifier_find("oracle");
-  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(rows[0].tot.eligible_sum == 5 && rows[0].tot.executed_sum == 5 && rows[0].tot.displaced == 1,
         "oracle eligible %g executed %g displaced %g", rows[0].tot.eligible_sum, rows[0].tot.executed_sum,
         rows[0].tot.displaced);
@@ -433,11 +434,11 @@ int main(void) {
   for (int i = 0; i < 3; i++) {
     s.kappa = kappas[i];
     s.workload.nodes = nodes[i];
-    CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
     CHECK(rows[0].tot.committed == want[i] && rows[0].tot.deviated == (kappas[i] > 0),
           "kappa %g nodes %d: tau %g deviated %g", kappas[i], nodes[i], rows[0].tot.committed, rows[0].tot.deviated);
-    CHECK(fabs(rows[0].tot.delta_sum - (1 / (1 + exp(1.0)) + (want[i] == 3 ? 2 * (1 / (1 + exp(2.0))) : 0))) < 1e-6,
-          "perturbation sum %.9g", rows[0].tot.delta_sum);
+    CHECK(fabs(rows[0].tot.perturbation_sum - (1 / (1 + exp(1.0)) + (want[i] == 3 ? 2 * (1 / (1 + exp(2.0))) : 0))) < 1e-6,
+          "perturbation sum %.9g", rows[0].tot.perturbation_sum);
     amoe_row_result_free(&rows[0]);
   }
   s.workload.nodes = 64;

@@ -7,6 +7,7 @@
 #include "check.h"
 #include "fit.h"
 #include "inspect.h"
+#include "results.h"
 #include "run.h"
 #include "source.h"
 #include "gen.h"
@@ -207,9 +208,9 @@ int main(int argc, char **argv) {
   q.hw.moe_eta = 1;
   CHECK(amoe_spec_validate(&q, "test", &d) == AMOE_OK, "validate");
   amoe_diag_free(&d);
-  static amoe_commitment ph = {.p = {1}, .n = 1};
+  static amoe_offline offline = {.p = {1}, .n = 1};
   amoe_row_result rows[2];
-  CHECK(amoe_run(&q, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&q, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   amoe_summary m;
   amoe_summarize(&rows[0].tot, 0, &m);
   CHECK(fabs(m.tau_mean - want) < 1e-12, "summary tau %.4f vs %.4f", m.tau_mean, want);

@@ -8,6 +8,7 @@
 #include "cost.h"
 #include "layout.h"
 #include "policy.h"
+#include "results.h"
 #include "run.h"
 #include "source.h"
 
@@ -79,13 +80,13 @@ static void two_gpus_by_hand(void) {
   amoe_err e;
   amoe_source *src = NULL;
   CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
-  static amoe_commitment ph;
+  static amoe_offline offline;
   const double comm = (2 * 1.8e-5 + 1e-6) * 2 + 3 * (2 * 1.2e-5 + 1e-6);
   const double rest = 5e-4 + 3 * (1.5e-3 + 1e-6) + (2e-3 + 1e-6) + (1.065e-3 + 1e-6) + (1.005e-3 + 1e-6);
   for (int rr = 0; rr < 2; rr++) {
     s.parallel.placement = rr ? AMOE_PLACE_ROUND_ROBIN : AMOE_PLACE_CONTIGUOUS;
     amoe_row_result rows[1];
-    CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
     const amoe_totals *t = &rows[0].tot;
     const int busiest = rr ? 3 : 5;
     const double T = rest + busiest * 2e-3 + 1e-6 + comm;
@@ -103,7 +104,7 @@ static void two_gpus_by_hand(void) {
   s.parallel.moe_tp = 2;
   s.parallel.placement = AMOE_PLACE_CONTIGUOUS;
   amoe_row_result rows[1];
-  CHECK(amoe_run(&s, &ph, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(fabs(rows[0].tot.t_total - (rest + 6 * 1e-3 + 1e-6 + comm)) < 1e-12, "moe_tp 2: %.12g",
         rows[0].tot.t_total);
   amoe_row_result_free(&rows[0]);

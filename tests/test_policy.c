@@ -46,11 +46,11 @@ static amoe_policy_row row_for(int v, double budget) {
 static void select_with(const amoe_verifier_def *v, const amoe_block *b, const amoe_policy_row *row,
                         const uint8_t *resident, uint8_t *S) {
   int nodes[4] = {0, 1, 2, 3}, level[8] = {1, 2, 1};
-  double phat[3] = {1.0, 0.5, 0.25}, scratch[4 * E];
+  double commitment[3] = {1.0, 0.5, 0.25}, scratch[4 * E];
   int iscratch[2 * E];
   float prob[4 * E];
   for (int i = 0; i < 4; i++) amoe_router_probs_top(b, 0, i, AMOE_ROUTER_SOFTMAX, K, prob + i * K);
-  amoe_vctx c = {b, 0, K, E, AMOE_ROUTER_SOFTMAX, nodes, 4, level, phat, 3, resident, row, prob, scratch,
+  amoe_vctx c = {b, 0, K, E, AMOE_ROUTER_SOFTMAX, nodes, 4, level, commitment, 3, resident, row, prob, scratch,
                  iscratch};
   v->select(&c, S);
 }
@@ -182,7 +182,7 @@ static void properties(void) {
         checked++;
       }
       for (int i = 0; i < nn; i++) level[b.depth[nodes[i]]]++;
-      double phat[8] = {1, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.01}, sc[4 * 32];
+      double commitment[8] = {1, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.01}, sc[4 * 32];
       int isc[64];
       float prob[AMOE_MAX_NODES * 16];
       uint8_t res[32], all[32], U[32], S[32], S2[32];
@@ -196,7 +196,7 @@ static void properties(void) {
         for (int v = 0; v < amoe_verifier_count; v++) {
           const amoe_verifier_def *vd = &amoe_verifier_table[v];
           const amoe_policy_row vrow = row_for(v, 8);
-          amoe_vctx c = {&b, l, 4, 32, 0, nodes, nn, level, phat, 8, res, &vrow, prob, sc, isc};
+          amoe_vctx c = {&b, l, 4, 32, 0, nodes, nn, level, commitment, 8, res, &vrow, prob, sc, isc};
           vd->select(&c, S);
           int size = 0;
           for (int x = 0; x < 32; x++) size += S[x];
@@ -322,7 +322,7 @@ static void ranking_helpers(void) {
     }
     const int count = (int)(amoe_rng_unif(&r) * (n + 2));
     memset(S, 0, (size_t)n);
-    amoe_top_by_value(v, trial % 4 ? cand : NULL, n, count, S, NULL);
+    amoe_top_by_value(v, trial % 4 ? cand : NULL, n, count, S);
     for (int e = 0; e < n && ok; e++) {
       int before = 0; /* candidates ranked ahead of e */
       for (int f = 0; f < n; f++) before += cand[f] && (v[f] > v[e] || (v[f] == v[e] && f < e));
@@ -350,8 +350,8 @@ static void ranking_helpers(void) {
     const int count = (int)(amoe_rng_unif(&r) * (n + 2));
     memset(S1, 0, (size_t)n);
     memset(S2, 0, (size_t)n);
-    amoe_top_by_value(v, trial % 3 ? cand : NULL, n, count, S1, NULL);
-    amoe_top_by_value_portable(v, trial % 3 ? cand : NULL, n, count, S2);
+    amoe_top_by_value(v, trial % 3 ? cand : NULL, n, count, S1);
+    amoe_top_by_value_generic(v, trial % 3 ? cand : NULL, n, count, S2);
     same &= !memcmp(S1, S2, (size_t)n);
   }
   CHECK(same, "vector and portable top_by_value differ");
@@ -369,9 +369,9 @@ static void ranking_helpers(void) {
   CHECK(worst < 1e-12, "effective rank relative error %.3g", worst);
   double flat[10] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, sc[10];
   CHECK(fabs(amoe_effective_rank(flat, NULL, 10, sc) - 10) < 1e-12, "uniform over 10: rank 10");
-  /* ceil(rank - eps) (its float path where this CPU has one) is the double
-   * computation's, also where exp(H) sits next to an integer: (nearly)
-   * uniform weights, one weight nudged by 1e-4 to 1e-15 */
+  /* ceil(rank - eps) is a long-double reference's, also where exp(H) sits
+   * next to an integer: (nearly) uniform weights, one weight nudged by 1e-4
+   * to 1e-15 */
   int agree = 1, near = 0;
   for (int trial = 0; trial < 40000 && agree; trial++) {
     const int c = 1 + (int)(amoe_rng_unif(&r) * 300);
@@ -430,7 +430,7 @@ static void hostile_blocks(void) {
     int nodes[32], level[256] = {0};
     for (int t = 0; t < n; t++) nodes[t] = t, level[b.depth[t]]++;
     float prob[32 * M];
-    double phat[4] = {1, 0.5, 0.3, 0.1}, sc[4 * EX];
+    double commitment[4] = {1, 0.5, 0.3, 0.1}, sc[4 * EX];
     int isc[2 * EX];
     uint8_t res[EX], S[EX];
     for (int x = 0; x < EX; x++) res[x] = amoe_rng_unif(&r) < 0.5;
@@ -438,7 +438,7 @@ static void hostile_blocks(void) {
       for (int t = 0; t < n; t++) amoe_router_probs_top(&b, l, t, trial & 1, KK, prob + t * KK);
       for (int v = 0; v < amoe_verifier_count; v++) {
         const amoe_policy_row row = row_for(v, 5);
-        amoe_vctx c = {&b, l, KK, EX, trial & 1, nodes, n, level, phat, 4, trial & 2 ? res : NULL, &row, prob,
+        amoe_vctx c = {&b, l, KK, EX, trial & 1, nodes, n, level, commitment, 4, trial & 2 ? res : NULL, &row, prob,
                        sc, isc};
         memset(S, 0, EX);
         amoe_verifier_table[v].select(&c, S);
@@ -469,7 +469,7 @@ static void acceptmoe_top8(void) {
   CHECK(amoe_gen_open(&g, &p, &e) == AMOE_OK, "%s", e.msg);
   amoe_block b;
   amoe_block_init(&b, 4, 64, 32);
-  double phat[6] = {1, 0.8, 0.6, 0.45, 0.3, 0.2};
+  double commitment[6] = {1, 0.8, 0.6, 0.45, 0.3, 0.2};
   int same = 1, layers = 0, vec_same = 1, vec_checked = 0;
   for (uint32_t req = 0; req < 4; req++) {
     amoe_gen_begin_request(g, req);
@@ -482,14 +482,14 @@ static void acceptmoe_top8(void) {
       const amoe_policy_row row = row_for(amoe_verifier_find("acceptmoe"), 0);
       for (int l = 0; l < 4; l++, layers++) {
         for (int t = 0; t < b.n; t++) amoe_router_probs_top(&b, l, t, 0, 8, prob + t * 8);
-        amoe_vctx c = {&b, l, 8, 64, 0, nodes, b.n, level, phat, 6, NULL, &row, prob, sc, isc};
+        amoe_vctx c = {&b, l, 8, 64, 0, nodes, b.n, level, commitment, 6, NULL, &row, prob, sc, isc};
         memset(S, 0, 64);
         amoe_verifier_acceptmoe(&c, S);
         memset(u, 0, sizeof u);
         for (int t = 0; t < b.n; t++) {
           const int d = b.depth[t];
-          const double ph = d == 0 ? 1.0 : d < 6 ? phat[d] : 0.0;
-          const double alpha = ph > 0 ? sqrt(ph) / sqrt((double)level[d]) : 0;
+          const double pd = d == 0 ? 1.0 : d < 6 ? commitment[d] : 0.0;
+          const double alpha = pd > 0 ? sqrt(pd) / sqrt((double)level[d]) : 0;
           if (alpha <= 0) continue;
           for (int j = 0; j < 8; j++) u[amoe_block_ids(&b, l, t)[j]] += alpha * prob[t * 8 + j];
         }
@@ -497,7 +497,7 @@ static void acceptmoe_top8(void) {
         for (int j = 0; j < 8; j++) R[amoe_block_ids(&b, l, 0)[j]] = 1;
         for (int x = 0; x < 64; x++) rest[x] = !R[x];
         const double rank = amoe_effective_rank(u, rest, 64, tmp);
-        amoe_top_by_value_portable(u, rest, 64, rank > 0 ? (int)ceil(rank - 1e-9) : 0, R);
+        amoe_top_by_value_generic(u, rest, 64, rank > 0 ? (int)ceil(rank - 1e-9) : 0, R);
         same &= !memcmp(S, R, 64);
 #ifdef AMOE_X86_PATHS
         /* every verifier with the vector paths (arch/x86) on and off */
@@ -505,8 +505,8 @@ static void acceptmoe_top8(void) {
         if (had) { /* the utility loop itself, to the bit */
           double ad[6], uv[64] = {0};
           for (int d = 0; d < 6; d++) {
-            const double ph = d == 0 ? 1.0 : phat[d];
-            ad[d] = ph > 0 && level[d] > 0 ? sqrt(ph) / sqrt((double)level[d]) : 0;
+            const double pd = d == 0 ? 1.0 : commitment[d];
+            ad[d] = pd > 0 && level[d] > 0 ? sqrt(pd) / sqrt((double)level[d]) : 0;
           }
           amoe_x86_acceptmoe_scatter8(uv, amoe_block_ids(&b, l, 0), b.m, prob, nodes, b.n, b.depth, ad, 6);
           vec_same &= !memcmp(uv, u, sizeof u);

@@ -22,7 +22,7 @@ static void run(int vec, const amoe_block *b, int l, int k, const int *nodes, in
                 sums *o) {
   memset(o, 0, sizeof *o);
   const amoe_route_sums ro = {o->U, counted ? o->cnt : NULL, o->rcnt, o->R, o->route};
-  o->displaced = vec ? amoe_route_layer(b, l, k, nodes, nn, S, &ro) : amoe_route_layer_portable(b, l, k, nodes, nn, S, &ro);
+  o->displaced = vec ? amoe_route_layer(b, l, k, nodes, nn, S, &ro) : amoe_route_layer_generic(b, l, k, nodes, nn, S, &ro);
 }
 
 /* A block of one node and one layer over 16 experts, logits 16 - e (so
@@ -101,7 +101,7 @@ static void by_hand(void) {
 /* Random blocks: per (E, k, m) many layers of random logits; random node
  * subsets in random order; S of every size, sometimes built around the
  * union so few entries are displaced, sometimes random so many are. */
-static void vector_vs_portable(void) {
+static void vector_vs_generic(void) {
   static const int cfg[][3] = {{128, 8, 32}, {128, 8, 8}, {128, 8, 12}, {128, 8, 36}, {128, 8, 64},
                                {256, 8, 32}, {256, 8, 256}, {64, 8, 64}, {40, 8, 24}, {128, 4, 16}};
   amoe_rng r;
@@ -193,6 +193,6 @@ static void vector_vs_portable(void) {
 
 int main(void) {
   by_hand();
-  vector_vs_portable();
+  vector_vs_generic();
   return check_done();
 }

@@ -137,9 +137,9 @@ int main(void) {
   CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
   watch w = {.s = &s};
   amoe_run_hooks h = {.ctx = &w, .on_select = on_select};
-  static const amoe_commitment ph = {.p = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, .n = 6};
+  static const amoe_offline offline = {.p = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, .n = 6};
   amoe_row_result rows[AMOE_MAX_POLICIES];
-  CHECK(amoe_run(&s, &ph, src, &h, rows, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, &h, rows, &e) == AMOE_OK, "%s", e.msg);
   CHECK(w.bad_s == 0, "window rows: S is the window (%d mismatches)", w.bad_s);
   CHECK(w.bad_exec == 0, "executed within S (%d outside)", w.bad_exec);
   for (int i = 0; i < s.npolicies; i++)
@@ -157,7 +157,7 @@ int main(void) {
   const amoe_results_opts ro = {.dir = dir, .x = &x, .spec_path = "toy", .shard_n = 1};
   CHECK(amoe_results_open(&res, &ro, &e) == AMOE_OK, "%s", e.msg);
   amoe_results_begin_point(res, 0, &s);
-  const amoe_point_result pr = {0, &s, rows, amoe_source_provenance(src), "table", &ph, NULL, NULL};
+  const amoe_point_result pr = {0, &s, rows, amoe_source_provenance(src), "table", &offline, NULL, NULL};
   CHECK(amoe_results_point(res, &pr, &e) != NULL, "%s", e.msg);
   CHECK(amoe_results_commit(res, &e) == AMOE_OK, "%s", e.msg);
   amoe_results_close(res);

@@ -25,7 +25,7 @@
   int v##_amoe_source_next(amoe_source *, amoe_block *, amoe_err *);                                          \
   int v##_amoe_source_m(const amoe_source *);                                                                 \
   void v##_amoe_block_init(amoe_block *, int, int, int);                                                      \
-  amoe_status v##_amoe_run(const amoe_spec *, const amoe_commitment *, amoe_source *, const amoe_run_hooks *, \
+  amoe_status v##_amoe_run(const amoe_spec *, const amoe_offline *, amoe_source *, const amoe_run_hooks *, \
                            amoe_row_result *, amoe_err *);                                                    \
   int v##_amoe_verifier_find(const char *);                                                                   \
   int v##_amoe_draft_find(const char *);                                                                      \
@@ -88,7 +88,7 @@ static int ab_replay(const char *trace, const char *policy, int rounds) {
   }
   b_amoe_policy_init(&sb.policies[0], b_amoe_draft_find("eagle"), vb);
   n_amoe_policy_init(&sn.policies[0], n_amoe_draft_find("eagle"), vn);
-  static const amoe_commitment ph = {.p = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, .n = 6};
+  static const amoe_offline offline = {.p = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, .n = 6};
   amoe_err e;
   amoe_source *srcb, *srcn;
   if (b_amoe_source_open(&srcb, &sb.workload, &sb.model, &e) || n_amoe_source_open(&srcn, &sn.workload, &sn.model, &e)) {
@@ -102,7 +102,7 @@ static int ab_replay(const char *trace, const char *policy, int rounds) {
     for (int half = 0; half < 2; half++) {
       const int old = (r + half) % 2 == 0;
       const double t0 = ab_now();
-      const amoe_status st = old ? b_amoe_run(&sb, &ph, srcb, NULL, &rb, &e) : n_amoe_run(&sn, &ph, srcn, NULL, &rn, &e);
+      const amoe_status st = old ? b_amoe_run(&sb, &offline, srcb, NULL, &rb, &e) : n_amoe_run(&sn, &offline, srcn, NULL, &rn, &e);
       if (st != AMOE_OK) {
         fprintf(stderr, "ab: %s\n", e.msg);
         return 1;

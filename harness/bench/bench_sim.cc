@@ -81,14 +81,14 @@ static void run_trace(benchmark::State &st, const char *policy) {
   s.workload.blocks = 0;
   s.npolicies = 1;
   amoe_policy_init(&s.policies[0], amoe_draft_find("eagle"), amoe_verifier_find(policy));
-  static amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, {0}, 0, nullptr};
+  static amoe_offline offline = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, {0}, 0, nullptr};
   amoe_err e;
   amoe_source *src;
   amoe_source_open(&src, &s.workload, &s.model, &e);
   double blocks = 0;
   for (auto _ : st) {
     amoe_row_result rows[1];
-    amoe_run(&s, &ph, src, nullptr, rows, &e);
+    amoe_run(&s, &offline, src, nullptr, rows, &e);
     blocks += rows[0].tot.blocks;
     amoe_row_result_free(&rows[0]);
   }
@@ -132,12 +132,12 @@ static void BM_replay_deepseek_8gpu(benchmark::State &st) {
   s.workload.blocks = 0;
   s.npolicies = 1;
   amoe_policy_init(&s.policies[0], amoe_draft_find("eagle"), amoe_verifier_find("natural"));
-  static amoe_commitment ph = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, {0}, 0, nullptr};
+  static amoe_offline offline = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, {0}, 0, nullptr};
   amoe_source_open(&src, &s.workload, &s.model, &e);
   double blocks = 0;
   for (auto _ : st) {
     amoe_row_result rows[1];
-    amoe_run(&s, &ph, src, nullptr, rows, &e);
+    amoe_run(&s, &offline, src, nullptr, rows, &e);
     blocks += rows[0].tot.blocks;
     amoe_row_result_free(&rows[0]);
   }
@@ -221,7 +221,7 @@ static void BM_acceptmoe_select(benchmark::State &st) {
   }
   amoe_block_free(&b);
   amoe_source_close(src);
-  double phat[6] = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, scratch[4 * 128];
+  double commitment[6] = {1, 0.75, 0.55, 0.4, 0.28, 0.2}, scratch[4 * 128];
   int iscratch[256];
   amoe_policy_row row;
   amoe_policy_init(&row, 0, amoe_verifier_find("acceptmoe"));
@@ -229,7 +229,7 @@ static void BM_acceptmoe_select(benchmark::State &st) {
   int at = 0;
   for (auto _ : st) {
     const int i = at / L, l = at % L, n = blk[i].n;
-    amoe_vctx c = {&blk[i], l, 8, E, 0, nodes[i].data(), n, level[i].data(), phat, 6, nullptr, &row,
+    amoe_vctx c = {&blk[i], l, 8, E, 0, nodes[i].data(), n, level[i].data(), commitment, 6, nullptr, &row,
                    &prob[i][(size_t)l * n * 8], scratch, iscratch};
     amoe_verifier_acceptmoe(&c, S);
     benchmark::DoNotOptimize(S);

@@ -131,7 +131,7 @@ static AMOE_CLONES void set_full_plain(uint16_t *id, amoe_f16 *z, int E, int m, 
   }
 }
 
-void amoe_block_set_full_portable(amoe_block *b, int l, int t, const float *zfull) {
+void amoe_block_set_full_generic(amoe_block *b, int l, int t, const float *zfull) {
   set_full_plain(b->ids + ((size_t)l * b->n + t) * b->m, b->logits + ((size_t)l * b->n + t) * b->m, b->experts,
                  b->m, zfull);
 }

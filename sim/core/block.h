@@ -63,7 +63,7 @@ typedef enum { AMOE_LOGITS_NONE = 0, AMOE_LOGITS_TOP = 1, AMOE_LOGITS_ALL = 2 } 
 void amoe_block_set_full(amoe_block *b, int l, int t, const float *z);
 /* The same in portable C: the reference the vector version is tested
  * against, bit for bit. */
-void amoe_block_set_full_portable(amoe_block *b, int l, int t, const float *z);
+void amoe_block_set_full_generic(amoe_block *b, int l, int t, const float *z);
 /* Import exactness: node t's layer-l pairs chosen and ordered on the
  * caller's float logits, not on their binary16 roundings. From a full
  * E-vector, the top m by (float logit desc, id asc); from m given pairs,
@@ -98,9 +98,8 @@ int amoe_block_accepted_count(const amoe_block *b);
 
 /* Copies src into dst (dst owns its storage). */
 amoe_status amoe_block_copy(amoe_block *dst, const amoe_block *src, amoe_err *e);
-/* The same, the ids and logits written around the caches (non-temporal
- * stores on x86-64): for blocks kept to be read once, later, by another
- * thread, which should not evict the writer's working set. */
+/* The same, for a block kept to be read once, later, by another thread:
+ * written so as not to evict the writer's working set. */
 amoe_status amoe_block_stash(amoe_block *dst, const amoe_block *src, amoe_err *e);
 
 #endif

@@ -46,13 +46,13 @@ static int sibling_after_flip(const amoe_spec *s, const amoe_block *b, const int
 }
 
 amoe_accept_result amoe_accept_walk(const amoe_spec *s, const amoe_block *b, const int *nodes, int nn,
-                                    const float *delta) {
+                                    const float *perturbation_sq) {
   amoe_accept_result r = {1, 0, 0};
   int pos = 0; /* index into nodes[] of the current path node (root) */
   for (;;) {
     const int t = nodes[pos];
-    const double s_t = sqrt((double)delta[pos]);
-    r.s_sum += s_t;
+    const double s_t = sqrt((double)perturbation_sq[pos]);
+    r.perturbation_sum += s_t;
     if (amoe_accept_flips(s, b, t, s_t)) {
       /* t's output changed: the walk may go on one verified sibling of
        * the natural child, whose own output the trace does not know */

@@ -33,7 +33,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int *path; /* indices into nodes[] of the accepted ones */
   int *seq;  /* tokens decoded one per pass */
   uint8_t *U, *S, *X, *F, *R;
-  float *delta; /* [nodes[] index] Σ_l ρ_t,l² on the accepted path (§7) */
+  float *perturbation_sq; /* [nodes[] index] Σ_l ρ_t,l², s_t² (§7), on the accepted path */
   double *scratch;
   void *dscratch;
   uint16_t *route;
@@ -42,7 +42,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   float *pcache; /* [layer][node][k] natural top-k router probabilities, once per block for every row */
   uint8_t *pdone, *ldone; /* [layer][node], [layer] */
   amoe_layer_counts *lc;  /* [layer] the pass's counts for the cost function */
-  uint16_t *prefill;      /* [layer][E] the current request's prefill counts (run_pass's, not owned) */
+  uint16_t *prefill;      /* [layer][E] the current request's prefill counts (run_sweep's, not owned) */
   int prefill_ready;      /* they are the current request's */
   int16_t *slot;          /* [E] the cache's placement for on_route */
   uint16_t *wave;         /* [E] */
@@ -63,7 +63,7 @@ static void work_free(work *w) {
   free(w->X);
   free(w->F);
   free(w->R);
-  free(w->delta);
+  free(w->perturbation_sq);
   free(w->scratch);
   free(w->dscratch);
   free(w->route);
@@ -96,7 +96,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->X = malloc((size_t)E);
   w->F = malloc((size_t)E);
   w->R = malloc((size_t)E + 1);
-  w->delta = malloc((size_t)n * sizeof(float));
+  w->perturbation_sq = malloc((size_t)n * sizeof(float));
   w->scratch = malloc((size_t)E * 4 * sizeof(double));
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
   w->route = malloc((AMOE_MAX_TOPK + 1) * sizeof(uint16_t));
@@ -110,7 +110,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->wave = malloc((size_t)E * sizeof *w->wave);
   w->lc = malloc((size_t)b->layers * sizeof *w->lc);
   if (!w->nodes || !w->level || !w->count || !w->rcount || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->R ||
-      !w->delta || !w->path || !w->seq || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo || !w->slot || !w->wave || !w->lc)
+      !w->perturbation_sq || !w->path || !w->seq || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo || !w->slot || !w->wave || !w->lc)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
   return AMOE_OK;
 }
@@ -202,14 +202,14 @@ AMOE_STAGE void layer_route_natural(const amoe_block *b, int l, int k, work *w, 
  * inside it. The executed set is the natural entries inside S plus one
  * replacement per displaced entry: X = (U ∩ S) ∪ R, and the token counts
  * likewise (natural counts kept where S holds, plus R's). Adds each
- * accepted-path node's displaced weight share squared to w->delta (§7:
+ * accepted-path node's displaced weight share squared to w->perturbation_sq (§7:
  * layers add in quadrature). */
-AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_commitment *ph, const row_state *rs,
+AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_offline *offline, const row_state *rs,
                                           const amoe_block *b, int l, work *w, int nn, int npath, int counted,
                                           int want_routes, const uint8_t *resident, layer_sums *ls) {
   const int E = b->experts, k = s->model.top_k;
   const float *P = probs_of(w, b, l, nn, s->model.router, k); /* [node][k] at this layer */
-  amoe_vctx vc = {b, l, k, E, s->model.router, w->nodes, nn, w->level, ph->p, ph->n, resident, rs->row,
+  amoe_vctx vc = {b, l, k, E, s->model.router, w->nodes, nn, w->level, offline->p, offline->n, resident, rs->row,
                   P, w->scratch, w->iscratch};
   rs->ver->select(&vc, w->S);
   int ns = 0;
@@ -232,7 +232,7 @@ AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_commitment
     float mass = 0;
     for (int j = 0; j < k; j++) mass += pt[j];
     const float rho = mass > 0 ? amoe_route_displaced(0.0f, amoe_block_ids(b, l, t), pt, k, Sl) / mass : 0.0f;
-    w->delta[i] += rho * rho;
+    w->perturbation_sq[i] += rho * rho;
   }
   if (want_routes)
     for (int i = 0; i < nn; i++) {
@@ -390,9 +390,9 @@ AMOE_STAGE void layer_account(const amoe_model *M, row_state *rs, int l, double 
  * first), after drafting a tree of `depth` (0: none): per MoE layer the
  * stages route or select + constrain, execute, cache, cost. Leaves the
  * squared displaced weight shares (§7) of the verified accepted nodes,
- * summed over the layers, in w->delta. record_only: Belady's first pass,
+ * summed over the layers, in w->perturbation_sq. record_only: Belady's first pass,
  * which only realises the request sequence. */
-static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
                                         const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
                                         int nn, int depth, pass_sums *ps, amoe_err *e) {
   const amoe_model *M = &s->model;
@@ -403,7 +403,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
   for (int i = 0; i < nn; i++) w->level[b->depth[w->nodes[i]]]++;
   int npath = 0;
   for (int i = 0; i < nn; i++) {
-    w->delta[i] = 0;
+    w->perturbation_sq[i] = 0;
     w->path[npath] = i;
     npath += b->accepted[w->nodes[i]];
   }
@@ -429,7 +429,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_commitmen
       if (want_routes)
         for (int i = 0; i < nn; i++) record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k, M->router);
     } else {
-      layer_select_constrain(s, ph, rs, b, l, w, nn, npath, counted, want_routes, resident, &ls);
+      layer_select_constrain(s, offline, rs, b, l, w, nn, npath, counted, want_routes, resident, &ls);
       if (!record_only) rs->res->tot.displaced += (double)ls.displaced;
     }
     rs->res->tot.assignments += record_only ? 0 : (double)nn * k;
@@ -529,15 +529,15 @@ static amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w, int r
 typedef struct {
   pass_sums sum;
   int passes, verified, tau, deviated;
-  double s_sum; /* Σ s_t over the walked (or decoded) tokens */
+  double perturbation_sum; /* Σ s_t over the walked (or decoded) tokens */
 } block_outcome;
 
 /* Stage draft: the nodes the target processes, ascending, root first. */
-static int block_draft(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, const amoe_block *b, work *w) {
+static int block_draft(const amoe_spec *s, const amoe_offline *offline, row_state *rs, const amoe_block *b, work *w) {
   const uint8_t *res_layers[AMOE_MAX_LAYERS];
   if (rs->cache)
     for (int l = 0; l < b->layers; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
-  amoe_dctx dc = {b, s, rs->row, ph, s->workload.nodes, rs->cache ? res_layers : NULL, rs->popularity,
+  amoe_dctx dc = {b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL, rs->popularity,
                   w->dscratch, rs->predicted, rs->layout};
   rs->predicted[0] = rs->predicted[1] = 0;
   return rs->draft->choose(&dc, w->nodes);
@@ -545,36 +545,36 @@ static int block_draft(const amoe_spec *s, const amoe_commitment *ph, row_state 
 
 /* Speculative decoding: the nn nodes verified in one pass, then the
  * acceptance walk (§7). */
-static amoe_status block_verify(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+static amoe_status block_verify(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
                                 const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only, int nn,
                                 block_outcome *o, amoe_err *e) {
   int maxd = 0;
   for (int i = 0; i < nn; i++)
     if (b->depth[w->nodes[i]] > maxd) maxd = b->depth[w->nodes[i]];
-  AMOE_TRY(row_pass(s, ph, rs, ri, b, w, h, record_only, nn, maxd, &o->sum, e));
-  const amoe_accept_result ar = amoe_accept_walk(s, b, w->nodes, nn, w->delta);
+  AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, record_only, nn, maxd, &o->sum, e));
+  const amoe_accept_result ar = amoe_accept_walk(s, b, w->nodes, nn, w->perturbation_sq);
   o->passes = 1;
   o->verified = nn;
   o->tau = ar.tau;
   o->deviated = ar.deviated;
-  o->s_sum = ar.s_sum;
+  o->perturbation_sum = ar.perturbation_sum;
   return AMOE_OK;
 }
 
 /* Autoregressive decoding: nodes[] is the token sequence, each token alone
  * in its own pass. A token the verifier displaced may come out differently;
  * the stream stays the natural one's (there is no draft to reject). */
-static amoe_status block_decode(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+static amoe_status block_decode(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
                                 const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only, int nn,
                                 block_outcome *o, amoe_err *e) {
   memcpy(w->seq, w->nodes, (size_t)nn * sizeof *w->seq);
   for (int q = 0; q < nn; q++) {
     pass_sums ps;
     w->nodes[0] = w->seq[q];
-    AMOE_TRY(row_pass(s, ph, rs, ri, b, w, h, record_only, 1, 0, &ps, e));
+    AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, record_only, 1, 0, &ps, e));
     o->sum.T += ps.T, o->sum.u += ps.u, o->sum.s += ps.s, o->sum.x += ps.x, o->sum.f += ps.f;
-    const double s_t = sqrt((double)w->delta[0]);
-    o->s_sum += s_t;
+    const double s_t = sqrt((double)w->perturbation_sq[0]);
+    o->perturbation_sum += s_t;
     o->deviated += amoe_accept_flips(s, b, w->seq[q], s_t);
   }
   o->tau = o->passes = o->verified = nn;
@@ -599,14 +599,14 @@ static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, con
     tt->predicted_s += rs->predicted[1];
     tt->predictions += o->sum.T; /* the charged time of the predicted blocks */
   }
-  tt->delta_sum += o->s_sum;
-  tt->delta_n += o->tau;
+  tt->perturbation_sum += o->perturbation_sum;
+  tt->perturbation_n += o->tau;
   tt->deviated += o->deviated;
   if (h && h->on_block) {
     const double lp = (double)b->layers * o->passes;
     amoe_block_stats bs = {b->index,   b->request,    b->step,       o->passes,    o->verified,
                            o->tau,     o->deviated,   o->sum.u / lp, o->sum.s / lp, o->sum.x / lp,
-                           o->sum.f,   o->s_sum / o->tau, o->sum.T};
+                           o->sum.f,   o->perturbation_sum / o->tau, o->sum.T};
     AMOE_TRY(h->on_block(h->ctx, ri, &bs, e));
   }
   return AMOE_OK;
@@ -614,7 +614,7 @@ static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, con
 
 /* One row on one block: draft, then the passes (each: route, select,
  * constrain, execute, cache, cost), acceptance, totals. */
-static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_state *rs, int ri,
+static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
                              const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
                              amoe_err *e) {
   if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
@@ -623,12 +623,12 @@ static amoe_status row_block(const amoe_spec *s, const amoe_commitment *ph, row_
   if (rs->cache && s->offload.reset && first) amoe_cache_reset(rs->cache);
   rs->request = b->request;
   if (first && w->prefill_ready) AMOE_TRY(row_prefill(s, rs, w, record_only, e));
-  const int nn = block_draft(s, ph, rs, b, w);
+  const int nn = block_draft(s, offline, rs, b, w);
   block_outcome o = {0};
   if (rs->draft->one_token_per_pass)
-    AMOE_TRY(block_decode(s, ph, rs, ri, b, w, h, record_only, nn, &o, e));
+    AMOE_TRY(block_decode(s, offline, rs, ri, b, w, h, record_only, nn, &o, e));
   else
-    AMOE_TRY(block_verify(s, ph, rs, ri, b, w, h, record_only, nn, &o, e));
+    AMOE_TRY(block_verify(s, offline, rs, ri, b, w, h, record_only, nn, &o, e));
   return record_only ? AMOE_OK : block_account(rs, ri, b, h, &o, e);
 }
 
@@ -637,7 +637,7 @@ void amoe_row_result_free(amoe_row_result *r) {
   r->layers = NULL;
 }
 
-static amoe_status run_pass(const amoe_spec *s, const amoe_commitment *ph, amoe_source *src,
+static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, amoe_source *src,
                             row_state *rs, const amoe_run_hooks *h, int record_only, amoe_err *e) {
   amoe_block b;
   amoe_block_init(&b, s->model.moe_layers, s->model.experts, amoe_source_m(src));
@@ -667,7 +667,7 @@ static amoe_status run_pass(const amoe_spec *s, const amoe_commitment *ph, amoe_
     }
     request = b.request;
     for (int i = 0; i < s->npolicies && st == AMOE_OK; i++)
-      st = row_block(s, ph, &rs[i], i, &b, &w, h, record_only, e);
+      st = row_block(s, offline, &rs[i], i, &b, &w, h, record_only, e);
     if (st == AMOE_OK && h && h->on_progress && !record_only) h->on_progress(h->ctx, b.index + 1);
     if (st == AMOE_OK && h && h->stop && h->stop(h->ctx)) st = amoe_fail(e, AMOE_EINTR, "interrupted");
   }
@@ -683,7 +683,7 @@ static amoe_cache_cfg cache_cfg(const amoe_spec *s, int policy) {
   return c;
 }
 
-amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source *src,
+amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_source *src,
                      const amoe_run_hooks *h, amoe_row_result *rows, amoe_err *e) {
   const int P = s->npolicies, L = s->model.moe_layers, E = s->model.experts;
   if (!(s->hw.moe_eta > 0 && s->hw.hbm_bw > 0 && s->hw.h2d_bw > 0 && s->hw.peak_flops > 0))
@@ -701,7 +701,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     case AMOE_PLACE_ROUND_ROBIN: amoe_layout_round_robin(layout); break;
     case AMOE_PLACE_FILE: st = amoe_layout_read(layout, s->parallel.placement_file, e); break;
     case AMOE_PLACE_BALANCED:
-      st = ph->load ? amoe_layout_balanced(layout, ph->load, s->parallel.redundant, e)
+      st = offline->load ? amoe_layout_balanced(layout, offline->load, s->parallel.redundant, e)
                     : amoe_fail(e, AMOE_EINVAL, "parallel.placement: balanced needs a calibration workload's load");
       break;
     default: break; /* contiguous */
@@ -739,7 +739,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     }
     amoe_run_hooks stop_only = {0};
     if (h) stop_only.ctx = h->ctx, stop_only.stop = h->stop;
-    if (st == AMOE_OK) st = run_pass(s, ph, src, rs, &stop_only, 1, e);
+    if (st == AMOE_OK) st = run_sweep(s, offline, src, rs, &stop_only, 1, e);
     for (int i = 0; i < P; i++) /* pass 2 starts from no history */
       if (rs[i].popularity) memset(rs[i].popularity, 0, (size_t)L * E * sizeof *rs[i].popularity);
     for (int i = 0; i < P && st == AMOE_OK; i++) {
@@ -758,7 +758,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
     logs[i] = rs[i].log;
     rs[i].log = NULL;
   }
-  if (st == AMOE_OK) st = run_pass(s, ph, src, rs, h, 0, e);
+  if (st == AMOE_OK) st = run_sweep(s, offline, src, rs, h, 0, e);
   amoe_source_want_logits(src, AMOE_LOGITS_ALL);
   for (int i = 0; i < P; i++) {
     amoe_cache_free(rs[i].cache);
@@ -770,134 +770,4 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_commitment *ph, amoe_source 
   if (st != AMOE_OK)
     for (int i = 0; i < P; i++) amoe_row_result_free(&rows[i]);
   return st;
-}
-
-amoe_status amoe_expert_load_estimate(amoe_source *src, int nodes, int top_k, int layers, int experts, double *load,
-                                      amoe_err *e) {
-  memset(load, 0, (size_t)layers * experts * sizeof *load);
-  amoe_block b;
-  amoe_block_init(&b, 1, 2, 1);
-  int *order = NULL, cap = 0;
-  amoe_source_want_logits(src, AMOE_LOGITS_NONE); /* ids only */
-  amoe_status st = amoe_source_rewind(src, e);
-  int rc = 0;
-  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
-    if (b.n > cap) {
-      free(order);
-      cap = b.n;
-      if (!(order = malloc((size_t)cap * sizeof *order))) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-    }
-    if (st != AMOE_OK) break;
-    const int n = amoe_draft_rank(&b, order), nn = n < nodes ? n : nodes;
-    for (int l = 0; l < b.layers && l < layers; l++)
-      for (int i = 0; i < nn; i++) {
-        const uint16_t *id = amoe_block_ids(&b, l, order[i]);
-        for (int j = 0; j < top_k; j++)
-          if (id[j] < experts) load[(size_t)l * experts + id[j]] += 1;
-      }
-  }
-  if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
-  amoe_source_want_logits(src, AMOE_LOGITS_ALL);
-  free(order);
-  amoe_block_free(&b);
-  return st;
-}
-
-amoe_status amoe_commitment_estimate(amoe_source *src, int nodes, int top_k, amoe_commitment *out, amoe_err *e) {
-  memset(out, 0, sizeof *out);
-  double reach[AMOE_MAX_DEPTH] = {0}, mass[AMOE_MAX_DEPTH] = {0}, blocks = 0;
-  double *usum = calloc(AMOE_MAX_UNION_N + 1, sizeof *usum), *ucnt = calloc(AMOE_MAX_UNION_N + 1, sizeof *ucnt);
-  amoe_block b;
-  amoe_block_init(&b, 1, 2, 1);
-  int *order = NULL, cap = 0;
-  uint8_t seen[AMOE_MAX_EXPERTS];
-  amoe_source_want_logits(src, AMOE_LOGITS_NONE); /* ids only */
-  amoe_status st = usum && ucnt ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  int rc = 0;
-  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
-    if (b.n > cap) {
-      free(order);
-      cap = b.n;
-      order = malloc((size_t)cap * sizeof *order);
-      if (!order) {
-        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-        break;
-      }
-    }
-    int n = amoe_draft_rank(&b, order);
-    int nn = n < nodes ? n : nodes;
-    int depth = 0; /* the accepted verified chain is closed under parents */
-    for (int i = 1; i < nn; i++)
-      if (b.accepted[order[i]] && b.depth[order[i]] > depth) depth = b.depth[order[i]];
-    for (int d = 0; d <= depth && d < AMOE_MAX_DEPTH; d++) reach[d] += 1;
-    for (int i = 0; i < nn; i++)
-      if (b.depth[order[i]] < AMOE_MAX_DEPTH) mass[b.depth[order[i]]] += exp(b.score[order[i]]);
-    blocks += 1;
-    /* union of natural routes over the first i nodes in EAGLE order */
-    int un = nn < AMOE_MAX_UNION_N ? nn : AMOE_MAX_UNION_N;
-    for (int l = 0; l < b.layers; l++) {
-      memset(seen, 0, (size_t)b.experts);
-      int u = 0;
-      for (int i = 0; i < un; i++) {
-        u += amoe_route_union_add(&b, l, top_k, order[i], seen);
-        usum[i + 1] += u;
-        ucnt[i + 1] += 1;
-      }
-    }
-  }
-  if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
-  if (st == AMOE_OK && blocks == 0) st = amoe_fail(e, AMOE_EINVAL, "commitment: the calibration workload is empty");
-  if (st == AMOE_OK) {
-    int n = 0;
-    for (int d = 0; d < AMOE_MAX_DEPTH; d++)
-      if (reach[d] > 0) n = d + 1;
-    for (int d = 0; d < n; d++) out->p[d] = reach[d] / blocks;
-    for (int d = 0; d < AMOE_MAX_DEPTH; d++) out->mass[d] = mass[d] / blocks;
-    out->n = n;
-    for (int i = 1; i <= AMOE_MAX_UNION_N; i++)
-      if (ucnt[i] > 0) {
-        out->unions[i] = usum[i] / ucnt[i];
-        out->union_n = i;
-      }
-  }
-  amoe_source_want_logits(src, AMOE_LOGITS_ALL);
-  free(usum);
-  free(ucnt);
-  free(order);
-  amoe_block_free(&b);
-  return st;
-}
-
-void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
-  double c = t->committed > 0 ? t->committed : 1, lb = t->layer_blocks > 0 ? t->layer_blocks : 1;
-  o->tau_mean = t->passes > 0 ? t->committed / t->passes : 0;
-  o->verified_nodes_mean = t->passes > 0 ? t->verified / t->passes : 0;
-  o->union_mean = t->union_sum / lb;
-  o->eligible_mean = t->eligible_sum / lb;
-  o->executed_mean = t->executed_sum / lb;
-  o->hbm_expert_bytes_per_token = t->hbm_expert_bytes / c;
-  o->h2d_bytes_per_token = t->h2d_bytes / c;
-  o->cache_hit_rate = offload ? (t->requests > 0 ? t->hits / t->requests : 0) : 1.0;
-  o->fetch_wait_share = t->t_total > 0 ? t->t_fetch / t->t_total : 0;
-  o->time_per_token_s = t->t_total / c;
-  o->tokens_per_s = t->t_total > 0 ? t->committed / t->t_total : 0;
-  o->displaced_assignment_rate = t->assignments > 0 ? t->displaced / t->assignments : 0;
-  o->deviated_token_rate = t->deviated / c;
-  o->delta_mean = t->delta_n > 0 ? t->delta_sum / t->delta_n : 0;
-  o->step_s_per_token = t->t_step / c;
-  o->draft_s_per_token = t->t_draft / c;
-  o->dense_s_per_token = t->t_dense / c;
-  o->moe_s_per_token = t->t_moe / c;
-  o->fetch_s_per_token = t->t_fetch / c;
-  o->host_s_per_token = t->t_host / c;
-  o->predicted_tau_ratio = t->predicted_tau > 0 ? t->predicted_tau / t->committed : 0;
-  o->predicted_time_ratio = t->predictions > 0 ? t->predicted_s / t->predictions : 0;
-  o->busiest_group_executed_mean = t->busiest_sum / lb;
-  o->group_executed_mean = o->executed_mean / (t->groups > 0 ? t->groups : 1);
-  o->comm_share = t->t_total > 0 ? t->t_comm / t->t_total : 0;
-  o->comm_s_per_token = t->t_comm / c;
-  o->executed_overlap = t->executed_overlap_n > 0 ? t->executed_overlap_sum / t->executed_overlap_n : 0;
-  o->assignment_hit_rate = offload ? (t->assignments_served > 0 ? t->assignment_hits / t->assignments_served : 0) : 1.0;
-  o->prefill_s_per_request = t->prefills > 0 ? t->t_prefill / t->prefills : 0;
-  o->prefill_h2d_bytes_per_request = t->prefills > 0 ? t->prefill_h2d_bytes / t->prefills : 0;
 }

@@ -49,7 +49,7 @@ double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) {
 static double commit_chance(const amoe_dctx *c, const amoe_block *b, int t) {
   double q = exp(b->score[t]);
   const int d = b->depth[t];
-  const struct amoe_commitment *o = c->offline;
+  const struct amoe_offline *o = c->offline;
   if (o && d < o->n && o->mass[d] > 0) q *= o->p[d] / o->mass[d];
   return q < 1 ? q : 1;
 }

@@ -215,9 +215,7 @@ static inline vkey value_key(double v, int id) {
   return (vkey)u << 16 | (vkey)(uint16_t)(0xffff - id);
 }
 
-void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
-                       int *iscratch) {
-  (void)iscratch;
+void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S) {
   if (count <= 0) return;
 #ifdef AMOE_X86_PATHS
   if (amoe_x86_avx2) {
@@ -225,13 +223,13 @@ void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, in
     return;
   }
 #endif
-  amoe_top_by_value_portable(value, cand, experts, count, S);
+  amoe_top_by_value_generic(value, cand, experts, count, S);
 }
 
 /* Quickselect with a median-of-three pivot and a branch-free partition
  * (which side a key falls is a coin flip to the predictor) on the unique
  * (value, id) keys, so the set is exact. */
-void amoe_top_by_value_portable(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S) {
+void amoe_top_by_value_generic(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S) {
   if (count <= 0) return;
   vkey k[AMOE_MAX_EXPERTS], tmp[AMOE_MAX_EXPERTS];
   int n = 0;

@@ -36,8 +36,8 @@ typedef struct {
   const int *nodes;          /* verified nodes, ascending, nodes[0] = root */
   int nn;
   const int *level_count;    /* N_d: verified nodes at depth d */
-  const double *phat;        /* commitment p̂_d */
-  int phat_n;
+  const double *commitment;  /* commitment p̂_d */
+  int commitment_n;
   const uint8_t *resident;   /* E flags, or NULL when every expert is resident */
   const amoe_policy_row *row;
   const float *prob;         /* [t][k] router probability of node t's natural top-k (all nodes[]) */
@@ -60,7 +60,7 @@ typedef struct {
   const amoe_block *b;
   const amoe_spec *spec;     /* model, hardware, offload; NULL in calibration */
   const amoe_policy_row *row;
-  const struct amoe_commitment *offline; /* p̂ and the union-vs-n table, or NULL */
+  const struct amoe_offline *offline; /* p̂ and the union-vs-n table, or NULL */
   int nodes;                 /* node budget (tree.nodes) */
   const uint8_t *const *resident; /* per layer E flags, or NULL when resident */
   const uint32_t *popularity; /* [layer][E] requests so far by this row, or NULL */
@@ -143,11 +143,10 @@ double amoe_effective_rank_packed(double *q, int c);
 int amoe_effective_rank_ceil(const double *q, int c, double eps, double *scratch);
 /* Keeps in S the `count` experts with the highest value (ties: lower id),
  * among those with cand[e] != 0 (cand NULL = all). */
-void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S,
-                       int *iscratch);
+void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
 /* The same in portable C: the reference the vector version
  * (arch/x86/policy_x86.c) is tested against. */
-void amoe_top_by_value_portable(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
+void amoe_top_by_value_generic(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
 
 /* A double's order key as a signed 64-bit integer: compares as the values
  * do (no NaN). Branch-free, so loops over it vectorise. */

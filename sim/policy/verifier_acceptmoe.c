@@ -43,12 +43,12 @@ static int pack(const double *u, const uint8_t *anchor, int E, double *pu, int *
 static AMOE_CLONES void utilities(const amoe_vctx *c, double beta, double *u) {
   memset(u, 0, (size_t)c->experts * sizeof *u);
   double alpha_d[AMOE_MAX_DEPTH];
-  const int nd = c->phat_n < AMOE_MAX_DEPTH ? c->phat_n : AMOE_MAX_DEPTH;
+  const int nd = c->commitment_n < AMOE_MAX_DEPTH ? c->commitment_n : AMOE_MAX_DEPTH;
   for (int d = 0; d < nd; d++) {
-    const double ph = d == 0 ? 1.0 : c->phat[d];
-    const double w = beta == 0.5 ? sqrt(ph) : pow(ph, beta); /* β = 0.5 is the default */
+    const double pd = d == 0 ? 1.0 : c->commitment[d];
+    const double w = beta == 0.5 ? sqrt(pd) : pow(pd, beta); /* β = 0.5 is the default */
     const int level = c->level_count[d];
-    alpha_d[d] = ph > 0 && level > 0 ? w / sqrt((double)level) : 0;
+    alpha_d[d] = pd > 0 && level > 0 ? w / sqrt((double)level) : 0;
   }
   /* locals: the stores to u could otherwise alias every field read */
   const int k = c->k, m = c->b->m, nn = c->nn, *nodes = c->nodes;
@@ -96,18 +96,18 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
   int size = na + ner; /* the top n_er are not anchors */
   if (ner > np) { /* rounding could only just allow it: then as stated, over all of them */
     for (int e = 0; e < E; e++) rest[e] = !anchor[e];
-    amoe_top_by_value(u, rest, E, ner, S, c->iscratch);
+    amoe_top_by_value(u, rest, E, ner, S);
     size = 0;
     for (int e = 0; e < E; e++) size += S[e];
   } else if (ner > 0) {
     uint8_t *mark = (uint8_t *)v; /* v is free again */
     memset(mark, 0, (size_t)np);
-    amoe_top_by_value(pu, NULL, np, ner, mark, NULL);
+    amoe_top_by_value(pu, NULL, np, ner, mark);
     for (int i = 0; i < np; i++) S[pid[i]] |= mark[i];
   }
   if (size < k) {
     for (int e = 0; e < E; e++) rest[e] = !S[e];
-    amoe_top_by_value(u, rest, E, k - size, S, c->iscratch);
+    amoe_top_by_value(u, rest, E, k - size, S);
     size = k;
   }
   if (!c->resident) return;
@@ -138,5 +138,5 @@ void amoe_verifier_acceptmoe_fix(const amoe_vctx *c, uint8_t *S) {
   double *u = c->scratch;
   utilities(c, c->row->vparam[FIX_BETA], u);
   memset(S, 0, (size_t)c->experts);
-  amoe_top_by_value(u, NULL, c->experts, (int)c->row->vparam[FIX_BUDGET], S, c->iscratch);
+  amoe_top_by_value(u, NULL, c->experts, (int)c->row->vparam[FIX_BUDGET], S);
 }

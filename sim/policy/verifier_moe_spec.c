@@ -15,5 +15,5 @@ void amoe_verifier_moe_spec(const amoe_vctx *c, uint8_t *S) {
     for (int j = 0; j < m; j++) mass[id[j]] += p[j];
   }
   memset(S, 0, (size_t)c->experts);
-  amoe_top_by_value(mass, NULL, c->experts, (int)c->row->vparam[0] /* budget */, S, c->iscratch);
+  amoe_top_by_value(mass, NULL, c->experts, (int)c->row->vparam[0] /* budget */, S);
 }

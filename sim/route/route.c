@@ -107,7 +107,7 @@ static inline void replace(const amoe_block *b, int l, int t, const uint16_t *id
     for (int j = 0; j < got; j++) o->R[o->route[j]] = 1;
 }
 
-AMOE_CLONES int amoe_route_layer_portable(const amoe_block *b, int l, int k, const int *nodes, int nn,
+AMOE_CLONES int amoe_route_layer_generic(const amoe_block *b, int l, int k, const int *nodes, int nn,
                                           const uint8_t *S, const amoe_route_sums *o) {
   uint64_t sbits[AMOE_ROUTE_WORDS];
   int have_bits = 0; /* (built when a node first needs them) */
@@ -137,5 +137,5 @@ int amoe_route_layer(const amoe_block *b, int l, int k, const int *nodes, int nn
 #ifdef AMOE_X86_PATHS
   if (amoe_x86_avx2 && k == 8 && b->experts <= 256 && b->m >= 8) return amoe_x86_route_layer8(b, l, nodes, nn, S, o);
 #endif
-  return amoe_route_layer_portable(b, l, k, nodes, nn, S, o);
+  return amoe_route_layer_generic(b, l, k, nodes, nn, S, o);
 }

@@ -18,23 +18,12 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
 
 /* Natural routing (S = every expert) of nodes[0..nn) at layer l: their
  * top-k entries marked in U (zeroed by the caller), or, with U NULL,
- * counted in cnt. For top-8, eight fixed statements per node: a loop of k
- * stores ran at one or two cycles a store depending on where the code
- * landed (natural replay differed by up to 30% between two builds). */
+ * counted in cnt. */
 void amoe_route_natural(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt);
 /* The natural union grown by node t at layer l: its top-k entries marked in
  * U; returns how many were not there yet. (Union sizes for inspect and the
  * commitment table's union-vs-n curve.) */
 int amoe_route_union_add(const amoe_block *b, int l, int k, int t, uint8_t *U);
-
-/* The pieces of constrained routing the vector path shares (arch/x86):
- * the first `need` of a node's stored entries id[k..m) inside S, returning
- * how many (< need only when they run out); then, the rest of S being
- * -inf, the lowest ids of S (sbits: S as bits) that node t does not store,
- * at most `need`, returning how many. */
-#define AMOE_ROUTE_WORDS (AMOE_MAX_EXPERTS / 64)
-int amoe_route_scan(const uint16_t *id, int k, int m, const uint8_t *S, int need, uint16_t *out);
-int amoe_route_unstored(const amoe_block *b, int l, int t, const uint64_t *sbits, int need, uint16_t *out);
 
 /* What routing a layer's verified nodes under S adds up to. The caller
  * zeroes U, cnt, rcnt and R (all E + 1 of the last two). The last slot of
@@ -55,7 +44,7 @@ int amoe_route_layer(const amoe_block *b, int l, int k, const int *nodes, int nn
                      const amoe_route_sums *o);
 /* The same in portable C: the reference the vector version is tested
  * against. */
-int amoe_route_layer_portable(const amoe_block *b, int l, int k, const int *nodes, int nn, const uint8_t *S,
+int amoe_route_layer_generic(const amoe_block *b, int l, int k, const int *nodes, int nn, const uint8_t *S,
                               const amoe_route_sums *o);
 
 /* d plus the router probability pi[j] of each natural top-k entry id[j]

@@ -1,7 +1,7 @@
 /* route/route.c's amoe_route_layer for top-8 routing over at most 256
  * experts (every top-8 preset): S as a 256-bit mask, membership of eight
  * stored entries per instruction, the usual node's replacements without a
- * branch. The same sets and counts as amoe_route_layer_portable
+ * branch. The same sets and counts as amoe_route_layer_generic
  * (tests/test_route.c compares them on random layers). */
 #include "route.h"
 #include "x86.h"
