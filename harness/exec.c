@@ -303,7 +303,8 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
     amoe_status st = amoe_moe_selfcheck(be, pass ? &ccheck : &check, e);
     amoe_moe_cold(be, 1);
     for (int i = 0; i < NN && !st; i++) {
-      st = time_experts(be, shape.hidden, 1, ns[i], 9, &a1[i], e);
+      if (amoe_interrupt) st = amoe_fail(e, AMOE_EINTR, "interrupted");
+      if (!st) st = time_experts(be, shape.hidden, 1, ns[i], 9, &a1[i], e);
       if (!st) st = time_experts(be, shape.hidden, X, ns[i], 9, &ax[i], e);
     }
     amoe_moe_close(be);

@@ -73,7 +73,9 @@ static const char USAGE[] =
     "      (default cublas-loop: tensor cores); write results/calibration/<hw>.yaml\n"
     "      (used by later runs; ACCEPTMOE_CALIBRATION=off ignores it)\n"
     "  presets\n"
-    "      list model and hardware presets\n"
+    "      list model, hardware and interconnect presets\n"
+    "  policies\n"
+    "      list every draft and verifier policy with its parameters\n"
     "\n"
     "run, gen, inspect and calibrate take --threads N (generator threads; default:\n"
     "the processors, at most 8). Results do not depend on it.\n"
@@ -88,14 +90,13 @@ static int usage_error(const char *fmt, const char *arg) {
   return EXIT_USAGE;
 }
 
-/* SIGINT and SIGTERM only raise this flag: the run loop and the writers
- * poll it, stop, remove their temporary files and leave what was there
+/* SIGINT and SIGTERM only raise amoe_interrupt (err.h): every long loop
+ * polls it, stops, removes its temporary files and leaves what was there
  * before; main then exits 130 (128 + SIGINT). */
-static volatile sig_atomic_t g_interrupted;
-static void on_signal(int sig) { g_interrupted = sig; }
+static void on_signal(int sig) { amoe_interrupt = sig; }
 static int interrupted(void *ctx) {
   (void)ctx;
-  return g_interrupted != 0;
+  return amoe_interrupt != 0;
 }
 
 static int report(amoe_status st, const amoe_err *e) {
@@ -216,6 +217,33 @@ static int spec_point(const amoe_experiment *x, int i, amoe_spec *s) {
   return ok ? 0 : EXIT_USAGE;
 }
 
+/* What the commands that read a spec start with: the options, the
+ * experiment and one resolved point (point < 0: none yet), allocated and
+ * checked; and end with (command_end). Returns an exit status, 0 to go on. */
+typedef struct {
+  opts o;
+  amoe_experiment *x;
+  amoe_spec *s;
+} command;
+static int command_begin(command *c, int argc, char **argv, int point) {
+  memset(c, 0, sizeof *c);
+  int rc = parse_opts(argc, argv, &c->o);
+  if (rc) return rc;
+  c->x = calloc(1, sizeof *c->x);
+  c->s = calloc(1, sizeof *c->s);
+  if (!c->x || !c->s) {
+    amoe_err e;
+    return report(amoe_fail(&e, AMOE_ENOMEM, "out of memory for the spec"), &e);
+  }
+  if (point < 0) return 0;
+  if ((rc = load_spec(&c->o, c->x))) return rc;
+  return spec_point(c->x, point, c->s);
+}
+static void command_end(command *c) {
+  free(c->x);
+  free(c->s);
+}
+
 /* ------------------------------------------------------------ run */
 
 /* A run is, per sweep point: the offline tables its policies read, the
@@ -223,21 +251,48 @@ static int spec_point(const amoe_experiment *x, int i, amoe_spec *s) {
  * select, constrain, cache, cost, accept per block), and the point's rows
  * in the results (harness/results.c). */
 
-typedef struct {
-  amoe_results *res;
-  amoe_exec *ex;
-  const amoe_spec *s;
-  int point, npoints;
-  double t0;
-  int tty, quiet;
-  double last_print;
-} run_ctx;
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+/* One progress line on a terminal (stderr), at most five times a second,
+ * after the first second; nothing when stderr is not a terminal or with
+ * --quiet. */
+typedef struct {
+  int on;
+  double t0, last;
+} progress;
+static progress progress_start(int quiet) {
+  progress p = {!quiet && isatty(2), now_s(), 0};
+  return p;
+}
+/* 1 when a line is due (then *rate is blocks per second so far). */
+static int progress_due(progress *p, double blocks, double *rate) {
+  if (!p->on) return 0;
+  double t = now_s();
+  if (t - p->t0 < 1.0 || t - p->last < 0.2) return 0;
+  p->last = t;
+  *rate = blocks / (t - p->t0);
+  return 1;
+}
+static void progress_blocks(progress *p, long blocks, const char *what) {
+  double rate;
+  if (progress_due(p, (double)blocks, &rate)) fprintf(stderr, "\r%s: %ld blocks, %.0f blocks/s   ", what, blocks, rate);
+}
+static void progress_end(progress *p) {
+  if (p->on && p->last > 0) fputc('\n', stderr);
+}
+
+typedef struct {
+  amoe_results *res;
+  amoe_exec *ex;
+  const amoe_spec *s;
+  int point, npoints;
+  progress pg;
+} run_ctx;
+
 
 static amoe_status on_block(void *vc, int row, const amoe_block_stats *b, amoe_err *e) {
   return amoe_results_block(((run_ctx *)vc)->res, row, b, e);
@@ -258,16 +313,14 @@ static amoe_status on_route(void *vc, int row, uint64_t block, int layer, int no
 
 static void on_progress(void *vc, uint64_t blocks) {
   run_ctx *c = vc;
-  if (c->quiet || !c->tty) return;
-  double t = now_s();
-  if (t - c->t0 < 1.0 || t - c->last_print < 0.2) return;
-  c->last_print = t;
+  double rate;
+  if (!progress_due(&c->pg, (double)blocks, &rate)) return;
   if (c->s->workload.blocks > 0)
     fprintf(stderr, "\r[point %d/%d] %llu/%d blocks, %.0f blocks/s   ", c->point + 1, c->npoints,
-            (unsigned long long)blocks, c->s->workload.blocks, blocks / (t - c->t0));
+            (unsigned long long)blocks, c->s->workload.blocks, rate);
   else /* the whole trace */
     fprintf(stderr, "\r[point %d/%d] %llu blocks, %.0f blocks/s   ", c->point + 1, c->npoints,
-            (unsigned long long)blocks, blocks / (t - c->t0));
+            (unsigned long long)blocks, rate);
 }
 
 /* Offline tables for a spec: p̂ (calibrated on another workload, an inline
@@ -372,7 +425,7 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
     }
   }
   amoe_results_begin_point(res, p, s); /* 4 */
-  run_ctx c = {res, ex, s, p, npoints, now_s(), isatty(2), o->quiet, 0};
+  run_ctx c = {res, ex, s, p, npoints, progress_start(o->quiet)};
   amoe_run_hooks h = {&c, amoe_results_wants_blocks(res) ? on_block : NULL,
                       amoe_results_wants_selection(res) ? on_select : NULL, ex ? on_route : NULL, on_progress,
                       interrupted};
@@ -380,7 +433,7 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
   if (o->profile) amoe_moe_profiler(1); /* one pass between cudaProfilerStart/Stop */
   amoe_status st = amoe_run(s, &offline, src, &h, rows, e);
   if (o->profile) amoe_moe_profiler(0);
-  if (c.tty && !o->quiet && now_s() - c.t0 >= 1.0) fprintf(stderr, "\n");
+  progress_end(&c.pg);
   if (!st) { /* 5 */
     amoe_exec_row measured[AMOE_MAX_POLICIES];
     double *mlayers = NULL;
@@ -408,16 +461,12 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
 }
 
 static int cmd_run(int argc, char **argv) {
-  opts o;
-  int rc = parse_opts(argc, argv, &o);
-  if (rc) return rc;
-  amoe_experiment *x = calloc(1, sizeof *x);
-  amoe_spec *s = calloc(1, sizeof *s);
-  if (!x || !s) {
-    free(x);
-    return EXIT_RUNTIME;
-  }
-  if ((rc = load_spec(&o, x))) goto out;
+  command c;
+  int rc = command_begin(&c, argc, argv, -1);
+  const opts o = c.o;
+  amoe_experiment *x = c.x;
+  amoe_spec *s = c.s;
+  if (rc || (rc = load_spec(&o, x))) goto out;
   if (o.blocks_csv) x->base.output.blocks_csv = 1; /* the resolved spec says so too */
   if (o.dump) snprintf(x->base.output.dump_selection, sizeof x->base.output.dump_selection, "%s", o.dump);
   char dir[AMOE_PATH_MAX];
@@ -444,34 +493,11 @@ static int cmd_run(int argc, char **argv) {
   amoe_results_close(res);
   if (!rc) rc = report(st, &e);
 out:
-  free(x);
-  free(s);
+  command_end(&c);
   return rc;
 }
 
 /* ------------------------------------------------------------ gen, import */
-
-/* One progress line on a terminal (stderr), at most five times a second,
- * after the first second; nothing when stderr is not a terminal or with
- * --quiet. */
-typedef struct {
-  int on;
-  double t0, last;
-} progress;
-static progress progress_start(int quiet) {
-  progress p = {!quiet && isatty(2), now_s(), 0};
-  return p;
-}
-static void progress_blocks(progress *p, long blocks, const char *what) {
-  if (!p->on) return;
-  double t = now_s();
-  if (t - p->t0 < 1.0 || t - p->last < 0.2) return;
-  p->last = t;
-  fprintf(stderr, "\r%s: %ld blocks, %.0f blocks/s   ", what, blocks, blocks / (t - p->t0));
-}
-static void progress_end(progress *p) {
-  if (p->on && p->last > 0) fputc('\n', stderr);
-}
 
 static amoe_status write_source(amoe_source *src, const amoe_model *m, const char *out, int quiet, amoe_err *e) {
   progress pg = progress_start(quiet);
@@ -488,7 +514,7 @@ static amoe_status write_source(amoe_source *src, const amoe_model *m, const cha
     while (!st && (rc = amoe_source_next(src, &b, e)) != 0) {
       if (rc < 0) st = (amoe_status)-rc;
       else st = amoe_blocks_jsonl_write(a.f, &b, e), count++;
-      if (!st && g_interrupted) st = AMOE_EINTR;
+      if (!st && amoe_interrupt) st = AMOE_EINTR;
       progress_blocks(&pg, count, out);
     }
     if (!st) st = amoe_afile_commit(&a, e);
@@ -500,7 +526,7 @@ static amoe_status write_source(amoe_source *src, const amoe_model *m, const cha
     while (!st && (rc = amoe_source_next(src, &b, e)) != 0) {
       if (rc < 0) st = (amoe_status)-rc;
       else st = amoe_trace_write(w, &b, e), count++;
-      if (!st && g_interrupted) st = AMOE_EINTR;
+      if (!st && amoe_interrupt) st = AMOE_EINTR;
       progress_blocks(&pg, count, out);
     }
     if (!st) st = amoe_trace_close(w, e);
@@ -513,23 +539,32 @@ static amoe_status write_source(amoe_source *src, const amoe_model *m, const cha
 }
 
 static int cmd_gen(int argc, char **argv) {
-  opts o;
-  int rc = parse_opts(argc, argv, &o);
-  if (rc) return rc;
-  if (!o.out) return usage_error("gen needs -o FILE.amt%s", "");
-  amoe_experiment *x = calloc(1, sizeof *x);
-  amoe_spec *s = calloc(1, sizeof *s);
-  if (!(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
+  command c;
+  int rc = command_begin(&c, argc, argv, -1);
+  if (!rc && !c.o.out) rc = usage_error("gen needs -o FILE.amt%s", "");
+  if (!rc && !(rc = load_spec(&c.o, c.x)) && !(rc = spec_point(c.x, 0, c.s))) {
     amoe_err e = {{0}};
     amoe_source *src;
-    amoe_status st = amoe_source_open(&src, &s->workload, &s->model, &e);
-    if (!st) st = write_source(src, &s->model, o.out, o.quiet, &e);
+    amoe_status st = amoe_source_open(&src, &c.s->workload, &c.s->model, &e);
+    if (!st) st = write_source(src, &c.s->model, c.o.out, c.o.quiet, &e);
     amoe_source_close(st ? NULL : src);
     rc = report(st, &e);
   }
-  free(x);
-  free(s);
+  command_end(&c);
   return rc;
+}
+
+/* The source a --format names, or -1. */
+static int source_of_format(const char *format) {
+  static const struct {
+    const char *name;
+    int source;
+  } formats[] = {{"blocks-jsonl", AMOE_SRC_BLOCKS_JSONL},
+                 {"routing-jsonl", AMOE_SRC_ROUTING_JSONL},
+                 {"routing-safetensors", AMOE_SRC_ROUTING_SAFETENSORS}};
+  for (size_t i = 0; format && i < sizeof formats / sizeof formats[0]; i++)
+    if (!strcmp(format, formats[i].name)) return formats[i].source;
+  return -1;
 }
 
 /* A workload spec for a file given on the command line. */
@@ -554,10 +589,9 @@ static int file_source(const opts *o, amoe_spec *s, amoe_source **src, amoe_err 
     if (!o->format || !o->model)
       return usage_error("%s is not an .amt trace: give --format blocks-jsonl|routing-jsonl|routing-safetensors and --model PRESET",
                          o->input);
-    if (!strcmp(o->format, "blocks-jsonl")) s->workload.source = AMOE_SRC_BLOCKS_JSONL;
-    else if (!strcmp(o->format, "routing-jsonl")) s->workload.source = AMOE_SRC_ROUTING_JSONL;
-    else if (!strcmp(o->format, "routing-safetensors")) s->workload.source = AMOE_SRC_ROUTING_SAFETENSORS;
-    else return usage_error("unknown --format '%s' (blocks-jsonl, routing-jsonl, routing-safetensors)", o->format);
+    const int src_kind = source_of_format(o->format);
+    if (src_kind < 0) return usage_error("unknown --format '%s' (blocks-jsonl, routing-jsonl, routing-safetensors)", o->format);
+    s->workload.source = src_kind;
     if (o->hybrid && s->workload.source != AMOE_SRC_ROUTING_JSONL && s->workload.source != AMOE_SRC_ROUTING_SAFETENSORS)
       return usage_error("--hybrid applies to --format routing-jsonl%s", "");
     amoe_diag d = {0};
@@ -571,29 +605,33 @@ static int file_source(const opts *o, amoe_spec *s, amoe_source **src, amoe_err 
 }
 
 static int cmd_import(int argc, char **argv) {
-  opts o;
-  int rc = parse_opts(argc, argv, &o);
-  if (rc) return rc;
-  if (!o.input || !o.out || !o.format) return usage_error("import needs --format F IN --model PRESET -o OUT%s", "");
-  amoe_spec *s = calloc(1, sizeof *s);
+  command c;
+  int rc = command_begin(&c, argc, argv, -1);
+  const opts o = c.o;
+  if (!rc && (!o.input || !o.out || !o.format))
+    rc = usage_error("import needs --format F IN --model PRESET -o OUT%s", "");
   amoe_source *src = NULL;
   amoe_err e = {{0}};
-  if (!(rc = file_source(&o, s, &src, &e))) {
+  if (!rc && !(rc = file_source(&o, c.s, &src, &e))) {
     fprintf(stderr, "%s\n", amoe_source_provenance(src));
-    rc = report(write_source(src, &s->model, o.out, o.quiet, &e), &e);
+    rc = report(write_source(src, &c.s->model, o.out, o.quiet, &e), &e);
     amoe_source_close(src);
   }
-  free(s);
+  command_end(&c);
   return rc;
 }
 
 static int cmd_inspect(int argc, char **argv) {
-  opts o;
-  int rc = parse_opts(argc, argv, &o);
-  if (rc) return rc;
-  if (!o.input) return usage_error("inspect needs a file%s", "");
-  amoe_spec *s = calloc(1, sizeof *s);
-  amoe_experiment *x = calloc(1, sizeof *x);
+  command c;
+  int rc = command_begin(&c, argc, argv, -1);
+  const opts o = c.o;
+  amoe_spec *s = c.s;
+  amoe_experiment *x = c.x;
+  if (!rc && !o.input) rc = usage_error("inspect needs a file%s", "");
+  if (rc) {
+    command_end(&c);
+    return rc;
+  }
   amoe_source *src = NULL;
   amoe_err e = {{0}};
   size_t n = strlen(o.input);
@@ -614,8 +652,7 @@ static int cmd_inspect(int argc, char **argv) {
     rc = report(r, &e);
   }
   amoe_source_close(src);
-  free(s);
-  free(x);
+  command_end(&c);
   return rc;
 }
 
@@ -641,17 +678,17 @@ static int cmd_merge(int argc, char **argv) {
 }
 
 static int cmd_fit(int argc, char **argv) {
-  opts o;
-  int rc = parse_opts(argc, argv, &o);
-  if (rc) return rc;
-  if (!o.target == !o.trace) return usage_error("fit needs one of --target TARGETS.yaml or --trace FILE%s", "");
-  amoe_experiment *x = calloc(1, sizeof *x);
-  amoe_spec *s = calloc(1, sizeof *s);
+  command c;
+  int rc = command_begin(&c, argc, argv, -1);
+  const opts o = c.o;
+  amoe_experiment *x = c.x;
+  amoe_spec *s = c.s;
+  if (!rc && !o.target == !o.trace) rc = usage_error("fit needs one of --target TARGETS.yaml or --trace FILE%s", "");
   amoe_fit_targets *t = calloc(1, sizeof *t);
   amoe_inspect_stats *ts = calloc(1, sizeof *ts);
   amoe_err e = {{0}};
   char how[AMOE_PATH_MAX + 64];
-  if (!x || !s || !t || !ts) rc = report(amoe_fail(&e, AMOE_ENOMEM, "out of memory"), &e);
+  if (!rc && (!t || !ts)) rc = report(amoe_fail(&e, AMOE_ENOMEM, "out of memory"), &e);
   if (!rc && !(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
     if (o.target) {
       amoe_diag d = {0};
@@ -664,9 +701,9 @@ static int cmd_fit(int argc, char **argv) {
       snprintf(w.path, sizeof w.path, "%s", o.trace);
       w.blocks = 0;
       if (o.window) w.window = o.window;
+      const int kind = source_of_format(o.format);
       if (amoe_trace_sniff(o.trace)) w.source = AMOE_SRC_TRACE;
-      else if (o.format && !strcmp(o.format, "routing-jsonl")) w.source = AMOE_SRC_ROUTING_JSONL;
-      else if (o.format && !strcmp(o.format, "routing-safetensors")) w.source = AMOE_SRC_ROUTING_SAFETENSORS;
+      else if (kind == AMOE_SRC_ROUTING_JSONL || kind == AMOE_SRC_ROUTING_SAFETENSORS) w.source = kind;
       else rc = usage_error("%s is not an .amt trace: give --format routing-jsonl|routing-safetensors", o.trace);
       amoe_source *src = NULL;
       amoe_status st = rc ? AMOE_OK : amoe_source_open(&src, &w, &s->model, &e);
@@ -700,18 +737,16 @@ static int cmd_fit(int argc, char **argv) {
   }
   free(ts);
   free(t);
-  free(s);
-  free(x);
+  command_end(&c);
   return rc;
 }
 
 static int cmd_calibrate(int argc, char **argv) {
-  opts o;
-  int rc = parse_opts(argc, argv, &o);
-  if (rc) return rc;
-  amoe_experiment *x = calloc(1, sizeof *x);
-  amoe_spec *s = calloc(1, sizeof *s);
-  if (!(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
+  command c;
+  int rc = command_begin(&c, argc, argv, 0);
+  const opts o = c.o;
+  amoe_spec *s = c.s;
+  if (!rc) {
     amoe_err e = {{0}};
     amoe_offline offline;
     char how[AMOE_PATH_MAX + 128];
@@ -736,20 +771,18 @@ static int cmd_calibrate(int argc, char **argv) {
     }
     rc = report(st, &e);
   }
-  free(x);
-  free(s);
+  command_end(&c);
   return rc;
 }
 
 /* calibrate-hw: measure, fit the cost model's coefficients, write them. */
 static int cmd_calibrate_hw(int argc, char **argv) {
-  opts o;
-  int rc = parse_opts(argc, argv, &o);
-  if (rc) return rc;
-  amoe_experiment *x = calloc(1, sizeof *x);
-  amoe_spec *s = calloc(1, sizeof *s);
   setenv("ACCEPTMOE_CALIBRATION", "off", 1); /* fit from the preset, not from an earlier fit */
-  if (!(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
+  command c;
+  int rc = command_begin(&c, argc, argv, 0);
+  const opts o = c.o;
+  amoe_spec *s = c.s;
+  if (!rc) {
     char path[AMOE_PATH_MAX + 64];
     amoe_err e = {{0}};
     amoe_status st = AMOE_OK;
@@ -764,16 +797,16 @@ static int cmd_calibrate_hw(int argc, char **argv) {
                                   &e);
     rc = report(st, &e);
   }
-  free(x);
-  free(s);
+  command_end(&c);
   return rc;
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int cmd_presets(void) {
-  const char *kinds[2] = {"models", "hw"};
-  for (int k = 0; k < 2; k++) {
+static int cmd_presets(int argc, char **argv) {
+  (void)argc, (void)argv;
+  const char *kinds[3] = {"models", "hw", "interconnect"};
+  for (int k = 0; k < 3; k++) {
     char dir[AMOE_PATH_MAX];
     amoe_presets_dir(dir, sizeof dir, kinds[k], NULL);
     printf("%s (%s):\n", kinds[k], dir);
@@ -786,7 +819,7 @@ static int cmd_presets(void) {
     int n = 0;
     for (struct dirent *de; (de = readdir(d)) && n < 256;) {
       size_t len = strlen(de->d_name);
-      if (len > 5 && !strcmp(de->d_name + len - 5, ".yaml")) names[n++] = strndup(de->d_name, len - 5);
+      if (len > 5 && !strcmp(de->d_name + len - 5, ".yaml") && (names[n] = strndup(de->d_name, len - 5))) n++;
     }
     closedir(d);
     qsort(names, (size_t)n, sizeof *names, cmp_str);
@@ -797,6 +830,38 @@ static int cmd_presets(void) {
   }
   return 0;
 }
+
+/* Every draft and verifier row with its parameters and what it does
+ * (sim/policy/policy.c: the rows are the registry). */
+static int cmd_policies(int argc, char **argv) {
+  (void)argc, (void)argv;
+  for (int w = 0; w < 2; w++) {
+    printf("%s (`{%s: NAME, ...}` in a spec's policies):\n", w ? "verifiers" : "drafts", w ? "verifier" : "draft");
+    const int n = w ? amoe_verifier_rows() : amoe_draft_rows();
+    for (int i = 0; i < n; i++) {
+      const char *name = w ? amoe_verifier_table[i].name : amoe_draft_table[i].name;
+      const char *what = w ? amoe_verifier_table[i].description : amoe_draft_table[i].description;
+      const amoe_param_def *pd = w ? amoe_verifier_table[i].params : amoe_draft_table[i].params;
+      printf("  %-15s %s\n", name, what ? what : "");
+      for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++) {
+        if (isnan(pd[j].def)) printf("  %-15s   %s: required, %g..%g%s\n", "", pd[j].key, pd[j].min, pd[j].max,
+                                     pd[j].expert_count ? " (experts per layer)" : "");
+        else printf("  %-15s   %s: default %g, %g..%g\n", "", pd[j].key, pd[j].def, pd[j].min, pd[j].max);
+      }
+    }
+  }
+  return 0;
+}
+
+/* The commands: one row each. */
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+} COMMANDS[] = {
+    {"run", cmd_run},         {"gen", cmd_gen},         {"import", cmd_import},     {"inspect", cmd_inspect},
+    {"calibrate", cmd_calibrate}, {"fit", cmd_fit},     {"merge", cmd_merge},       {"presets", cmd_presets},
+    {"policies", cmd_policies}, {"calibrate-hw", cmd_calibrate_hw},
+};
 
 int main(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -819,14 +884,7 @@ int main(int argc, char **argv) {
       fputs(USAGE, stdout);
       return 0;
     }
-  if (!strcmp(c, "run")) return cmd_run(argc - 2, argv + 2);
-  if (!strcmp(c, "gen")) return cmd_gen(argc - 2, argv + 2);
-  if (!strcmp(c, "import")) return cmd_import(argc - 2, argv + 2);
-  if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
-  if (!strcmp(c, "calibrate")) return cmd_calibrate(argc - 2, argv + 2);
-  if (!strcmp(c, "fit")) return cmd_fit(argc - 2, argv + 2);
-  if (!strcmp(c, "merge")) return cmd_merge(argc - 2, argv + 2);
-  if (!strcmp(c, "presets")) return cmd_presets();
-  if (!strcmp(c, "calibrate-hw")) return cmd_calibrate_hw(argc - 2, argv + 2);
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+    if (!strcmp(c, COMMANDS[i].name)) return COMMANDS[i].run(argc - 2, argv + 2);
   return usage_error("unknown command '%s'", c);
 }

@@ -60,6 +60,10 @@ static amoe_status merge_csv(char *const *dirs, int n, const char *name, const c
   size_t nl = 0, cap = 0;
   amoe_status st = bufs ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   for (int i = 0; i < n && !st; i++) {
+    if (amoe_interrupt) {
+      st = amoe_fail(e, AMOE_EINTR, "interrupted");
+      break;
+    }
     snprintf(path, sizeof path, "%s/%s", dirs[i], name);
     size_t len;
     bufs[i] = slurp(path, &len);
@@ -138,6 +142,10 @@ amoe_status amoe_merge(char *const *dirs, int n, const char *out, amoe_err *e) {
   int count = 0;
   unsigned char *seen = NULL;
   for (int i = 0; i < n && !st; i++) {
+    if (amoe_interrupt) {
+      st = amoe_fail(e, AMOE_EINTR, "interrupted");
+      break;
+    }
     snprintf(path, sizeof path, "%s/meta.json", dirs[i]);
     json_error_t je;
     metas[i] = json_load_file(path, 0, &je);

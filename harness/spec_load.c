@@ -495,7 +495,7 @@ static int load_preset(amoe_spec *s, int hw, const char *name, const char *where
 
 static void names_of(char *buf, size_t n, int verifier) {
   buf[0] = 0;
-  int cnt = verifier ? amoe_verifier_count : amoe_draft_count;
+  int cnt = verifier ? amoe_verifier_rows() : amoe_draft_rows();
   for (int i = 0; i < cnt; i++)
     snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "",
              verifier ? amoe_verifier_table[i].name : amoe_draft_table[i].name);
@@ -548,7 +548,7 @@ static int set_policy_param(ydoc *y, yaml_node_t *k, yaml_node_t *v, amoe_policy
     char others[256] = "";
     double dv = NAN;
     for (int w = 0; w < 2; w++)
-      for (int i = 0; i < (w ? amoe_verifier_count : amoe_draft_count); i++) {
+      for (int i = 0; i < (w ? amoe_verifier_rows() : amoe_draft_rows()); i++) {
         const amoe_param_def *o = param_in(w ? amoe_verifier_table[i].params : amoe_draft_table[i].params, key);
         if (!o) continue;
         snprintf(others + strlen(others), sizeof others - strlen(others), "%s%s", others[0] ? ", " : "",

@@ -460,6 +460,24 @@ if [ "$(sha256sum <"$T/d0.amt" | cut -c1-64)" = 377ed0a02cb4062b01d68d4c698d03fa
    [ -s "$T/d32.amt" ] && ! cmp -s "$T/d0.amt" "$T/d32.amt"; then ok
 else bad "drift 0 no longer reproduces the earlier workload (or drift changes nothing)"; fi
 
+# the registry of policies: every row, its description and parameters
+expect 0 "mtp +a chain of N tokens" -- "$A" policies
+expect 0 "budget: required, 1\.\.1024 \(experts per layer\)" -- "$A" policies
+expect 0 "interconnect \(" -- "$A" presets
+# every long command stops on SIGINT or SIGTERM with exit 130 and writes nothing
+for c in "fit workloads/specs/fit-olmoe.yaml --target workloads/targets/olmoe-1b-7b.yaml --blocks 300 -o $T/int-fit.yaml" \
+         "calibrate workloads/specs/quickstart.yaml --set commitment.calibrate.blocks=200000 -o $T/int-cal.yaml" \
+         "gen workloads/specs/quickstart.yaml --set workload.blocks=200000 -o $T/int-gen.amt" \
+         "inspect workloads/specs/quickstart.yaml --set workload.blocks=100000"; do
+  for sig in INT TERM; do
+    # shellcheck disable=SC2086
+    "$A" $c --quiet >/dev/null 2>"$T/int.err" &
+    pid=$!; sleep 1; kill -$sig "$pid"; wait "$pid"; rc=$?
+    if [ "$rc" = 130 ] && grep -q interrupted "$T/int.err" && ! ls "$T"/int-* >/dev/null 2>&1; then ok
+    else bad "SIG$sig to ${c%% *}: exit $rc, $(cat "$T/int.err"), files: $(ls "$T"/int-* 2>/dev/null | tr '\n' ' ')"; fi
+  done
+done
+
 # fit: recovers the routing of a workload it generated itself (OLMoE: 16
 # layers, a profile 0.2 -> 0.7 at layer 6 -> 0.4, request_bias 1, noise 1)
 "$A" gen workloads/specs/fit-olmoe.yaml --set workload.blocks=300 --set workload.seed=5 \

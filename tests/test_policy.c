@@ -193,7 +193,7 @@ static void properties(void) {
         memset(U, 0, 32);
         for (int i = 0; i < nn; i++)
           for (int j = 0; j < 4; j++) U[amoe_block_ids(&b, l, nodes[i])[j]] = 1;
-        for (int v = 0; v < amoe_verifier_count; v++) {
+        for (int v = 0; v < amoe_verifier_rows(); v++) {
           const amoe_verifier_def *vd = &amoe_verifier_table[v];
           const amoe_policy_row vrow = row_for(v, 8);
           amoe_vctx c = {&b, l, 4, 32, 0, nodes, nn, level, commitment, 8, res, &vrow, prob, sc, isc};
@@ -436,7 +436,7 @@ static void hostile_blocks(void) {
     for (int x = 0; x < EX; x++) res[x] = amoe_rng_unif(&r) < 0.5;
     for (int l = 0; l < L; l++) {
       for (int t = 0; t < n; t++) amoe_router_probs_top(&b, l, t, trial & 1, KK, prob + t * KK);
-      for (int v = 0; v < amoe_verifier_count; v++) {
+      for (int v = 0; v < amoe_verifier_rows(); v++) {
         const amoe_policy_row row = row_for(v, 5);
         amoe_vctx c = {&b, l, KK, EX, trial & 1, nodes, n, level, commitment, 4, trial & 2 ? res : NULL, &row, prob,
                        sc, isc};
@@ -511,7 +511,7 @@ static void acceptmoe_top8(void) {
           amoe_x86_acceptmoe_scatter8(uv, amoe_block_ids(&b, l, 0), b.m, prob, nodes, b.n, b.depth, ad, 6);
           vec_same &= !memcmp(uv, u, sizeof u);
         }
-        for (int v = 0; v < amoe_verifier_count && had; v++) {
+        for (int v = 0; v < amoe_verifier_rows() && had; v++) {
           const amoe_policy_row vr = row_for(v, 20);
           amoe_vctx cv = c;
           cv.row = &vr;

@@ -66,10 +66,10 @@ static amoe_status on_select(void *ctx, int row, uint64_t block, int layer, cons
 
 int main(void) {
   /* the built-in counts match the rows written in policy.c */
-  int rows_ok = amoe_verifier_table[amoe_verifier_count].name == NULL && amoe_draft_table[amoe_draft_count].name == NULL;
-  for (int i = 0; i < amoe_verifier_count; i++) rows_ok &= amoe_verifier_table[i].name && amoe_verifier_table[i].select;
-  for (int i = 0; i < amoe_draft_count; i++) rows_ok &= amoe_draft_table[i].name && amoe_draft_table[i].choose;
-  CHECK(rows_ok, "amoe_verifier_count / amoe_draft_count match their tables");
+  int rows_ok = amoe_verifier_table[amoe_verifier_rows()].name == NULL && amoe_draft_table[amoe_draft_rows()].name == NULL;
+  for (int i = 0; i < amoe_verifier_rows(); i++) rows_ok &= amoe_verifier_table[i].name && amoe_verifier_table[i].select;
+  for (int i = 0; i < amoe_draft_rows(); i++) rows_ok &= amoe_draft_table[i].name && amoe_draft_table[i].choose;
+  CHECK(rows_ok, "amoe_verifier_rows() / amoe_draft_rows() match their tables");
   const int v = amoe_verifier_add(&WINDOW);
   CHECK(v >= 0 && amoe_verifier_find("window") == v, "the row is added");
   CHECK(amoe_verifier_add(&WINDOW) < 0, "a name is taken once");

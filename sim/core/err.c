@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+volatile sig_atomic_t amoe_interrupt;
+
 amoe_status amoe_fail(amoe_err *e, amoe_status code, const char *fmt, ...) {
   if (e) {
     va_list ap;

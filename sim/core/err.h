@@ -4,6 +4,7 @@
 #ifndef AMOE_ERR_H
 #define AMOE_ERR_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -31,6 +32,11 @@ amoe_status amoe_fail(amoe_err *e, amoe_status code, const char *fmt, ...)
 void amoe_err_prefix(amoe_err *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Set by main's SIGINT/SIGTERM handler; every long loop polls it and stops
+ * with AMOE_EINTR (a source at its next block, merge between files,
+ * calibrate-hw between measurements), so that every command stops cleanly
+ * and writes nothing. */
+extern volatile sig_atomic_t amoe_interrupt;
 
 #define AMOE_TRY(expr)                                                         \
   do {                                                                         \

@@ -16,56 +16,81 @@
 amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE] = {
     /* every verifier but natural also needs the natural top-k probabilities
      * (displaced mass); moe-spec weighs every stored entry */
-    {.name = "natural", .all_experts = 1, .logits = AMOE_LOGITS_NONE, .select = amoe_verifier_natural},
-    {.name = "moe-spec", .params = {BUDGET}, .logits = AMOE_LOGITS_ALL, .select = amoe_verifier_moe_spec},
+    {.name = "natural", .all_experts = 1, .logits = AMOE_LOGITS_NONE, .select = amoe_verifier_natural,
+     .description = "every node routes to its own top-k; the pass executes their union (EAGLE-3 as shipped)"},
+    {.name = "moe-spec", .params = {BUDGET}, .logits = AMOE_LOGITS_ALL, .select = amoe_verifier_moe_spec,
+     .description = "MoE-Spec: the B experts of most router mass over the tree's nodes"},
     {.name = "acceptmoe", .params = {BETA}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
-     .select = amoe_verifier_acceptmoe},
+     .select = amoe_verifier_acceptmoe,
+     .description = "AcceptMoE: commitment-weighted utility, size by effective rank, residency pruning under "
+                    "offload; as published it ignores the layout over several GPUs"},
     {.name = "acceptmoe-fix", .params = {BUDGET, BETA}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
-     .select = amoe_verifier_acceptmoe_fix},
-    {.name = "oracle", .logits = AMOE_LOGITS_TOP, .select = amoe_verifier_oracle},
+     .select = amoe_verifier_acceptmoe_fix, .description = "AcceptMoE's utility with a fixed budget B"},
+    {.name = "oracle", .logits = AMOE_LOGITS_TOP, .select = amoe_verifier_oracle,
+     .description = "the accepted path's experts only: a bound of a resident pass, not a policy"},
 };
-int amoe_verifier_count = 5;
 
 amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
-    {.name = "eagle", .choose = amoe_draft_eagle},
-    {.name = "autoregressive", .choose = amoe_draft_autoregressive, .one_token_per_pass = 1},
+    {.name = "eagle", .choose = amoe_draft_eagle,
+     .description = "EAGLE-2/3: the root and the best nodes - 1 candidates by cumulative draft score"},
+    {.name = "autoregressive", .choose = amoe_draft_autoregressive, .one_token_per_pass = 1,
+     .description = "no speculation: natural's committed tokens decoded one forward pass each"},
     {.name = "ecospec",
      .params = {{.key = "lambda", .tag = "lambda", .def = 0.5, .min = 0, .max = 1e6, .shown_if_default = 1},
                 {.key = "predictor_accuracy", .tag = "acc", .def = 0.8, .min = 0, .max = 1, .shown_if_default = 1}},
      .choose = amoe_draft_ecospec,
-     .reads_popularity = 1},
-    {.name = "evict", .choose = amoe_draft_evict, .reads_union_table = 1},
+     .reads_popularity = 1,
+     .description = "EcoSpec: greedy nodes by accept likelihood against the cost of new experts (on several GPUs, "
+                    "what they add to the busiest group); lossless"},
+    {.name = "evict", .choose = amoe_draft_evict, .reads_union_table = 1,
+     .description = "the prefix of the EAGLE order with the most expected committed tokens per predicted second; "
+                    "lossless"},
     {.name = "mtp",
      .params = {{.key = "tokens", .tag = "N", .def = NAN, .min = 1, .max = 16, .integer = 1, .shown_if_default = 1}},
      .choose = amoe_draft_mtp,
-     .mtp = 1},
+     .mtp = 1,
+     .description = "a chain of N tokens from the target's multi-token-prediction module (DeepSeek)"},
 };
-int amoe_draft_count = 5;
+
+/* The rows in use: those with a name (a new row needs no count raised). */
+int amoe_verifier_rows(void) {
+  int n = 0;
+  while (n < AMOE_MAX_TABLE && amoe_verifier_table[n].name) n++;
+  return n;
+}
+
+int amoe_draft_rows(void) {
+  int n = 0;
+  while (n < AMOE_MAX_TABLE && amoe_draft_table[n].name) n++;
+  return n;
+}
 
 int amoe_verifier_find(const char *name) {
-  for (int i = 0; i < amoe_verifier_count; i++)
+  for (int i = 0; i < amoe_verifier_rows(); i++)
     if (!strcmp(amoe_verifier_table[i].name, name)) return i;
   return -1;
 }
 
 int amoe_draft_find(const char *name) {
-  for (int i = 0; i < amoe_draft_count; i++)
+  for (int i = 0; i < amoe_draft_rows(); i++)
     if (!strcmp(amoe_draft_table[i].name, name)) return i;
   return -1;
 }
 
 int amoe_verifier_add(const amoe_verifier_def *def) {
-  if (amoe_verifier_count == AMOE_MAX_TABLE || amoe_verifier_find(def->name) >= 0 || amoe_draft_find(def->name) >= 0)
+  const int n = amoe_verifier_rows();
+  if (!def->name || n == AMOE_MAX_TABLE || amoe_verifier_find(def->name) >= 0 || amoe_draft_find(def->name) >= 0)
     return -1;
-  amoe_verifier_table[amoe_verifier_count] = *def;
-  return amoe_verifier_count++;
+  amoe_verifier_table[n] = *def;
+  return n;
 }
 
 int amoe_draft_add(const amoe_draft_def *def) {
-  if (amoe_draft_count == AMOE_MAX_TABLE || amoe_verifier_find(def->name) >= 0 || amoe_draft_find(def->name) >= 0)
+  const int n = amoe_draft_rows();
+  if (!def->name || n == AMOE_MAX_TABLE || amoe_verifier_find(def->name) >= 0 || amoe_draft_find(def->name) >= 0)
     return -1;
-  amoe_draft_table[amoe_draft_count] = *def;
-  return amoe_draft_count++;
+  amoe_draft_table[n] = *def;
+  return n;
 }
 
 static const amoe_param_def *params_of(const amoe_policy_row *r, int which) {

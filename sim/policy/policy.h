@@ -53,6 +53,7 @@ typedef struct {
   amoe_logits logits;        /* what of the logits the run loop reads for it (block.h) */
   /* Fills S (E flags). */
   void (*select)(const amoe_vctx *c, uint8_t *S);
+  const char *description; /* one line for `acceptmoe policies` */
 } amoe_verifier_def;
 
 /* What a draft policy sees for one block. */
@@ -98,9 +99,10 @@ typedef struct {
  * tests/test_policy.c is added so), up to AMOE_MAX_TABLE rows. */
 #define AMOE_MAX_TABLE 16
 extern amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE];
-extern int amoe_verifier_count;
+/* The rows in use (the named ones). */
+int amoe_verifier_rows(void);
 extern amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE];
-extern int amoe_draft_count;
+int amoe_draft_rows(void);
 
 int amoe_verifier_find(const char *name);
 int amoe_draft_find(const char *name);

@@ -318,6 +318,7 @@ static int hybrid_next(amoe_source *s, amoe_block *b, amoe_err *e) {
 
 int amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
   if (s->w.blocks > 0 && s->produced >= (uint64_t)s->w.blocks) return 0;
+  if (amoe_interrupt) return -(int)amoe_fail(e, AMOE_EINTR, "interrupted");
   int rc;
   if (s->hybrid) {
     if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {

@@ -1,5 +1,5 @@
 /* Where blocks come from (docs/design.md §5): the seeded generator, an .amt trace,
- * blocks-jsonl or routing-jsonl. One interface, so the run loop streams any
+ * blocks-jsonl, routing-jsonl or routing-safetensors. One interface, so the run loop streams any
  * of them the same way; each block is produced once and handed to every
  * policy row. */
 #ifndef AMOE_SOURCE_H
