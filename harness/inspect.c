@@ -1,4 +1,5 @@
 #include "inspect.h"
+#include "grow.h"
 #include "route.h"
 #include "router.h"
 #include "sort.h"
@@ -13,7 +14,8 @@ const int amoe_inspect_windows[AMOE_INSPECT_NW] = {1, 2, 4, 8, 16};
 typedef struct {
   int L, E, k;
   uint16_t *routes; /* [token][layer][k] of the current request */
-  int ntok, cap;
+  int ntok;
+  size_t cap;
   double usum[AMOE_INSPECT_NW], ucnt[AMOE_INSPECT_NW];
   int *seen;
   int clock;
@@ -183,16 +185,12 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
     amoe_sort(path, np, sizeof *path, shallower, &b);
     o->tau_hist[np < 64 ? np : 64]++;
     o->tau_mean += np;
-    if (s.ntok + np > s.cap) {
-      int nc = (s.ntok + np) * 2;
-      uint16_t *nr = realloc(s.routes, (size_t)nc * L * k * sizeof *nr);
-      if (!nr) {
-        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-        break;
-      }
-      s.routes = nr;
-      s.cap = nc;
+    uint16_t *nr = amoe_grow(s.routes, &s.cap, (size_t)(s.ntok + np), (size_t)L * k * sizeof *nr, 256);
+    if (!nr) {
+      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+      break;
     }
+    s.routes = nr;
     for (int i = 0; i < np; i++) {
       int t = path[i];
       for (int l = 0; l < L; l++) {

@@ -1,4 +1,5 @@
 #include "merge.h"
+#include "grow.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -89,15 +90,12 @@ static amoe_status merge_csv(char *const *dirs, int n, const char *name, const c
         st = amoe_fail(e, AMOE_EFORMAT, "%s: a row without its sweep point: %.60s", path, line);
         break;
       }
-      if (nl == cap) {
-        cap = cap ? 2 * cap : 1024;
-        mline *nlines = realloc(lines, cap * sizeof *lines);
-        if (!nlines) {
-          st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-          break;
-        }
-        lines = nlines;
+      mline *nlines = amoe_grow(lines, &cap, nl + 1, sizeof *lines, 1024);
+      if (!nlines) {
+        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+        break;
       }
+      lines = nlines;
       lines[nl] = (mline){p, (long)nl, line};
       nl++;
     }

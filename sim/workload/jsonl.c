@@ -1,4 +1,5 @@
 #include "jsonl.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -472,9 +473,8 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
         st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: logits[%d] must be a finite number within +-%g", path, r->lineno,
                        x, AMOE_F16_MAX);
     }
-    if (st == AMOE_OK && nrows == cap) {
-      cap = cap ? 2 * cap : 4096;
-      rrow *nr = realloc(rows, cap * sizeof *rows);
+    if (st == AMOE_OK) {
+      rrow *nr = amoe_grow(rows, &cap, nrows + 1, sizeof *rows, 4096);
       if (!nr)
         st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
       else
@@ -758,9 +758,8 @@ amoe_status amoe_routing_safetensors_open(amoe_jsonl_reader **out, const char *p
         continue;
       }
       for (int l = 0; l < layers && !st; l++) {
-        if (nrows == cap) {
-          cap = cap ? 2 * cap : 4096;
-          rrow *nr = realloc(rows, cap * sizeof *rows);
+        {
+          rrow *nr = amoe_grow(rows, &cap, nrows + 1, sizeof *rows, 4096);
           if (!nr) {
             st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
             break;

@@ -1,4 +1,5 @@
 #include "source.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -47,7 +48,8 @@ amoe_status amoe_replay_load(const char *path, uint16_t **out, int *n, amoe_err 
   FILE *f = fopen(path, "rb");
   if (!f) return amoe_fail(e, AMOE_EIO, "%s: cannot open: %s", path, strerror(errno));
   uint16_t *v = NULL;
-  int cnt = 0, cap = 0;
+  int cnt = 0;
+  size_t cap = 0;
   char *line = NULL;
   size_t lcap = 0;
   long ln = 0;
@@ -90,15 +92,12 @@ amoe_status amoe_replay_load(const char *path, uint16_t **out, int *n, amoe_err 
         st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: accept length %ld out of range 1..1000", path, ln, vals[i]);
         break;
       }
-      if (cnt == cap) {
-        cap = cap ? 2 * cap : 4096;
-        uint16_t *nv2 = realloc(v, (size_t)cap * sizeof *v);
-        if (!nv2) {
-          st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-          break;
-        }
-        v = nv2;
+      uint16_t *nv2 = amoe_grow(v, &cap, (size_t)cnt + 1, sizeof *v, 4096);
+      if (!nv2) {
+        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+        break;
       }
+      v = nv2;
       v[cnt++] = (uint16_t)vals[i];
     }
   }
