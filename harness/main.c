@@ -379,7 +379,8 @@ static amoe_status offline_tables(const amoe_spec *s, int quiet, amoe_offline *o
   return AMOE_OK;
 }
 
-/* One sweep point, stages 1-5. */
+/* One sweep point: 1 the offline tables, 2 the workload, 3 the backend (if
+ * any), 4 the run loop, 5 the results (docs/design.md §2). */
 static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoints, amoe_results *res, amoe_err *e) {
   amoe_offline offline;
   int reads_commitment;
@@ -424,14 +425,14 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
       fprintf(stderr, "%s\n", line);
     }
   }
-  amoe_results_begin_point(res, p, s); /* 4 */
+  amoe_results_begin_point(res, p, s);
   run_ctx c = {res, ex, s, p, npoints, progress_start(o->quiet)};
   amoe_run_hooks h = {&c, amoe_results_wants_blocks(res) ? on_block : NULL,
                       amoe_results_wants_selection(res) ? on_select : NULL, ex ? on_route : NULL, on_progress,
                       interrupted};
   amoe_row_result rows[AMOE_MAX_POLICIES];
   if (o->profile) amoe_moe_profiler(1); /* one pass between cudaProfilerStart/Stop */
-  amoe_status st = amoe_run(s, &offline, src, &h, rows, e);
+  amoe_status st = amoe_run(s, &offline, src, &h, rows, e); /* 4 */
   if (o->profile) amoe_moe_profiler(0);
   progress_end(&c.pg);
   if (!st) { /* 5 */

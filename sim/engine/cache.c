@@ -119,7 +119,7 @@ struct amoe_cache {
 };
 
 amoe_cache *amoe_cache_new(int layers, int experts, int slots, amoe_cache_cfg cfg, const amoe_reqlog *future) {
-  if ((cfg.policy == AMOE_CACHE_BELADY || cfg.policy == AMOE_CACHE_MIN) && !future) return NULL;
+  if (!amoe_cache_policy_name(cfg.policy) || (amoe_cache_policy_needs_future(cfg.policy) && !future)) return NULL;
   amoe_cache *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   size_t ne = (size_t)layers * experts;
@@ -185,6 +185,40 @@ static uint64_t next_use(amoe_cache *c, int l, int e) {
   return p < g->occn[k] ? g->occ[k][p] : UINT64_MAX;
 }
 
+/* Replacement policies are rows: a candidate victim's key (lower goes
+ * first; NULL: every key equal, so the least recently used goes), and what
+ * the policy needs. Ties always go to the least recently used. min does not
+ * choose among residents this way (min_pass). */
+typedef double (*victim_key)(amoe_cache *c, int l, int e);
+static double key_lfu(amoe_cache *c, int l, int e) { return (double)c->count[(size_t)l * c->experts + e]; }
+static double key_lfru(amoe_cache *c, int l, int e) {
+  const size_t k = (size_t)l * c->experts + e;
+  return (double)c->count[k] / (double)(c->clock - c->last[k] + 1);
+}
+static double key_belady(amoe_cache *c, int l, int e) {
+  const uint64_t nu = next_use(c, l, e);
+  return nu == UINT64_MAX ? -HUGE_VAL : -(double)nu; /* never again: first */
+}
+static const struct {
+  const char *name;
+  victim_key key;
+  int needs_future; /* reads the request log of an earlier run */
+} POLICY[] = {
+    [AMOE_CACHE_LRU] = {"lru", NULL, 0},
+    [AMOE_CACHE_LFU] = {"lfu", key_lfu, 0},
+    [AMOE_CACHE_BELADY] = {"belady", key_belady, 1},
+    [AMOE_CACHE_LFRU] = {"lfru", key_lfru, 0},
+    [AMOE_CACHE_MIN] = {"min", NULL, 1},
+};
+
+const char *amoe_cache_policy_name(int policy) {
+  return policy >= 0 && policy < (int)(sizeof POLICY / sizeof POLICY[0]) ? POLICY[policy].name : NULL;
+}
+
+int amoe_cache_policy_needs_future(int policy) {
+  return amoe_cache_policy_name(policy) ? POLICY[policy].needs_future : 0;
+}
+
 /* The resident to evict among those at positions before `wave` in this
  * pass's order or outside it (at[e] < 0); -1 when every resident is pinned.
  * Residents outside the pass go first. Keys are unique (timestamps break
@@ -192,6 +226,7 @@ static uint64_t next_use(amoe_cache *c, int l, int e) {
 static int victim(amoe_cache *c, int l, int wave) {
   const size_t base = (size_t)l * c->experts;
   const uint16_t *rl = c->rlist + (size_t)l * c->slots;
+  const victim_key keyf = POLICY[c->cfg.policy].key;
   int best = -1, bout = 0;
   double bkey = 0;
   uint64_t blast = 0;
@@ -200,17 +235,7 @@ static int victim(amoe_cache *c, int l, int wave) {
     if (pos >= wave) continue; /* pinned: not computed yet */
     const int out = pos < 0;
     const uint64_t last = c->last[base + e];
-    double key; /* lower goes first */
-    switch (c->cfg.policy) {
-    case AMOE_CACHE_LFU: key = (double)c->count[base + e]; break;
-    case AMOE_CACHE_LFRU: key = (double)c->count[base + e] / (double)(c->clock - last + 1); break;
-    case AMOE_CACHE_BELADY: {
-      const uint64_t nu = next_use(c, l, e);
-      key = nu == UINT64_MAX ? -HUGE_VAL : -(double)nu; /* never again: first */
-      break;
-    }
-    default: key = 0; break;
-    }
+    const double key = keyf ? keyf(c, l, e) : 0; /* lower goes first */
     int better = best < 0 || out > bout || (out == bout && (key < bkey || (key == bkey && last < blast)));
     if (better) {
       best = e;

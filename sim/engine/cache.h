@@ -44,6 +44,11 @@ typedef enum {
 typedef enum { AMOE_ORDER_HITS_FIRST = 0, AMOE_ORDER_ASCENDING = 1 } amoe_cache_order;
 typedef enum { AMOE_OVERFLOW_EVICT = 0, AMOE_OVERFLOW_BYPASS = 1 } amoe_cache_overflow;
 
+/* The spec's name of a replacement policy (NULL: no such row). */
+const char *amoe_cache_policy_name(int policy);
+/* 1 when the policy reads the request log of an earlier run (belady, min). */
+int amoe_cache_policy_needs_future(int policy);
+
 /* A recorded request sequence: per layer, the experts each forward pass
  * requested. Memory grows with the run: only Belady needs it. */
 typedef struct amoe_reqlog amoe_reqlog;

@@ -728,7 +728,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
   for (int i = 0; i < P; i++)
     if (rs[i].ver->logits > need) need = rs[i].ver->logits;
   amoe_source_want_logits(src, need);
-  int belady = s->offload.enabled && (s->offload.policy == AMOE_CACHE_BELADY || s->offload.policy == AMOE_CACHE_MIN);
+  int belady = s->offload.enabled && amoe_cache_policy_needs_future(s->offload.policy); /* (belady, min) */
   if (st == AMOE_OK && belady) {
     /* Belady needs the future: pass 1 realises each row's request sequence
      * (decisions that read residency see an LRU cache there). */
