@@ -499,6 +499,22 @@ static void acceptmoe_top8(void) {
         const double rank = amoe_effective_rank(u, rest, 64, tmp);
         amoe_top_by_value_generic(u, rest, 64, rank > 0 ? (int)ceil(rank - 1e-9) : 0, R);
         same &= !memcmp(S, R, 64);
+        { /* the utility loop and its plain twin, to the bit */
+          double uv[64], ug[64];
+          amoe_acceptmoe_utilities(&c, 0.5, uv);
+          amoe_acceptmoe_utilities_generic(&c, 0.5, ug);
+          vec_same &= !memcmp(uv, ug, sizeof uv) && !memcmp(ug, u, sizeof u);
+          /* the router's probabilities and theirs */
+          float pv[64 * 32], pg[64 * 32];
+          amoe_router_probs_nodes(&b, l, NULL, b.n, 0, 8, pv);
+          amoe_router_probs_nodes_generic(&b, l, NULL, b.n, 0, 8, pg);
+          vec_same &= !memcmp(pv, pg, (size_t)b.n * 8 * sizeof *pv);
+          for (int t = 0; t < b.n; t += 7) {
+            amoe_router_probs(&b, l, t, 0, pv);
+            amoe_router_probs_generic(&b, l, t, 0, pg);
+            vec_same &= !memcmp(pv, pg, (size_t)b.m * sizeof *pv);
+          }
+        }
 #ifdef AMOE_X86_PATHS
         /* every verifier with the vector paths (arch/x86) on and off */
         const int had = amoe_x86_avx2;

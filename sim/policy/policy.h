@@ -168,6 +168,11 @@ void amoe_verifier_oracle(const amoe_vctx *c, uint8_t *S);
 int amoe_draft_autoregressive(const amoe_dctx *c, int *out);
 int amoe_draft_eagle(const amoe_dctx *c, int *out);
 int amoe_draft_mtp(const amoe_dctx *c, int *out);
+/* AcceptMoE's utilities u_e = Σ_t α_{d_t} r_t,e over the natural top-k of
+ * the verified nodes (E entries); the _generic twin without the vector
+ * path, which tests compare it with (bit for bit). */
+void amoe_acceptmoe_utilities(const amoe_vctx *c, double beta, double *u);
+void amoe_acceptmoe_utilities_generic(const amoe_vctx *c, double beta, double *u);
 int amoe_draft_ecospec(const amoe_dctx *c, int *out);
 int amoe_draft_evict(const amoe_dctx *c, int *out);
 /* evict's predicted time of a pass over the first n nodes of the EAGLE

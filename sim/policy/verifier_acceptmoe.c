@@ -40,7 +40,7 @@ static int pack(const double *u, const uint8_t *anchor, int E, double *pu, int *
 
 /* u_e over the natural top-k of every verified node. α_d is 0 from the
  * end of the commitment table on, so only depths below it are computed. */
-static AMOE_CLONES void utilities(const amoe_vctx *c, double beta, double *u) {
+static AMOE_CLONES void utilities_of(const amoe_vctx *c, double beta, double *u, int vec) {
   memset(u, 0, (size_t)c->experts * sizeof *u);
   double alpha_d[AMOE_MAX_DEPTH];
   const int nd = c->commitment_n < AMOE_MAX_DEPTH ? c->commitment_n : AMOE_MAX_DEPTH;
@@ -56,11 +56,12 @@ static AMOE_CLONES void utilities(const amoe_vctx *c, double beta, double *u) {
   const uint16_t *ids = amoe_block_ids(c->b, c->layer, 0);
   const float *prob = c->prob;
 #ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2 && k == 8) {
+  if (vec && k == 8) {
     amoe_x86_acceptmoe_scatter8(u, ids, m, prob, nodes, nn, depth, alpha_d, nd);
     return;
   }
 #endif
+  (void)vec;
   for (int i = 0; i < nn; i++) {
     const int t = nodes[i], d = depth[t];
     const double alpha = d < nd ? alpha_d[d] : 0;
@@ -71,6 +72,15 @@ static AMOE_CLONES void utilities(const amoe_vctx *c, double beta, double *u) {
   }
 }
 
+void amoe_acceptmoe_utilities(const amoe_vctx *c, double beta, double *u) {
+#ifdef AMOE_X86_PATHS
+  utilities_of(c, beta, u, amoe_x86_avx2);
+#else
+  utilities_of(c, beta, u, 0);
+#endif
+}
+void amoe_acceptmoe_utilities_generic(const amoe_vctx *c, double beta, double *u) { utilities_of(c, beta, u, 0); }
+
 void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
   const int E = c->experts, k = c->k;
   /* scratch: u, v (E each), anchor and rest (E bytes each), then pu (E,
@@ -79,7 +89,7 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
   uint8_t *anchor = (uint8_t *)(c->scratch + 2 * E), *rest = anchor + E;
   double *pu = c->scratch + 2 * E + (2 * E + 7) / 8;
   int *pid = c->iscratch;
-  utilities(c, c->row->vparam[BETA], u);
+  amoe_acceptmoe_utilities(c, c->row->vparam[BETA], u);
   memset(anchor, 0, (size_t)E);
   const uint16_t *rid = amoe_block_ids(c->b, c->layer, 0);
   int na = 0; /* distinct anchors */
@@ -136,7 +146,7 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
 
 void amoe_verifier_acceptmoe_fix(const amoe_vctx *c, uint8_t *S) {
   double *u = c->scratch;
-  utilities(c, c->row->vparam[FIX_BETA], u);
+  amoe_acceptmoe_utilities(c, c->row->vparam[FIX_BETA], u);
   memset(S, 0, (size_t)c->experts);
   amoe_top_by_value(u, NULL, c->experts, (int)c->row->vparam[FIX_BUDGET], S);
 }

@@ -33,10 +33,11 @@ static inline float router_exp(float x0) {
 /* e^(z_j − z_0) for j < m into out; returns the softmax's 1/Σ over them,
  * summed in four fixed partial sums (arch/x86/router_x86.c: eight lanes at a
  * time, the same bits). */
-static AMOE_CLONES float softmax_exps(const amoe_f16 *z, int m, float *out) {
+static AMOE_CLONES float softmax_exps(const amoe_f16 *z, int m, float *out, int vec) {
 #ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2 && m % 8 == 0) return amoe_x86_softmax_exps(z, m, out);
+  if (vec && m % 8 == 0) return amoe_x86_softmax_exps(z, m, out);
 #endif
+  (void)vec;
   const float z0 = amoe_f16_to_f32(z[0]);
   for (int j = 0; j < m; j++) out[j] = router_exp(amoe_f16_to_f32(z[j]) - z0);
   float s[4] = {0, 0, 0, 0}; /* four fixed partial sums: a defined order, no serial chain */
@@ -47,44 +48,54 @@ static AMOE_CLONES float softmax_exps(const amoe_f16 *z, int m, float *out) {
   return 1.0f / ((s[0] + s[1]) + (s[2] + s[3]));
 }
 
+/* The vector paths where this CPU runs them. */
+static int vec_paths(void) {
+#ifdef AMOE_X86_PATHS
+  return amoe_x86_avx2;
+#else
+  return 0;
+#endif
+}
+
 float amoe_router_softmax_inv(const amoe_f16 *z, int m) {
   float ex[AMOE_MAX_EXPERTS];
-  return softmax_exps(z, m, ex);
+  return softmax_exps(z, m, ex, vec_paths());
 }
 
 /* Sigmoid scores of n entries, each on its own (so any n of them give the
  * same values). */
-static AMOE_CLONES void sigmoid_scores(const amoe_f16 *z, int n, float *out) {
+static AMOE_CLONES void sigmoid_scores(const amoe_f16 *z, int n, float *out, int vec) {
 #ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2 && n % 8 == 0) {
+  if (vec && n % 8 == 0) {
     amoe_x86_sigmoid(z, n, out);
     return;
   }
 #endif
+  (void)vec;
   for (int j = 0; j < n; j++) out[j] = 1.0f / (1.0f + router_exp(-amoe_f16_to_f32(z[j])));
 }
 
-AMOE_CLONES void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {
+static AMOE_CLONES void probs(const amoe_block *b, int l, int t, int router, float *out, int vec) {
   const amoe_f16 *z = amoe_block_logits(b, l, t);
   const int m = b->m;
   if (router == AMOE_ROUTER_SIGMOID_NORM) {
-    sigmoid_scores(z, m, out);
+    sigmoid_scores(z, m, out, vec);
     return;
   }
-  const float inv = softmax_exps(z, m, out);
+  const float inv = softmax_exps(z, m, out, vec);
   for (int j = 0; j < m; j++) out[j] *= inv;
 }
 
-void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out) {
+static void probs_top(const amoe_block *b, int l, int t, int router, int k, float *out, int vec) {
   const amoe_f16 *z = amoe_block_logits(b, l, t);
   if (router == AMOE_ROUTER_SIGMOID_NORM) { /* entry by entry: the top-k alone suffice */
-    sigmoid_scores(z, k, out);
+    sigmoid_scores(z, k, out, vec);
     return;
   }
   if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv) { /* k exponentials, times the stored 1/Σ */
     const float inv = b->softmax_inv[(size_t)l * b->n + t];
 #ifdef AMOE_X86_PATHS
-    if (amoe_x86_avx2 && k == 8) {
+    if (vec && k == 8) {
       amoe_x86_softmax_top8(z, inv, out);
       return;
     }
@@ -94,21 +105,38 @@ void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k,
     return;
   }
   float all[AMOE_MAX_EXPERTS];
-  amoe_router_probs(b, l, t, router, all);
+  probs(b, l, t, router, all, vec);
   memcpy(out, all, (size_t)k * sizeof *out);
 }
 
-void amoe_router_probs_nodes(const amoe_block *b, int l, const int *nodes, int n, int router, int k, float *out) {
+static void probs_nodes(const amoe_block *b, int l, const int *nodes, int n, int router, int k, float *out, int vec) {
 #ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2 && router == AMOE_ROUTER_SOFTMAX && b->softmax_inv && k == 8) {
+  if (vec && router == AMOE_ROUTER_SOFTMAX && b->softmax_inv && k == 8) {
     amoe_x86_softmax_top8_nodes(amoe_block_logits(b, l, 0), nodes, n, b->lm, b->softmax_inv + (size_t)l * b->n, out);
     return;
   }
 #endif
   for (int i = 0; i < n; i++) {
     const int t = nodes ? nodes[i] : i;
-    amoe_router_probs_top(b, l, t, router, k, out + (size_t)t * k);
+    probs_top(b, l, t, router, k, out + (size_t)t * k, vec);
   }
+}
+
+void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {
+  probs(b, l, t, router, out, vec_paths());
+}
+void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out) {
+  probs_top(b, l, t, router, k, out, vec_paths());
+}
+void amoe_router_probs_nodes(const amoe_block *b, int l, const int *nodes, int n, int router, int k, float *out) {
+  probs_nodes(b, l, nodes, n, router, k, out, vec_paths());
+}
+void amoe_router_probs_generic(const amoe_block *b, int l, int t, int router, float *out) {
+  probs(b, l, t, router, out, 0);
+}
+void amoe_router_probs_nodes_generic(const amoe_block *b, int l, const int *nodes, int n, int router, int k,
+                                     float *out) {
+  probs_nodes(b, l, nodes, n, router, k, out, 0);
 }
 
 amoe_status amoe_router_check_inv(const amoe_block *b, amoe_err *e) {

@@ -20,6 +20,11 @@ void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k,
 /* amoe_router_probs_top at layer l for the n listed nodes (NULL: nodes
  * 0..n-1): node t's at out[t·k .. t·k + k). */
 void amoe_router_probs_nodes(const amoe_block *b, int l, const int *nodes, int n, int router, int k, float *out);
+/* amoe_router_probs and amoe_router_probs_nodes without the vector paths:
+ * their plain twins, which tests compare them with (bit for bit). */
+void amoe_router_probs_generic(const amoe_block *b, int l, int t, int router, float *out);
+void amoe_router_probs_nodes_generic(const amoe_block *b, int l, const int *nodes, int n, int router, int k,
+                                     float *out);
 /* The softmax normaliser of m stored logits z (z[0] the largest):
  * 1 / Σ_j e^(z_j − z_0), exactly as amoe_router_probs computes it. */
 float amoe_router_softmax_inv(const amoe_f16 *z, int m);

@@ -58,7 +58,8 @@ static size_t checksum_stripes(const unsigned char *p, size_t words, uint64_t *a
   return i;
 }
 
-uint64_t amoe_trace_checksum(const void *data, size_t bytes) {
+/* The checksum, its stripes by the plain loop or the vector path. */
+static uint64_t checksum(const void *data, size_t bytes, int vec) {
   /* Eight lanes over 64-byte stripes. A lane adds the word and the product
    * of the two halves of (word ^ key), whose key changes every stripe so
    * that moved data changes the sum; 32x32-bit products vectorise. The
@@ -71,8 +72,9 @@ uint64_t amoe_trace_checksum(const void *data, size_t bytes) {
   }
   const size_t words = bytes / 8;
 #ifdef AMOE_X86_PATHS
-  size_t i = amoe_x86_avx2 ? amoe_x86_checksum_stripes(p, words, acc, key) : checksum_stripes(p, words, acc, key);
+  size_t i = vec ? amoe_x86_checksum_stripes(p, words, acc, key) : checksum_stripes(p, words, acc, key);
 #else
+  (void)vec;
   size_t i = checksum_stripes(p, words, acc, key);
 #endif
   uint64_t h = bytes;
@@ -88,6 +90,15 @@ uint64_t amoe_trace_checksum(const void *data, size_t bytes) {
   h *= 0xff51afd7ed558ccdULL;
   return h ^ (h >> 33);
 }
+
+uint64_t amoe_trace_checksum(const void *data, size_t bytes) {
+#ifdef AMOE_X86_PATHS
+  return checksum(data, bytes, amoe_x86_avx2);
+#else
+  return checksum(data, bytes, 0);
+#endif
+}
+uint64_t amoe_trace_checksum_generic(const void *data, size_t bytes) { return checksum(data, bytes, 0); }
 
 static int little_endian(void) {
   uint16_t x = 1;

@@ -68,6 +68,8 @@ void amoe_trace_close_reader(amoe_trace_reader *r);
 
 /* Checksum used by the format (eight multiply-add lanes over 64-byte stripes). */
 uint64_t amoe_trace_checksum(const void *data, size_t bytes);
+/* The same without the vector path: its plain twin, which tests compare it with. */
+uint64_t amoe_trace_checksum_generic(const void *data, size_t bytes);
 
 /* Is this file an .amt trace (by its magic)? */
 int amoe_trace_sniff(const char *path);
