@@ -606,13 +606,19 @@ static int required_params_given(ydoc *y, const amoe_policy_row *r, unsigned giv
   return ok;
 }
 
+/* The opening every section parser shares: n must be a node of `type`,
+ * else a diagnostic "FILE:LINE:COL: what" and 0. */
+static int expect_node(ydoc *y, yaml_node_t *n, yaml_node_type_t type, const char *what) {
+  if (n->type == type) return 1;
+  char w[AMOE_PATH_MAX + 64];
+  at(y, n, w, sizeof w);
+  amoe_diag_add(y->d, "%s: %s", w, what);
+  return 0;
+}
+
 static void parse_policies(ydoc *y, yaml_node_t *seq, amoe_spec *s) {
   char w[AMOE_PATH_MAX + 64];
-  at(y, seq, w, sizeof w);
-  if (seq->type != YAML_SEQUENCE_NODE) {
-    amoe_diag_add(y->d, "%s: policies must be a list", w);
-    return;
-  }
+  if (!expect_node(y, seq, YAML_SEQUENCE_NODE, "policies must be a list")) return;
   s->npolicies = 0;
   for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
     yaml_node_t *n = yaml_document_get_node(&y->doc, *it);
@@ -656,11 +662,8 @@ static void parse_policies(ydoc *y, yaml_node_t *seq, amoe_spec *s) {
 
 static void parse_commitment(ydoc *y, yaml_node_t *n, amoe_spec *s) {
   char w[AMOE_PATH_MAX + 64];
-  at(y, n, w, sizeof w);
-  if (n->type != YAML_MAPPING_NODE) {
-    amoe_diag_add(y->d, "%s: commitment must be {calibrate: {...}}, {table: [...]} or {file: F}", w);
+  if (!expect_node(y, n, YAML_MAPPING_NODE, "commitment must be {calibrate: {...}}, {table: [...]} or {file: F}"))
     return;
-  }
   for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
     yaml_node_t *k = yaml_document_get_node(&y->doc, p->key), *v = yaml_document_get_node(&y->doc, p->value);
     const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "";
@@ -890,11 +893,7 @@ static int spec_set(amoe_spec *s, const char *key, const char *value, const char
 
 static void parse_sweep(ydoc *y, yaml_node_t *n, amoe_experiment *x) {
   char w[AMOE_PATH_MAX + 64];
-  at(y, n, w, sizeof w);
-  if (n->type != YAML_MAPPING_NODE) {
-    amoe_diag_add(y->d, "%s: sweep must map keys to lists of values", w);
-    return;
-  }
+  if (!expect_node(y, n, YAML_MAPPING_NODE, "sweep must map keys to lists of values")) return;
   for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
     yaml_node_t *k = yaml_document_get_node(&y->doc, p->key), *v = yaml_document_get_node(&y->doc, p->value);
     at(y, k, w, sizeof w);
