@@ -37,6 +37,9 @@ awk -v nc="$nc" -v ac="$ac" 'BEGIN { printf "| same | cache hit, natural → acc
 printf "| same | share of wall time waiting on fetches, natural | 65–78%% | %.0f%% |\n" \
   "$(awk -v x="$(val $o $p lru natural fetch_wait_share)" 'BEGIN { print 100 * x }')"
 printf "| same | H2D per token, acceptmoe | 633 MiB (second-hand) | %.0f MiB |\n" "$(awk -v x="$ah" 'BEGIN { print x / 1048576 }')"
+awk -v nv="$(val $r $k 0.16 natural verified_nodes_mean)" -v ev="$(val $r $k 0.16 evict verified_nodes_mean)" \
+    -v nx="$(val $r $k 0.16 natural executed_mean)" -v ex="$(val $r $k 0.16 evict executed_mean)" \
+  'BEGIN { printf "| EVICT, Qwen3-30B-A3B resident (the resident spec) | verified tokens / activated experts | −74.7%% / −32.5%% | %+.1f%% / %+.1f%% |\n", 100 * (ev / nv - 1), 100 * (ex / nx - 1) }'
 printf "| EcoSpec, 8×H200 resident, EP8: GPT-OSS-120B / Qwen3-235B-A22B over EAGLE-3, DeepSeek-V3 over its MTP head (N = 3) | speedup | up to 1.62× | %s / %s / %s |\n" \
   "$(best_ecospec ecospec-8xh200-gpt-oss-120b natural)" "$(best_ecospec ecospec-8xh200-qwen3-235b-a22b natural)" \
   "$(best_ecospec ecospec-8xh200-deepseek-v3 mtp/N=3)"
