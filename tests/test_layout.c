@@ -12,53 +12,19 @@
 #include "run.h"
 #include "source.h"
 
-/* Root routes {0,1}; node 1 {2,3}; node 2 {2,4}; node 3 {2,5}: the union
- * {0..5}, token counts 0:1 1:1 2:3 3:1 4:1 5:1. One MoE layer of 10 experts. */
-static const char *BLOCK =
-    "{\"parent\":[-1,0,0,1],\"logp\":[0,-0.1,-0.2,-0.3],\"accepted\":[1,1,0,1],"
-    "\"topk\":[[[[0,0],[1,-1]],[[2,0],[3,-2]],[[2,0],[4,-2]],[[2,0],[5,-2]]]]}\n";
+#include "hand.h"
 
+/* The hand-made block (hand.h: the union {0..5}, token counts 0:1 1:1 2:3
+ * 3:1 4:1 5:1) on two GPUs. */
 static amoe_spec spec(void) {
-  amoe_spec s;
-  memset(&s, 0, sizeof s);
-  snprintf(s.model.name, sizeof s.model.name, "hand");
-  s.model.layers = 2;
-  s.model.moe_layers = 1;
-  s.model.experts = 10;
-  s.model.top_k = 2;
-  s.model.hidden = 100;
-  s.model.moe_intermediate = 50;
-  s.model.dense_intermediate = 200;
-  s.model.expert_bytes = 1e6;
-  s.model.attn_bytes_per_layer = 2e6;
-  s.model.kv_bytes_per_token_layer = 1000;
-  s.model.vocab = 1000;
-  s.model.lm_head_bytes = 4e6;
-  s.model.draft_head_bytes = 3e6;
-  snprintf(s.hw.name, sizeof s.hw.name, "hand");
-  s.hw.hbm_bw = 1e9;
-  s.hw.h2d_bw = 1e8;
-  s.hw.peak_flops = 1e12;
-  s.hw.launch_s = 1e-6;
-  s.hw.step_s = 5e-4;
-  s.hw.layer_fixed_s = 1e-6;
-  s.hw.moe_t0_s = 1e-6;
-  s.hw.moe_eta = 0.5;
-  s.hw.draft_step_fixed_s = 1e-6;
+  amoe_spec s = hand_spec();
   s.hw.gpus = 2;
   s.hw.ic.allreduce_latency_s = 1e-5;
   s.hw.ic.allreduce_bw = 1e8;
   s.hw.ic.layer_sync_s = 1e-6;
-  s.engine.cuda_graphs = s.engine.overlap_scheduler = 1;
   s.parallel.attention_tp = 2;
   s.parallel.moe_ep = 2;
   s.parallel.moe_tp = 1;
-  s.workload.source = AMOE_SRC_BLOCKS_JSONL;
-  s.workload.nodes = 64;
-  s.workload.context_tokens = 10;
-  s.npolicies = 1;
-  s.policies[0].draft = amoe_draft_find("eagle");
-  s.policies[0].verifier = amoe_verifier_find("natural");
   return s;
 }
 

@@ -34,24 +34,29 @@ static amoe_spec qwen_spec() {
 
 static std::string trace_path() { return "/tmp/amoe_bench_" + std::to_string(getpid()) + ".amt"; }
 
+// Writes `blocks` blocks of s's workload to path.
+static void write_trace(amoe_spec s, int blocks, const std::string &path) {
+  s.workload.blocks = blocks;
+  const int L = s.model.moe_layers, E = s.model.experts;
+  amoe_err e;
+  amoe_source *src;
+  amoe_source_open(&src, &s.workload, &s.model, &e);
+  amoe_trace_writer *w;
+  amoe_trace_create(&w, path.c_str(), L, E, s.model.top_k, amoe_source_m(src), "{}", &e);
+  amoe_block b;
+  amoe_block_init(&b, L, E, amoe_source_m(src));
+  while (amoe_source_next(src, &b, &e) == 1) amoe_trace_write(w, &b, &e);
+  amoe_trace_close(w, &e);
+  amoe_block_free(&b);
+  amoe_source_close(src);
+}
+
 // Writes a 400-block trace once.
 static const std::string &bench_trace() {
   static std::string path;
   if (!path.empty()) return path;
   path = trace_path();
-  amoe_spec s = qwen_spec();
-  s.workload.blocks = 400;
-  amoe_err e;
-  amoe_source *src;
-  amoe_source_open(&src, &s.workload, &s.model, &e);
-  amoe_trace_writer *w;
-  amoe_trace_create(&w, path.c_str(), 48, 128, 8, amoe_source_m(src), "{}", &e);
-  amoe_block b;
-  amoe_block_init(&b, 48, 128, amoe_source_m(src));
-  while (amoe_source_next(src, &b, &e) == 1) amoe_trace_write(w, &b, &e);
-  amoe_trace_close(w, &e);
-  amoe_block_free(&b);
-  amoe_source_close(src);
+  write_trace(qwen_spec(), 400, path);
   return path;
 }
 
@@ -73,11 +78,10 @@ static void BM_generate(benchmark::State &st) {
 }
 BENCHMARK(BM_generate)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// Whole runs over the 400-block trace: one policy row, resident.
-static void run_trace(benchmark::State &st, const char *policy) {
-  amoe_spec s = qwen_spec();
+// Whole runs of s over the trace at path: one policy row, resident.
+static void replay(benchmark::State &st, amoe_spec s, const std::string &path, const char *policy) {
   s.workload.source = AMOE_SRC_TRACE;
-  snprintf(s.workload.path, sizeof s.workload.path, "%s", bench_trace().c_str());
+  snprintf(s.workload.path, sizeof s.workload.path, "%s", path.c_str());
   s.workload.blocks = 0;
   s.npolicies = 1;
   amoe_policy_init(&s.policies[0], amoe_draft_find("eagle"), amoe_verifier_find(policy));
@@ -95,13 +99,14 @@ static void run_trace(benchmark::State &st, const char *policy) {
   st.counters["blocks_per_s"] = benchmark::Counter(blocks, benchmark::Counter::kIsRate);
   amoe_source_close(src);
 }
+// Over the 400-block Qwen3-30B-A3B trace.
+static void run_trace(benchmark::State &st, const char *policy) { replay(st, qwen_spec(), bench_trace(), policy); }
 static void BM_replay_natural(benchmark::State &st) { run_trace(st, "natural"); }
 
 // DeepSeek-V3 on 8 GPUs (docs/design.md §16): a 200-block trace of 64-node
 // trees replayed with attention TP8 and the experts EP8 (the busiest group of
 // every layer), natural routing: the several-GPU floor's case.
 static void BM_replay_deepseek_8gpu(benchmark::State &st) {
-  static std::string path;
   amoe_spec s;
   amoe_diag d = {};
   amoe_spec_defaults(&s);
@@ -111,40 +116,10 @@ static void BM_replay_deepseek_8gpu(benchmark::State &st) {
   amoe_spec_set(&s, "hardware.interconnect", "nvlink4", "bench", &d);
   amoe_spec_validate(&s, "bench", &d);
   amoe_diag_free(&d);
-  amoe_err e;
-  amoe_source *src;
-  const int L = s.model.moe_layers, E = s.model.experts;
-  if (path.empty()) { // written once
-    path = "/tmp/amoe_bench_ds_" + std::to_string(getpid()) + ".amt";
-    s.workload.blocks = 200;
-    amoe_source_open(&src, &s.workload, &s.model, &e);
-    amoe_trace_writer *w;
-    amoe_trace_create(&w, path.c_str(), L, E, s.model.top_k, amoe_source_m(src), "{}", &e);
-    amoe_block b;
-    amoe_block_init(&b, L, E, amoe_source_m(src));
-    while (amoe_source_next(src, &b, &e) == 1) amoe_trace_write(w, &b, &e);
-    amoe_trace_close(w, &e);
-    amoe_block_free(&b);
-    amoe_source_close(src);
-  }
-  s.workload.source = AMOE_SRC_TRACE;
-  snprintf(s.workload.path, sizeof s.workload.path, "%s", path.c_str());
-  s.workload.blocks = 0;
-  s.npolicies = 1;
-  amoe_policy_init(&s.policies[0], amoe_draft_find("eagle"), amoe_verifier_find("natural"));
-  static amoe_offline offline = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, {0}, 0, nullptr};
-  amoe_source_open(&src, &s.workload, &s.model, &e);
-  double blocks = 0;
-  for (auto _ : st) {
-    amoe_row_result rows[1];
-    amoe_run(&s, &offline, src, nullptr, rows, &e);
-    blocks += rows[0].tot.blocks;
-    amoe_row_result_free(&rows[0]);
-  }
-  st.counters["blocks_per_s"] = benchmark::Counter(blocks, benchmark::Counter::kIsRate);
-  amoe_source_close(src);
+  const std::string path = "/tmp/amoe_bench_ds_" + std::to_string(getpid()) + ".amt";
+  write_trace(s, 200, path);
+  replay(st, s, path, "natural");
   remove(path.c_str());
-  path.clear();
 }
 BENCHMARK(BM_replay_deepseek_8gpu)->Unit(benchmark::kMillisecond);
 static void BM_replay_acceptmoe(benchmark::State &st) { run_trace(st, "acceptmoe"); }
