@@ -11,6 +11,7 @@
 #include "run.h"
 #include "source.h"
 #include "gen.h"
+#include "gen_rng.h"
 #include "spec_load.h"
 
 static amoe_spec spec_for(const char *model) {
@@ -108,10 +109,38 @@ static void fitted_presets(void) {
   }
 }
 
+/* The generator's vector paths against their plain twins, bit for bit:
+ * normals and whole node-layer logits (with and without a request bias) for
+ * E = 8, 64, 128 and 256. */
+static void generic_twins(void) {
+  int same = 1;
+  for (int E = 8; E <= 256; E *= 2) {
+    float w[8 * 256], st[8], bias[256], rb[256], eps[256 + 16], za[256], zb[256], na[256 + 16], nb[256 + 16];
+    amoe_rng r;
+    amoe_rng_seed(&r, 9, (uint64_t)E, 1);
+    for (int i = 0; i < 8 * E; i++) w[i] = (float)amoe_rng_normal(&r) * 0.3f;
+    for (int i = 0; i < 8; i++) st[i] = (float)amoe_rng_normal(&r);
+    for (int x = 0; x < E; x++) bias[x] = (float)amoe_rng_normal(&r) * 0.4f, rb[x] = (float)amoe_rng_normal(&r);
+    for (int trial = 0; trial < 8; trial++) {
+      gen_rng4 a, b;
+      rng4_seed(&a, 7, (uint64_t)E, (uint64_t)trial);
+      rng4_seed(&b, 7, (uint64_t)E, (uint64_t)trial);
+      amoe_gen_normals16(&a, na, E);
+      amoe_gen_normals16_generic(&b, nb, E);
+      same &= !memcmp(na, nb, (size_t)E * sizeof *na);
+      amoe_gen_node_logits(&a, eps, w, st, bias, trial & 1 ? rb : NULL, E, 0.7f, za);
+      amoe_gen_node_logits_generic(&b, eps, w, st, bias, trial & 1 ? rb : NULL, E, 0.7f, zb);
+      same &= !memcmp(za, zb, (size_t)E * sizeof *za);
+    }
+  }
+  CHECK(same, "the generator's vector paths differ from their plain twins");
+}
+
 int main(int argc, char **argv) {
   const char *fixture = argc > 1 ? argv[1] : "fixtures/accept_lengths.txt";
   amoe_err e;
   test_normal();
+  generic_twins();
   fitted_presets();
   /* Mixtral curve (docs/design.md §5): within 3% at every W with the defaults. */
   amoe_spec s = spec_for("mixtral-8x7b");

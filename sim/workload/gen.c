@@ -21,6 +21,10 @@ static void normals16(gen_rng4 *r, float *out, int n) {
     return;
   }
 #endif
+  amoe_gen_normals16_generic(r, out, n);
+}
+
+void amoe_gen_normals16_generic(gen_rng4 *r, float *out, int n) {
   for (int i = 0; i < n; i += 16) {
     gen_v4u x;
     rng4_next(r, &x);
@@ -572,7 +576,12 @@ static void node_logits(gen_rng4 *r, float *eps, const float *w, const float *s,
     return;
   }
 #endif
-  normals16(r, eps, E);
+  amoe_gen_node_logits_generic(r, eps, w, s, bias, req_bias, E, sig, zf);
+}
+
+void amoe_gen_node_logits_generic(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
+                                  const float *req_bias, int E, float sig, float *zf) {
+  amoe_gen_normals16_generic(r, eps, E);
   layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
 }
 
@@ -658,4 +667,10 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   g->step++;
   const amoe_status fs = amoe_block_finish(b, AMOE_CHECK_TREE, e);
   return fs == AMOE_OK ? 1 : -(int)fs;
+}
+
+void amoe_gen_normals16(gen_rng4 *r, float *out, int n) { normals16(r, out, n); }
+void amoe_gen_node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
+                          const float *req_bias, int E, float sig, float *zf) {
+  node_logits(r, eps, w, s, bias, req_bias, E, sig, zf);
 }

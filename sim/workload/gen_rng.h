@@ -63,4 +63,16 @@ static inline float gen_normal(uint32_t u) {
   return v * p / q;
 }
 
+/* The generator's vector paths' plain twins (gen.c), which tests compare
+ * them with bit for bit: normals of 16-bit pieces of r's stream into
+ * out[0..n rounded up to 16), and one node-layer's E logits
+ * (z = <s, w> + bias + σ·ε, + req_bias when given) with ε drawn from r
+ * into eps. The dispatching versions are amoe_gen_normals16 and
+ * amoe_gen_node_logits. */
+void amoe_gen_normals16_generic(gen_rng4 *r, float *out, int n);
+void amoe_gen_node_logits_generic(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
+                                  const float *req_bias, int E, float sig, float *zf);
+void amoe_gen_normals16(gen_rng4 *r, float *out, int n);
+void amoe_gen_node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
+                          const float *req_bias, int E, float sig, float *zf);
 #endif
