@@ -289,6 +289,16 @@ AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, i
     for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += X[x];
 }
 
+/* Belady's and MIN's first run: the layer's requests into the row's log
+ * (nothing when the row keeps none). */
+static amoe_status log_requests(row_state *rs, int l, const uint8_t *X, int E, amoe_err *e) {
+  if (rs->log)
+    for (int x = 0; x < E; x++)
+      if (X[x] && amoe_reqlog_add(rs->log, l, x) != AMOE_OK)
+        return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+  return AMOE_OK;
+}
+
 /* Stage cache (offload, §8): hits, fetches and waves. Resident: every
  * executed expert hits, in one wave. */
 AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, work *w, int place, layer_sums *ls,
@@ -296,10 +306,7 @@ AMOE_STAGE amoe_status layer_cache(const amoe_spec *s, row_state *rs, int l, wor
   ls->hits = ls->nx;
   ls->waves = ls->nx > 0;
   if (!rs->cache) return AMOE_OK;
-  if (rs->log)
-    for (int x = 0; x < s->model.experts; x++)
-      if (w->X[x] && amoe_reqlog_add(rs->log, l, x) != AMOE_OK)
-        return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+  AMOE_TRY(log_requests(rs, l, w->X, s->model.experts, e));
   amoe_cache_pass_stats cs;
   /* with routes for a backend, also where each expert is computed from */
   amoe_cache_pass_placed(rs->cache, l, w->X, w->F, &cs, place ? w->slot : NULL, place ? w->wave : NULL);
@@ -497,10 +504,7 @@ static amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w, int r
       c.expert_s = amoe_layout_layer(rs->layout, l, w->X, w->count, pc.ec, pc.moe_tp, &busiest);
     }
     if (through) {
-      if (rs->log)
-        for (int x = 0; x < E; x++)
-          if (w->X[x] && amoe_reqlog_add(rs->log, l, x) != AMOE_OK)
-            return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+      AMOE_TRY(log_requests(rs, l, w->X, E, e));
       amoe_cache_pass_stats cs;
       amoe_cache_pass(rs->cache, l, w->X, w->F, &cs);
       c.fetched = cs.fetched;

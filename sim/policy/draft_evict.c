@@ -39,8 +39,7 @@ double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) {
     const int G = amoe_layout_groups(c->layout);
     lc.expert_s = ceil(u / G) * amoe_cost_expert_at(pc.ec, per) / pc.moe_tp;
   }
-  amoe_pass_time t = amoe_cost_pass(&pc, NULL, 0);
-  return t.total + M->moe_layers * amoe_cost_layer(&pc, &lc).total;
+  return amoe_cost_pass_begin(&pc).total + M->moe_layers * amoe_cost_layer(&pc, &lc).total;
 }
 
 /* A node's chance of being committed: its draft path probability, scaled
