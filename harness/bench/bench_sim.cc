@@ -205,7 +205,7 @@ static void BM_acceptmoe_select(benchmark::State &st) {
   for (auto _ : st) {
     const int i = at / L, l = at % L, n = blk[i].n;
     amoe_vctx c = {&blk[i], l, 8, E, 0, nodes[i].data(), n, level[i].data(), commitment, 6, nullptr, &row,
-                   &prob[i][(size_t)l * n * 8], scratch, iscratch};
+                   &prob[i][(size_t)l * n * 8], scratch, iscratch, nullptr, nullptr, nullptr};
     amoe_verifier_acceptmoe(&c, S);
     benchmark::DoNotOptimize(S);
     at = (at + 1) % (NB * L);

@@ -55,7 +55,7 @@ static inline int amoe_cost_draft_steps(int depth) { return depth > 0 ? depth + 
  * amoe_cost_pass, so a predicted and a charged time cannot drift apart. */
 
 /* What does not depend on a layer's experts, set once per pass. */
-typedef struct {
+typedef struct amoe_cost_pass_ctx {
   const amoe_model *m;
   const amoe_hw *hw;
   const amoe_engine *eng;

@@ -97,7 +97,7 @@ static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   w->F = malloc((size_t)E);
   w->R = malloc((size_t)E + 1);
   w->perturbation_sq = malloc((size_t)n * sizeof(float));
-  w->scratch = malloc((size_t)E * 4 * sizeof(double));
+  w->scratch = malloc(((size_t)E * 5 + n) * sizeof(double));
   w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
   w->route = malloc((AMOE_MAX_TOPK + 1) * sizeof(uint16_t));
   w->rt = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(int32_t));
@@ -205,12 +205,15 @@ AMOE_STAGE void layer_route_natural(const amoe_block *b, int l, int k, work *w, 
  * accepted-path node's displaced weight share squared to w->perturbation_sq (§7:
  * layers add in quadrature). */
 AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_offline *offline, const row_state *rs,
-                                          const amoe_block *b, int l, work *w, int nn, int npath, int counted,
-                                          int want_routes, const uint8_t *resident, layer_sums *ls) {
+                                          const amoe_cost_pass_ctx *pc, const amoe_block *b, int l, work *w, int nn,
+                                          int npath, int counted, int want_routes, const uint8_t *resident,
+                                          layer_sums *ls) {
   const int E = b->experts, k = s->model.top_k;
   const float *P = probs_of(w, b, l, nn, s->model.router, k); /* [node][k] at this layer */
-  amoe_vctx vc = {b, l, k, E, s->model.router, w->nodes, nn, w->level, offline->p, offline->n, resident, rs->row,
-                  P, w->scratch, w->iscratch};
+  const amoe_vctx vc = {.b = b, .layer = l, .k = k, .experts = E, .router = s->model.router, .nodes = w->nodes,
+                        .nn = nn, .level_count = w->level, .commitment = offline->p, .commitment_n = offline->n,
+                        .resident = resident, .row = rs->row, .prob = P, .scratch = w->scratch,
+                        .iscratch = w->iscratch, .mass = offline->mass, .cost = pc, .layout = rs->layout};
   rs->ver->select(&vc, w->S);
   int ns = 0;
   for (int x = 0; x < E; x++) ns += w->S[x];
@@ -436,7 +439,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
       if (want_routes)
         for (int i = 0; i < nn; i++) record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k, M->router);
     } else {
-      layer_select_constrain(s, offline, rs, b, l, w, nn, npath, counted, want_routes, resident, &ls);
+      layer_select_constrain(s, offline, rs, &pc, b, l, w, nn, npath, counted, want_routes, resident, &ls);
       if (!record_only) rs->res->tot.displaced += (double)ls.displaced;
     }
     rs->res->tot.assignments += record_only ? 0 : (double)nn * k;

@@ -41,8 +41,13 @@ typedef struct {
   const uint8_t *resident;   /* E flags, or NULL when every expert is resident */
   const amoe_policy_row *row;
   const float *prob;         /* [t][k] router probability of node t's natural top-k (all nodes[]) */
-  double *scratch;           /* >= 4·E doubles */
+  double *scratch;           /* >= 5·E + n doubles (n: the block's nodes) */
   int *iscratch;             /* >= 2·E ints */
+  /* what a verifier that prices experts reads (marginal); NULL where a
+   * caller has none: */
+  const double *mass;        /* m̄_d: the draft's mean path mass per depth (offline.h) */
+  const struct amoe_cost_pass_ctx *cost; /* this pass, by the one cost function (cost.h) */
+  const struct amoe_layout *layout;      /* several GPUs: where the experts are (layout.h) */
 } amoe_vctx;
 
 typedef struct {
@@ -164,6 +169,12 @@ void amoe_verifier_moe_spec(const amoe_vctx *c, uint8_t *S);
 void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S);
 void amoe_verifier_acceptmoe_fix(const amoe_vctx *c, uint8_t *S);
 void amoe_verifier_oracle(const amoe_vctx *c, uint8_t *S);
+void amoe_verifier_marginal(const amoe_vctx *c, uint8_t *S);
+void amoe_verifier_marginal_depth(const amoe_vctx *c, uint8_t *S);
+/* marginal's reach probability π of each verified node (pi[nn], by
+ * position in c->nodes): from the draft's scores (by_scores) or from the
+ * depth alone (marginal-depth). */
+void amoe_marginal_reach(const amoe_vctx *c, int by_scores, double *pi);
 /* The draft policies. */
 int amoe_draft_autoregressive(const amoe_dctx *c, int *out);
 int amoe_draft_eagle(const amoe_dctx *c, int *out);
