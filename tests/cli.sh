@@ -506,6 +506,20 @@ printf 'adjacent_overlap: 0.4\nlocalty: 3\n' >"$T/bad-targets.yaml"
 expect 2 "bad-targets.yaml:2:1: unknown key 'localty'" -- "$A" fit workloads/specs/fit-olmoe.yaml --target "$T/bad-targets.yaml"
 expect 2 "one of --target" -- "$A" fit workloads/specs/fit-olmoe.yaml
 
+# marginal (§6): a row with its share; the oracle under MIN bounds the lossless verifier (natural) of the same
+# draft under every cache policy: no more fetches, no less speed
+mg=(--set workload.blocks=60 --quiet)
+printf 'name: mg\nmodel: {preset: olmoe-1b-7b, top_k: 8}\nhardware: h200\nworkload: {blocks: 60, seed: 3, tree: {depth: 4, top_k: 6, nodes: 24}, acceptance: {tau: 3.0}}\ncommitment: {calibrate: {blocks: 50, seed: 4}}\noffload: {slots_per_layer: 24, policy: lru}\npolicies:\n  - {verifier: oracle}\n  - {verifier: marginal, share: 0.7}\n  - marginal-depth\nsweep: {offload.policy: [lru, lfu, belady, min]}\n' >"$T/mg.yaml"
+if "$A" run "$T/mg.yaml" "${mg[@]}" --out "$T/mg" >/dev/null 2>&1 &&
+   awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next}
+     $c["policy"]=="natural"{nt[$c["offload.policy"]]=$c["tokens_per_s"]; nh[$c["offload.policy"]]=$c["h2d_bytes_per_token"]}
+     $c["policy"]=="oracle"&&$c["offload.policy"]=="min"{ot=$c["tokens_per_s"]; oh=$c["h2d_bytes_per_token"]}
+     $c["policy"]~/^marginal\/share=0.7$|^marginal-depth\/share=0.5$/{m++}
+     END{if(m!=8||!(ot>0))exit 1; for(p in nt)if(nt[p]>ot||nh[p]<oh)exit 1}' "$T/mg/summary.csv"; then ok
+else bad "marginal rows, or the oracle under MIN as a bound of natural: $(head -c 300 "$T/mg/summary.csv")"; fi
+printf 'name: x\nmodel: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: 10}\npolicies:\n  - {verifier: marginal, share: 0}\n' >"$T/share0.yaml"
+expect 2 "share0.yaml:6:33: share = 0 is out of range 1e-06..1" -- "$A" run "$T/share0.yaml" --out "$T/share0"
+
 # real data, when the shared folder is there
 if [ -f "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" ]; then
   expect 0 '"2":3.31[01][0-9]*,"4":4.97[89]' -- "$A" inspect "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" \

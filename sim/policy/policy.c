@@ -12,8 +12,9 @@
                 .expert_count = 1, .shown_if_default = 1}
 /* β weighs the commitment p̂ (AcceptMoE); shown only when not 0.5. */
 #define BETA {.key = "beta", .tag = "beta", .def = 0.5, .min = 0, .max = 100}
-/* marginal's share of AcceptMoE's displaced path mass it may spend. */
-#define SHARE {.key = "share", .tag = "share", .def = 1, .min = 1e-6, .max = 1, .shown_if_default = 1}
+/* marginal's share of AcceptMoE's displaced path mass it may spend; 0.5
+ * was chosen on a tuning seed (scripts/marginal-eval.sh, docs/validation.md) */
+#define SHARE {.key = "share", .tag = "share", .def = 0.5, .min = 1e-6, .max = 1, .shown_if_default = 1}
 
 amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE] = {
     /* every verifier but natural also needs the natural top-k probabilities
@@ -29,7 +30,8 @@ amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE] = {
     {.name = "acceptmoe-fix", .params = {BUDGET, BETA}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
      .select = amoe_verifier_acceptmoe_fix, .description = "AcceptMoE's utility with a fixed budget B"},
     {.name = "oracle", .logits = AMOE_LOGITS_TOP, .select = amoe_verifier_oracle,
-     .description = "the accepted path's experts only: a bound of a resident pass, not a policy"},
+     .description = "the accepted path's experts only: with offload.policy min, a bound on every lossless "
+                    "verifier of the same draft (lossy rows can beat it); not a policy"},
     {.name = "marginal", .params = {BETA, SHARE}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
      .select = amoe_verifier_marginal,
      .description = "AcceptMoE's expected displacement (times share) spent on the experts of least reach-weighted "
