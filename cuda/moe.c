@@ -1,10 +1,12 @@
-/* The backend dispatch and the float32 CPU reference (docs/design.md §11).
- * The reference materialises each (layer, expert)'s weights on first use
+/* The backends as rows of one table, each with its operations (as
+ * nccl-tests' operations are), and the float32 CPU reference (docs/design.md
+ * §11). The reference materialises each (layer, expert)'s weights on first use
  * and keeps them while they fit a memory cap; past it, it regenerates them
  * per use (slow, still exact), so any shape runs, tiny ones fast. */
 #include "moe.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,18 +19,63 @@
 
 #define REF_CACHE_BYTES (2.0 * 1024 * 1024 * 1024)
 
-enum { IMPL_CPU = 0, IMPL_LOOP = 1, IMPL_GROUPED = 2, IMPL_SKINNY = 3 };
+/* What a backend does; every public call below is one call through it. */
+typedef struct {
+  amoe_status (*run)(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, const int16_t *slot_of, float *y,
+                     double *seconds, amoe_err *e); /* slot_of NULL: the resident weights */
+  int (*layers_held)(const amoe_moe_backend *b);
+  void (*cold)(amoe_moe_backend *b, int on);
+  void (*poison)(amoe_moe_backend *b, int on);
+  amoe_status (*pool)(amoe_moe_backend *b, int slots, amoe_err *e);
+  amoe_status (*load)(amoe_moe_backend *b, int layer, int n, const int *experts, const int16_t *slot,
+                      double *seconds, amoe_err *e);
+  amoe_status (*fetch)(amoe_moe_backend *b, int experts, int slots, double *seconds, amoe_err *e);
+  void (*close)(amoe_moe_backend *b);
+} backend_ops;
 
-static const char *const NAMES[] = {"cpu",
+static const backend_ops CPU_OPS;
 #ifdef AMOE_HAVE_CUDA
-                                    "cublas-loop", "cublas-grouped", "skinny",
+static const backend_ops GPU_OPS;
 #endif
-                                    NULL};
 
-const char *const *amoe_moe_backends(void) { return NAMES; }
+/* The backends: rows of one table (nccl-tests' operations). impl is the
+ * CUDA module's kernel (moe_cuda.h), 0 for the reference. */
+typedef struct {
+  amoe_moe_backend_info info;
+  int impl;
+  const backend_ops *ops;
+} backend_row;
+
+static const backend_row BACKENDS[] = {
+    {{"cpu", "float32 reference in C, the oracle every other backend is checked against", 1, 0}, 0, &CPU_OPS},
+#ifdef AMOE_HAVE_CUDA
+    {{"cublas-loop", "cublasGemmEx per executed expert", 5, AMOE_MOE_COMPUTE}, 1, &GPU_OPS},
+    {{"cublas-grouped", "one cublasGemmGroupedBatchedEx per GEMM of the layer", 5, 0}, 2, &GPU_OPS},
+    {{"skinny", "our weight-streaming kernel for few tokens per expert", 5, AMOE_MOE_STREAMING}, 3, &GPU_OPS},
+#endif
+};
+#define NBACKENDS ((int)(sizeof BACKENDS / sizeof *BACKENDS))
+
+const char *const *amoe_moe_backends(void) {
+  static const char *names[NBACKENDS + 1];
+  for (int i = 0; i < NBACKENDS; i++) names[i] = BACKENDS[i].info.name;
+  return names;
+}
+
+const amoe_moe_backend_info *amoe_moe_backend_find(const char *name) {
+  for (int i = 0; i < NBACKENDS; i++)
+    if (!strcmp(BACKENDS[i].info.name, name)) return &BACKENDS[i].info;
+  return NULL;
+}
+
+const char *amoe_moe_backend_for(int role) {
+  for (int i = 0; i < NBACKENDS; i++)
+    if (BACKENDS[i].info.roles & role) return BACKENDS[i].info.name;
+  return NULL;
+}
 
 struct amoe_moe_backend {
-  int impl;
+  const backend_row *row;
   amoe_moe_shape s;
   int layers;
   uint64_t seed;
@@ -97,48 +144,57 @@ static const amoe_moe_gpu_api *gpu_api(amoe_err *e) {
 amoe_status amoe_moe_open(amoe_moe_backend **out, const char *name, amoe_moe_shape s, int layers, uint64_t seed,
                           amoe_err *e) {
   *out = NULL;
-  int impl = -1;
-  const char *all[] = {"cpu", "cublas-loop", "cublas-grouped", "skinny"};
-  for (int i = 0; i < 4; i++)
-    if (!strcmp(name, all[i])) impl = i;
-  if (impl < 0)
-    return amoe_fail(e, AMOE_EINVAL, "unknown backend '%s' (cpu, cublas-loop, cublas-grouped, skinny)", name);
+  const backend_row *row = NULL;
+  for (int i = 0; i < NBACKENDS; i++)
+    if (!strcmp(name, BACKENDS[i].info.name)) row = &BACKENDS[i];
+  if (!row) {
+    char all[256] = "";
+    for (int i = 0; i < NBACKENDS; i++)
+      snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", i ? ", " : "", BACKENDS[i].info.name);
+    return amoe_fail(e, AMOE_EINVAL, "unknown backend '%s' (this build has %s%s)", name, all,
+#ifdef AMOE_HAVE_CUDA
+                     ""
+#else
+                     "; a GPU backend needs a CUDA build"
+#endif
+    );
+  }
   if (s.hidden < 1 || s.inter < 1 || s.experts < 1 || layers < 1)
     return amoe_fail(e, AMOE_EINVAL, "backend %s: empty shape", name);
   amoe_moe_backend *b = calloc(1, sizeof *b);
   if (!b) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  b->impl = impl;
+  b->row = row;
   b->s = s;
   b->layers = layers;
   b->seed = seed;
-  if (impl == IMPL_CPU) {
-    b->w = calloc((size_t)layers * s.experts, sizeof *b->w);
-    b->tmp_w = malloc((size_t)3 * s.hidden * s.inter * sizeof(float));
-    b->h = malloc((size_t)2 * s.inter * sizeof(float));
-    if (!b->w || !b->tmp_w || !b->h) {
-      amoe_moe_close(b);
-      return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+#ifdef AMOE_HAVE_CUDA
+  if (row->impl) {
+    const amoe_moe_gpu_api *api = gpu_api(e);
+    amoe_status st = api ? api->open(&b->gpu, row->impl, s, layers, seed, e) : AMOE_EIO;
+    if (st != AMOE_OK) {
+      free(b);
+      return st;
     }
     *out = b;
     return AMOE_OK;
   }
-#ifdef AMOE_HAVE_CUDA
-  const amoe_moe_gpu_api *api = gpu_api(e);
-  amoe_status st = api ? api->open(&b->gpu, impl, s, layers, seed, e) : AMOE_EIO;
-  if (st != AMOE_OK) {
-    free(b);
-    return st;
+#endif
+  b->w = calloc((size_t)layers * s.experts, sizeof *b->w);
+  b->tmp_w = malloc((size_t)3 * s.hidden * s.inter * sizeof(float));
+  b->h = malloc((size_t)2 * s.inter * sizeof(float));
+  if (!b->w || !b->tmp_w || !b->h) {
+    amoe_moe_close(b);
+    return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
   *out = b;
   return AMOE_OK;
-#else
-  free(b);
-  return amoe_fail(e, AMOE_EINVAL, "backend %s needs a CUDA build (this one has none)", name);
-#endif
 }
 
 void amoe_moe_close(amoe_moe_backend *b) {
-  if (!b) return;
+  if (b) b->row->ops->close(b);
+}
+
+static void cpu_close(amoe_moe_backend *b) {
   if (b->w)
     for (int i = 0; i < b->layers * b->s.experts; i++) free(b->w[i]);
   free(b->w);
@@ -150,9 +206,6 @@ void amoe_moe_close(amoe_moe_backend *b) {
     for (size_t i = 0; i < (size_t)b->layers * b->slots; i++) free(b->slot_w[i]);
   free(b->slot_w);
   free(b->slot_expert);
-#ifdef AMOE_HAVE_CUDA
-  if (b->gpu) gpu_api(NULL)->close(b->gpu); /* (loaded: it opened b->gpu) */
-#endif
   free(b);
 }
 
@@ -176,29 +229,6 @@ static const float *ref_weights(amoe_moe_backend *b, int layer, int ex) {
   for (size_t i = 0; i < n_gu; i++) w[i] = amoe_bf16_to_f32(amoe_w_value(b->seed, layer, ex, 0, i, sg));
   for (size_t i = 0; i < n_dn; i++) w[n_gu + i] = amoe_bf16_to_f32(amoe_w_value(b->seed, layer, ex, 1, i, sd));
   return w;
-}
-
-int amoe_moe_layers_held(const amoe_moe_backend *b) {
-#ifdef AMOE_HAVE_CUDA
-  if (b->gpu) return gpu_api(NULL)->layers_held(b->gpu);
-#endif
-  return b->layers;
-}
-
-void amoe_moe_cold(amoe_moe_backend *b, int on) {
-#ifdef AMOE_HAVE_CUDA
-  if (b->gpu) gpu_api(NULL)->cold(b->gpu, on);
-#endif
-  (void)b;
-  (void)on;
-}
-
-void amoe_moe_poison(amoe_moe_backend *b, int on) {
-#ifdef AMOE_HAVE_CUDA
-  if (b->gpu) gpu_api(NULL)->poison(b->gpu, on);
-#endif
-  (void)b;
-  (void)on; /* the reference writes every output element */
 }
 
 /* slot_of: NULL, or per expert the pool slot to read its weights from (-1:
@@ -237,56 +267,30 @@ static amoe_status ref_run(amoe_moe_backend *b, int layer, const amoe_moe_batch 
   return AMOE_OK;
 }
 
-amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, float *y, double *seconds,
-                         amoe_err *e) {
-  if (layer < 0) return amoe_fail(e, AMOE_EINVAL, "layer %d out of range", layer);
-  layer %= amoe_moe_layers_held(b);
-  AMOE_TRY(check_routes(b, x, e));
-  if (b->impl == IMPL_CPU) {
-    const double t0 = wall_s();
-    amoe_status st = ref_run(b, layer, x, NULL, y);
-    if (seconds) *seconds = wall_s() - t0;
-    return st;
-  }
-#ifdef AMOE_HAVE_CUDA
-  return gpu_api(NULL)->run(b->gpu, layer, x, y, seconds, e);
-#else
-  return amoe_fail(e, AMOE_EINVAL, "no CUDA in this build");
-#endif
-}
+/* ---- the reference's operations ---- */
 
-amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
-                                  int name_len, amoe_err *e) {
-#ifdef AMOE_HAVE_CUDA
-  const amoe_moe_gpu_api *api = gpu_api(e);
-  return api ? api->measure_copy(bytes, repeats, d2d_bw, h2d_bw, name, name_len, e) : AMOE_EIO;
-#else
-  (void)bytes;
-  (void)repeats;
-  (void)d2d_bw;
-  (void)h2d_bw;
-  (void)name;
-  (void)name_len;
-  return amoe_fail(e, AMOE_EIO, "measuring copy bandwidth needs a CUDA build and a GPU");
-#endif
-}
-
-void amoe_moe_profiler(int on) {
-#ifdef AMOE_HAVE_CUDA
-  const amoe_moe_gpu_api *api = gpu_api(NULL); /* no module: nothing to profile */
-  if (api) api->profiler(on);
-#else
+static int cpu_layers_held(const amoe_moe_backend *b) { return b->layers; }
+static void cpu_no_switch(amoe_moe_backend *b, int on) { /* no cache to flush; every output element is written */
+  (void)b;
   (void)on;
-#endif
 }
 
-int amoe_moe_has_pool(const amoe_moe_backend *b) { return b != NULL; } /* every backend of this build */
+static amoe_status cpu_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, const int16_t *slot_of, float *y,
+                           double *seconds, amoe_err *e) {
+  if (slot_of) {
+    if (!b->slots) return amoe_fail(e, AMOE_EINVAL, "run_pool: no slot pool (amoe_moe_pool first)");
+    for (int i = 0; i < x->tokens * x->k; i++)
+      if (x->route[i] >= 0 && slot_of[x->route[i]] >= b->slots)
+        return amoe_fail(e, AMOE_EINVAL, "expert %d placed in slot %d of %d", x->route[i], slot_of[x->route[i]],
+                         b->slots);
+  }
+  const double t0 = wall_s();
+  amoe_status st = ref_run(b, layer, x, slot_of, y);
+  if (seconds) *seconds = wall_s() - t0;
+  return st;
+}
 
-amoe_status amoe_moe_pool(amoe_moe_backend *b, int slots, amoe_err *e) {
-  if (slots < 1) return amoe_fail(e, AMOE_EINVAL, "pool: need at least one slot");
-#ifdef AMOE_HAVE_CUDA
-  if (b->gpu) return gpu_api(NULL)->pool(b->gpu, slots, e);
-#endif
+static amoe_status cpu_pool(amoe_moe_backend *b, int slots, amoe_err *e) {
   const size_t n = (size_t)b->layers * slots, per = (size_t)3 * b->s.hidden * b->s.inter;
   b->slot_w = calloc(n, sizeof *b->slot_w);
   b->slot_expert = malloc(n * sizeof *b->slot_expert);
@@ -299,14 +303,9 @@ amoe_status amoe_moe_pool(amoe_moe_backend *b, int slots, amoe_err *e) {
   return AMOE_OK;
 }
 
-amoe_status amoe_moe_load(amoe_moe_backend *b, int layer, int n, const int *experts, const int16_t *slot,
-                          double *seconds, amoe_err *e) {
-  if (seconds) *seconds = 0;
-#ifdef AMOE_HAVE_CUDA
-  if (b->gpu) return gpu_api(NULL)->load(b->gpu, layer, n, experts, slot, seconds, e);
-#endif
+static amoe_status cpu_load(amoe_moe_backend *b, int layer, int n, const int *experts, const int16_t *slot,
+                            double *seconds, amoe_err *e) {
   if (!b->slots) return amoe_fail(e, AMOE_EINVAL, "load: no slot pool (amoe_moe_pool first)");
-  layer %= amoe_moe_layers_held(b);
   const size_t per = (size_t)3 * b->s.hidden * b->s.inter;
   const double t0 = wall_s();
   for (int i = 0; i < n; i++) {
@@ -320,31 +319,8 @@ amoe_status amoe_moe_load(amoe_moe_backend *b, int layer, int n, const int *expe
   return AMOE_OK;
 }
 
-amoe_status amoe_moe_run_pool(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, const int16_t *slot_of,
-                              float *y, double *seconds, amoe_err *e) {
-#ifdef AMOE_HAVE_CUDA
-  if (b->gpu) return gpu_api(NULL)->run_pool(b->gpu, layer, x, slot_of, y, seconds, e);
-#endif
-  if (!b->slots) return amoe_fail(e, AMOE_EINVAL, "run_pool: no slot pool (amoe_moe_pool first)");
-  if (layer < 0) return amoe_fail(e, AMOE_EINVAL, "layer %d out of range", layer);
-  layer %= amoe_moe_layers_held(b);
-  AMOE_TRY(check_routes(b, x, e));
-  for (int i = 0; i < x->tokens * x->k; i++)
-    if (x->route[i] >= 0 && slot_of[x->route[i]] >= b->slots)
-      return amoe_fail(e, AMOE_EINVAL, "expert %d placed in slot %d of %d", x->route[i], slot_of[x->route[i]], b->slots);
-  const double t0 = wall_s();
-  amoe_status st = ref_run(b, layer, x, slot_of, y);
-  if (seconds) *seconds = wall_s() - t0;
-  return st;
-}
-
-amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *seconds, amoe_err *e) {
-  if (seconds) *seconds = 0;
-  if (experts <= 0) return AMOE_OK;
-  if (slots < 1) return amoe_fail(e, AMOE_EINVAL, "fetch: need at least one slot");
-#ifdef AMOE_HAVE_CUDA
-  if (b->gpu) return gpu_api(NULL)->fetch(b->gpu, experts, slots, seconds, e);
-#endif
+/* The fetch path with memcpy: host buffer to a pool of `slots` expert slots. */
+static amoe_status cpu_fetch(amoe_moe_backend *b, int experts, int slots, double *seconds, amoe_err *e) {
   size_t eb = (size_t)3 * b->s.hidden * b->s.inter * 2;
   if (!b->host_pool || b->pool_slots != slots) {
     free(b->host_pool);
@@ -361,9 +337,102 @@ amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *
   return AMOE_OK;
 }
 
+static const backend_ops CPU_OPS = {cpu_run, cpu_layers_held, cpu_no_switch, cpu_no_switch, cpu_pool,
+                                    cpu_load, cpu_fetch, cpu_close};
+
+/* ---- the CUDA module's operations (moe_cuda.h), loaded on first use ---- */
+#ifdef AMOE_HAVE_CUDA
+/* (every call below follows a successful open, which loaded the module) */
+static amoe_status gpu_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, const int16_t *slot_of, float *y,
+                           double *seconds, amoe_err *e) {
+  return slot_of ? gpu_api(NULL)->run_pool(b->gpu, layer, x, slot_of, y, seconds, e)
+                 : gpu_api(NULL)->run(b->gpu, layer, x, y, seconds, e);
+}
+static int gpu_layers_held(const amoe_moe_backend *b) { return gpu_api(NULL)->layers_held(b->gpu); }
+static void gpu_cold(amoe_moe_backend *b, int on) { gpu_api(NULL)->cold(b->gpu, on); }
+static void gpu_poison(amoe_moe_backend *b, int on) { gpu_api(NULL)->poison(b->gpu, on); }
+static amoe_status gpu_pool(amoe_moe_backend *b, int slots, amoe_err *e) { return gpu_api(NULL)->pool(b->gpu, slots, e); }
+static amoe_status gpu_load(amoe_moe_backend *b, int layer, int n, const int *experts, const int16_t *slot,
+                            double *seconds, amoe_err *e) {
+  return gpu_api(NULL)->load(b->gpu, layer, n, experts, slot, seconds, e);
+}
+static amoe_status gpu_fetch(amoe_moe_backend *b, int experts, int slots, double *seconds, amoe_err *e) {
+  return gpu_api(NULL)->fetch(b->gpu, experts, slots, seconds, e);
+}
+static void gpu_close(amoe_moe_backend *b) {
+  gpu_api(NULL)->close(b->gpu);
+  free(b);
+}
+static const backend_ops GPU_OPS = {gpu_run, gpu_layers_held, gpu_cold, gpu_poison, gpu_pool,
+                                    gpu_load, gpu_fetch, gpu_close};
+#endif
+
+/* ---- the public calls: checks, then the row's operation ---- */
+
+int amoe_moe_layers_held(const amoe_moe_backend *b) { return b->row->ops->layers_held(b); }
+void amoe_moe_cold(amoe_moe_backend *b, int on) { b->row->ops->cold(b, on); }
+void amoe_moe_poison(amoe_moe_backend *b, int on) { b->row->ops->poison(b, on); }
+const amoe_moe_backend_info *amoe_moe_info(const amoe_moe_backend *b) { return &b->row->info; }
+
+amoe_status amoe_moe_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, float *y, double *seconds,
+                         amoe_err *e) {
+  if (layer < 0) return amoe_fail(e, AMOE_EINVAL, "layer %d out of range", layer);
+  AMOE_TRY(check_routes(b, x, e));
+  return b->row->ops->run(b, layer % amoe_moe_layers_held(b), x, NULL, y, seconds, e);
+}
+
+amoe_status amoe_moe_run_pool(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, const int16_t *slot_of,
+                              float *y, double *seconds, amoe_err *e) {
+  if (layer < 0) return amoe_fail(e, AMOE_EINVAL, "layer %d out of range", layer);
+  AMOE_TRY(check_routes(b, x, e));
+  return b->row->ops->run(b, layer % amoe_moe_layers_held(b), x, slot_of, y, seconds, e);
+}
+
+int amoe_moe_has_pool(const amoe_moe_backend *b) { return b != NULL; } /* every backend of this build */
+
+amoe_status amoe_moe_pool(amoe_moe_backend *b, int slots, amoe_err *e) {
+  if (slots < 1) return amoe_fail(e, AMOE_EINVAL, "pool: need at least one slot");
+  return b->row->ops->pool(b, slots, e);
+}
+
+amoe_status amoe_moe_load(amoe_moe_backend *b, int layer, int n, const int *experts, const int16_t *slot,
+                          double *seconds, amoe_err *e) {
+  if (seconds) *seconds = 0;
+  if (layer < 0) return amoe_fail(e, AMOE_EINVAL, "layer %d out of range", layer);
+  return b->row->ops->load(b, layer % amoe_moe_layers_held(b), n, experts, slot, seconds, e);
+}
+
+amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *seconds, amoe_err *e) {
+  if (seconds) *seconds = 0;
+  if (experts <= 0) return AMOE_OK;
+  if (slots < 1) return amoe_fail(e, AMOE_EINVAL, "fetch: need at least one slot");
+  return b->row->ops->fetch(b, experts, slots, seconds, e);
+}
+
+/* Device-wide, not a backend's: through the module when there is one. */
+amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
+                                  int name_len, amoe_err *e) {
+#ifdef AMOE_HAVE_CUDA
+  const amoe_moe_gpu_api *api = gpu_api(e);
+  return api ? api->measure_copy(bytes, repeats, d2d_bw, h2d_bw, name, name_len, e) : AMOE_EIO;
+#else
+  (void)bytes, (void)repeats, (void)d2d_bw, (void)h2d_bw, (void)name, (void)name_len;
+  return amoe_fail(e, AMOE_EIO, "measuring copy bandwidth needs a CUDA build and a GPU");
+#endif
+}
+
+void amoe_moe_profiler(int on) {
+#ifdef AMOE_HAVE_CUDA
+  const amoe_moe_gpu_api *api = gpu_api(NULL); /* no module: nothing to profile */
+  if (api) api->profiler(on);
+#else
+  (void)on;
+#endif
+}
+
 amoe_status amoe_moe_selfcheck(amoe_moe_backend *b, double *rel_err, amoe_err *e) {
   *rel_err = 0;
-  if (b->impl == IMPL_CPU) return AMOE_OK;
+  if (!b->row->impl) return AMOE_OK; /* the reference itself */
   const int T = 8, k = 2, d = b->s.hidden;
   uint16_t *x = malloc((size_t)T * d * sizeof *x);
   float *yr = malloc((size_t)T * d * sizeof *yr), *yg = malloc((size_t)T * d * sizeof *yg), w[16];

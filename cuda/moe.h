@@ -1,10 +1,8 @@
 /* One MoE layer over the verified tokens of a block (docs/design.md §11), behind a
  * plain C header: no CUDA types, so the CLI and the tests link it whether or
- * not CUDA exists. Backends:
- *   cpu             float32 reference in C (always built; the oracle)
- *   cublas-loop     cublasGemmEx per executed expert            (CUDA builds)
- *   cublas-grouped  one cublasGemmGroupedBatchedEx per GEMM       (CUDA builds)
- *   skinny          our weight-streaming kernel for few tokens/expert (CUDA)
+ * not CUDA exists. The backends are the rows of moe.c's table: cpu (the
+ * float32 reference, always built) and, in CUDA builds, cublas-loop,
+ * cublas-grouped and skinny (moe_cuda.cu).
  * Every backend computes, for each token t and each of its k assignments
  * (e, w):  y[t] += w · W_down[e] · (silu(W_gate[e]·x[t]) ⊙ (W_up[e]·x[t]))
  * with bf16 weights and activations and fp32 accumulation. */
@@ -34,8 +32,25 @@ typedef struct {
 
 typedef struct amoe_moe_backend amoe_moe_backend;
 
+/* A backend is a row of one table (moe.c): its name, a line for --help,
+ * how many timed repeats a run takes by default (wall clock on the CPU
+ * needs one; device timings take the median of five), and the roles it
+ * is the default for in calibrate-hw. */
+enum { AMOE_MOE_STREAMING = 1, AMOE_MOE_COMPUTE = 2 };
+typedef struct {
+  const char *name, *description;
+  int repeats;
+  int roles; /* AMOE_MOE_STREAMING: measures the weight-streaming share; AMOE_MOE_COMPUTE: the compute peak */
+} amoe_moe_backend_info;
+
 /* Names of the backends this build has, NULL-terminated. */
 const char *const *amoe_moe_backends(void);
+/* The row named `name`, or NULL when this build has none. */
+const amoe_moe_backend_info *amoe_moe_backend_find(const char *name);
+/* The first backend of this build with the role, or NULL. */
+const char *amoe_moe_backend_for(int role);
+/* An open backend's row. */
+const amoe_moe_backend_info *amoe_moe_info(const amoe_moe_backend *b);
 /* Opens a backend for `layers` layers of the given shape. Weights are
  * deterministic random bf16 from seed (the same on every backend), uniform
  * in ±1/sqrt(fan-in). Fails with a clear message when a GPU backend has no

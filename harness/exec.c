@@ -272,6 +272,7 @@ static amoe_status time_experts(amoe_moe_backend *be, int d, int X, int n, int r
 
 amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, const char *compute, const char *path,
                                    amoe_err *e) {
+  if (!backend || !compute) return amoe_fail(e, AMOE_EIO, "calibrate-hw needs a CUDA build (this one has no GPU backend)");
   double d2d = 0, h2d = 0;
   char gpu[256] = "";
   AMOE_TRY(amoe_moe_measure_copy(1 << 30, 5, &d2d, &h2d, gpu, sizeof gpu, e));

@@ -413,7 +413,8 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
   }
   amoe_exec *ex = NULL; /* 3 */
   if (o->backend) {
-    int reps = o->profile ? 1 : o->repeats ? o->repeats : (strcmp(o->backend, "cpu") ? 5 : 1);
+    const amoe_moe_backend_info *bi = amoe_moe_backend_find(o->backend); /* (NULL: open names the choices) */
+    int reps = o->profile ? 1 : o->repeats ? o->repeats : bi ? bi->repeats : 1;
     amoe_status st = amoe_exec_open(&ex, o->backend, s, reps, o->cold, e);
     if (st) {
       amoe_source_close(src);
@@ -795,8 +796,8 @@ static int cmd_calibrate_hw(int argc, char **argv) {
       st = amoe_mkdirs("results/calibration", &e);
     }
     if (!st)
-      st = amoe_exec_calibrate_hw(s, o.backend ? o.backend : "skinny", o.compute ? o.compute : "cublas-loop", path,
-                                  &e);
+      st = amoe_exec_calibrate_hw(s, o.backend ? o.backend : amoe_moe_backend_for(AMOE_MOE_STREAMING),
+                                  o.compute ? o.compute : amoe_moe_backend_for(AMOE_MOE_COMPUTE), path, &e);
     rc = report(st, &e);
   }
   command_end(&c);
