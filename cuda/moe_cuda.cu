@@ -78,14 +78,14 @@ struct amoe_moe_gpu {
   int pool_slots;
 };
 
-extern "C" int amoe_moe_gpu_available(void) {
+static int amoe_moe_gpu_available(void) {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-extern "C" int amoe_moe_gpu_layers_held(const amoe_moe_gpu *g) { return g->layers_held; }
-extern "C" void amoe_moe_gpu_poison(amoe_moe_gpu *g, int on) { g->poison = on; }
-extern "C" void amoe_moe_gpu_cold(amoe_moe_gpu *g, int on) { g->cold = on; }
+static int amoe_moe_gpu_layers_held(const amoe_moe_gpu *g) { return g->layers_held; }
+static void amoe_moe_gpu_poison(amoe_moe_gpu *g, int on) { g->poison = on; }
+static void amoe_moe_gpu_cold(amoe_moe_gpu *g, int on) { g->cold = on; }
 
 __global__ void fill_weights(bf16 *w, size_t per_expert, int experts, uint64_t seed, int layer, int down,
                              float scale) {
@@ -251,7 +251,7 @@ static void gpu_free_buffers(amoe_moe_gpu *g) {
   g->dC = NULL;
 }
 
-extern "C" void amoe_moe_gpu_close(amoe_moe_gpu *g) {
+static void amoe_moe_gpu_close(amoe_moe_gpu *g) {
   if (!g) return;
   gpu_free_buffers(g);
   cudaFree(g->w_gu);
@@ -324,7 +324,7 @@ static amoe_status gpu_open(amoe_moe_gpu *g, int impl, amoe_moe_shape s, int lay
   return AMOE_OK;
 }
 
-extern "C" amoe_status amoe_moe_gpu_open(amoe_moe_gpu **out, int impl, amoe_moe_shape s, int layers, uint64_t seed,
+static amoe_status amoe_moe_gpu_open(amoe_moe_gpu **out, int impl, amoe_moe_shape s, int layers, uint64_t seed,
                                          amoe_err *e) {
   *out = NULL;
   if (!amoe_moe_gpu_available()) return amoe_fail(e, AMOE_EIO, "no CUDA device");
@@ -496,12 +496,12 @@ static amoe_status run_impl(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b,
   return AMOE_OK;
 }
 
-extern "C" amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b, float *y,
+static amoe_status amoe_moe_gpu_run(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b, float *y,
                                         double *seconds, amoe_err *e) {
   return run_impl(g, layer, b, NULL, y, seconds, e);
 }
 
-extern "C" amoe_status amoe_moe_gpu_run_pool(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b,
+static amoe_status amoe_moe_gpu_run_pool(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b,
                                              const int16_t *slot_of, float *y, double *seconds, amoe_err *e) {
   if (!g->slots) return amoe_fail(e, AMOE_EINVAL, "run_pool: no slot pool");
   return run_impl(g, layer, b, slot_of, y, seconds, e);
@@ -535,7 +535,7 @@ static amoe_status copies_end(amoe_moe_gpu *g, double *seconds, amoe_err *e) {
 // The slot pool: host copies of as many held layers as 16 GB of pinned
 // memory takes (at least one), copied from the device weights; `slots`
 // device slots per such layer.
-extern "C" amoe_status amoe_moe_gpu_pool(amoe_moe_gpu *g, int slots, amoe_err *e) {
+static amoe_status amoe_moe_gpu_pool(amoe_moe_gpu *g, int slots, amoe_err *e) {
   const int E = g->s.experts;
   const size_t gu = (size_t)2 * g->s.inter * g->s.hidden, dn = (size_t)g->s.hidden * g->s.inter;
   const size_t per_layer = (size_t)E * (gu + dn) * sizeof(bf16);
@@ -554,7 +554,7 @@ extern "C" amoe_status amoe_moe_gpu_pool(amoe_moe_gpu *g, int slots, amoe_err *e
 
 // Loads experts into slots of a layer's pool: pinned host to device on the
 // copy stream, timed with events; the compute stream waits for them.
-extern "C" amoe_status amoe_moe_gpu_load(amoe_moe_gpu *g, int layer, int n, const int *experts,
+static amoe_status amoe_moe_gpu_load(amoe_moe_gpu *g, int layer, int n, const int *experts,
                                          const int16_t *slot, double *seconds, amoe_err *e) {
   if (seconds) *seconds = 0;
   if (!g->slots) return amoe_fail(e, AMOE_EINVAL, "load: no slot pool");
@@ -580,7 +580,7 @@ static int cmp_float(const void *a, const void *b) {
 }
 
 // Median of `repeats` timed copies (after one warm-up) with CUDA events.
-extern "C" amoe_status amoe_moe_gpu_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw,
+static amoe_status amoe_moe_gpu_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw,
                                                  char *name, int name_len, amoe_err *e) {
   if (!amoe_moe_gpu_available()) return amoe_fail(e, AMOE_EIO, "no CUDA device");
   if (repeats < 1 || repeats > 64) repeats = 5;
@@ -622,7 +622,7 @@ extern "C" amoe_status amoe_moe_gpu_measure_copy(double bytes, int repeats, doub
   return st;
 }
 
-extern "C" void amoe_moe_gpu_profiler(int on) {
+static void amoe_moe_gpu_profiler(int on) {
   if (!amoe_moe_gpu_available()) return;
   if (on) cudaProfilerStart();
   else cudaProfilerStop();
@@ -631,7 +631,7 @@ extern "C" void amoe_moe_gpu_profiler(int on) {
 // On-demand fetch: `experts` copies of one expert's bytes from pinned host
 // memory into slots of the pool, on the copy stream; the compute stream
 // waits for them (no overlap), as docs/design.md §9's synchronous fetch.
-extern "C" amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slots, double *seconds, amoe_err *e) {
+static amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slots, double *seconds, amoe_err *e) {
   size_t eb = (size_t)3 * g->s.hidden * g->s.inter * sizeof(bf16);
   if (g->pool_slots != slots) {
     cudaFreeHost(g->host_expert);
