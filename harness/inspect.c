@@ -116,12 +116,12 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
   amoe_block b;
   amoe_block_init(&b, L, E, amoe_source_m(src));
   amoe_status st = (s.seen && s.cnt && s.next && pop && mass && prob && top) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  int rc = 0;
+  amoe_status rc = AMOE_OK;
   long last_req = -1;
   double nodes = 0, top1 = 0, top1n = 0, usum = 0, ucnt = 0;
   uint8_t useen[AMOE_MAX_EXPERTS];
   int *path = NULL, pcap = 0;
-  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
+  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == AMOE_OK) {
     /* every stored pair and normaliser, including what trace replay leaves
      * to the checksum */
     if ((st = amoe_block_check_pairs(&b, 1, e)) != AMOE_OK || (st = amoe_router_check_inv(&b, e)) != AMOE_OK) {
@@ -213,7 +213,7 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
       o->tokens++;
     }
   }
-  if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
+  if (st == AMOE_OK && rc != AMOE_END) st = rc;
   flush_request(&s);
   if (st == AMOE_OK) {
     if (o->blocks) {

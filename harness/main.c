@@ -508,14 +508,13 @@ static amoe_status write_source(amoe_source *src, const amoe_model *m, const cha
   int jsonl = n > 6 && !strcmp(out + n - 6, ".jsonl");
   amoe_block b;
   amoe_block_init(&b, m->moe_layers, m->experts, amoe_source_m(src));
-  amoe_status st = AMOE_OK;
-  int rc;
+  amoe_status st = AMOE_OK, rc;
   long count = 0;
   if (jsonl) {
     amoe_afile a;
     st = amoe_afile_open(&a, out, e);
-    while (!st && (rc = amoe_source_next(src, &b, e)) != 0) {
-      if (rc < 0) st = (amoe_status)-rc;
+    while (!st && (rc = amoe_source_next(src, &b, e)) != AMOE_END) {
+      if (rc) st = rc;
       else st = amoe_blocks_jsonl_write(a.f, &b, e), count++;
       if (!st && amoe_interrupt) st = AMOE_EINTR;
       progress_blocks(&pg, count, out);
@@ -526,8 +525,8 @@ static amoe_status write_source(amoe_source *src, const amoe_model *m, const cha
     amoe_trace_writer *w;
     st = amoe_trace_create(&w, out, m->moe_layers, m->experts, m->top_k, amoe_source_m(src),
                            amoe_source_provenance(src), e);
-    while (!st && (rc = amoe_source_next(src, &b, e)) != 0) {
-      if (rc < 0) st = (amoe_status)-rc;
+    while (!st && (rc = amoe_source_next(src, &b, e)) != AMOE_END) {
+      if (rc) st = rc;
       else st = amoe_trace_write(w, &b, e), count++;
       if (!st && amoe_interrupt) st = AMOE_EINTR;
       progress_blocks(&pg, count, out);

@@ -23,9 +23,12 @@ case $mode in
 esac
 git rev-parse --verify -q "$rev^{commit}" >/dev/null || { echo "scripts/ab.sh: no revision '$rev'" >&2; exit 2; }
 # the driver hands structs from this tree's headers to both copies
-if ! git diff --quiet "$rev" -- sim/core/spec.h sim/engine/run.h sim/workload/source.h sim/core/block.h sim/core/model.h; then
+if ! git diff --quiet "$rev" -- sim/core/spec.h sim/engine/run.h sim/core/block.h sim/core/model.h; then
   echo "scripts/ab.sh: warning: $rev's struct headers differ from this tree's; the comparison may be invalid" >&2
 fi
+# amoe_source_next returned 1 for a block before it returned an amoe_status
+old_block=0
+git show "$rev:sim/workload/source.h" | grep -q '^int amoe_source_next' && old_block=1
 tmp=$(mktemp -d)
 cleanup() {
   git worktree remove --force "$tmp/old" >/dev/null 2>&1 || true
@@ -54,7 +57,7 @@ for order in bn nb; do
   objs=("$tmp"/b/*.o "$tmp"/n/*.o)
   [[ $order == nb ]] && objs=("$tmp"/n/*.o "$tmp"/b/*.o)
   # shellcheck disable=SC2046 # (the linker flags split into words)
-  cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Isim/core -Isim/workload -Isim/route -Isim/policy -Isim/engine -Iharness harness/bench/ab_driver.c "${objs[@]}" \
+  cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -DAB_OLD_BLOCK="$old_block" -Isim/core -Isim/workload -Isim/route -Isim/policy -Isim/engine -Iharness harness/bench/ab_driver.c "${objs[@]}" \
     build/harness/libamoe_harness.a build/sim/libamoe_sim.a $(pkg-config --libs yaml-0.1 jansson) -lpthread -lm \
     -o "$tmp/ab_$order"
 done

@@ -219,8 +219,7 @@ int main(int argc, char **argv) {
   amoe_block_init(&a, 16, 64, 32);
   long hist_got[8] = {0}, hist_want[8] = {0}, n = 0;
   double sum = 0;
-  int rc;
-  while ((rc = amoe_source_next(src, &a, &e)) == 1) {
+  while (amoe_source_next(src, &a, &e) == AMOE_OK) {
     int tau = amoe_block_accepted_count(&a);
     hist_got[tau]++;
     sum += tau;

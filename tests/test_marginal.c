@@ -89,7 +89,7 @@ static void guarantees(void) {
   int layers = 0, bad_mass = 0, bad_k = 0, bad_sub = 0, bad_time = 0, spent = 0, nonres_kept_less = 0;
   for (int req = 0; req < 3; req++) {
     amoe_gen_begin_request(g, (uint32_t)req);
-    while (amoe_gen_next(g, &b, &e) == 1) {
+    while (amoe_gen_next(g, &b, &e) == AMOE_OK) {
       int nodes[AMOE_MAX_NODES], level[AMOE_MAX_DEPTH * 4] = {0};
       for (int t = 0; t < b.n; t++) nodes[t] = t, level[b.depth[t]]++;
       float prob[AMOE_MAX_NODES * KK];
@@ -190,7 +190,7 @@ static void hand_worked(void) {
   CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
   amoe_block b;
   amoe_block_init(&b, 1, 10, 2);
-  CHECK(src && amoe_source_next(src, &b, &e) == 1, "read the hand block");
+  CHECK(src && amoe_source_next(src, &b, &e) == AMOE_OK, "read the hand block");
   int nodes[4] = {0, 1, 2, 3}, level[AMOE_MAX_DEPTH * 4] = {1, 2, 1};
   float prob[8];
   for (int t = 0; t < 4; t++) amoe_router_probs_top(&b, 0, t, 0, 2, prob + t * 2);

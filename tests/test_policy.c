@@ -138,7 +138,7 @@ static void properties(void) {
   int bad = 0, checked = 0;
   for (int req = 0; req < 10; req++) {
     amoe_gen_begin_request(g, (uint32_t)req);
-    while (amoe_gen_next(g, &b, &e) == 1) {
+    while (amoe_gen_next(g, &b, &e) == AMOE_OK) {
       int nodes[AMOE_MAX_NODES], nn = 0, level[AMOE_MAX_DEPTH * 4] = {0};
       amoe_policy_row row = row_for(0, 0);
       static char scratch[1 << 20];
@@ -473,7 +473,7 @@ static void acceptmoe_top8(void) {
   int same = 1, layers = 0, vec_same = 1, vec_checked = 0;
   for (uint32_t req = 0; req < 4; req++) {
     amoe_gen_begin_request(g, req);
-    while (amoe_gen_next(g, &b, &e) == 1) {
+    while (amoe_gen_next(g, &b, &e) == AMOE_OK) {
       int nodes[AMOE_MAX_NODES], level[256] = {0}, isc[128];
       for (int t = 0; t < b.n; t++) nodes[t] = t, level[b.depth[t]]++;
       static float prob[AMOE_MAX_NODES * 32];

@@ -55,10 +55,11 @@ static uint64_t read_all(amoe_source *src, int *blocks, int *with_siblings, int 
   amoe_err e;
   amoe_block_init(&b, L, 64, amoe_source_m(src));
   uint64_t h = 0xcbf29ce484222325ULL;
-  int rc, prob = -1, tok = 0;
+  amoe_status rc;
+  int prob = -1, tok = 0;
   *blocks = *with_siblings = *bad_path = 0;
   used[0] = used[1] = used[2] = 0;
-  while ((rc = amoe_source_next(src, &b, &e)) == 1) {
+  while ((rc = amoe_source_next(src, &b, &e)) == AMOE_OK) {
     (*blocks)++;
     if ((int)b.request != prob) prob = (int)b.request, tok = 0;
     int tau = 0;
@@ -82,7 +83,7 @@ static uint64_t read_all(amoe_source *src, int *blocks, int *with_siblings, int 
               0x100000001b3ULL;
     }
   }
-  CHECK(rc == 0, "hybrid source ended with %d: %s", rc, e.msg);
+  CHECK(rc == AMOE_END, "hybrid source ended with %d: %s", rc, e.msg);
   amoe_block_free(&b);
   return h;
 }
@@ -114,7 +115,7 @@ static void first_ids(amoe_source *src, int n, const int *want, const char *what
   amoe_block b;
   amoe_block_init(&b, 1, 8, amoe_source_m(src));
   amoe_err e;
-  CHECK(amoe_source_next(src, &b, &e) == 1, "%s: a block", what);
+  CHECK(amoe_source_next(src, &b, &e) == AMOE_OK, "%s: a block", what);
   const uint16_t *id = amoe_block_ids(&b, 0, 0);
   int same = 1;
   for (int j = 0; j < n; j++) same &= id[j] == want[j];
@@ -144,7 +145,7 @@ static void import_exact(void) {
   amoe_block b;
   amoe_block_init(&b, 1, 8, amoe_source_m(src));
   amoe_err e;
-  CHECK(amoe_source_next(src, &b, &e) == 1 && b.n == 2, "a chain block of 2 tokens");
+  CHECK(amoe_source_next(src, &b, &e) == AMOE_OK && b.n == 2, "a chain block of 2 tokens");
   CHECK(amoe_block_ids(&b, 0, 0)[0] == 6 && amoe_block_ids(&b, 0, 0)[1] == 1, "equal weights: the file's order");
   CHECK(amoe_block_ids(&b, 0, 1)[0] == 4 && amoe_block_ids(&b, 0, 1)[1] == 0, "near-equal weights: the file's order");
   amoe_block_free(&b);
@@ -157,7 +158,7 @@ static void import_exact(void) {
         "{\"problem_id\":0,\"layer\":0,\"token_idx\":2,\"experts\":[6,0],\"logits\":[2,0,0,0,0,0,1.5,0]}\n",
         AMOE_SRC_ROUTING_JSONL, 2, &src);
   amoe_block_init(&b, 1, 8, amoe_source_m(src));
-  CHECK(amoe_source_next(src, &b, &e) == 1 && b.n == 2, "the two decode tokens, one chain block");
+  CHECK(amoe_source_next(src, &b, &e) == AMOE_OK && b.n == 2, "the two decode tokens, one chain block");
   CHECK(amoe_block_ids(&b, 0, 0)[0] == 5 && amoe_block_ids(&b, 0, 0)[1] == 3, "ids only: the file's order");
   CHECK(amoe_block_ids(&b, 0, 1)[0] == 0 && amoe_block_ids(&b, 0, 1)[1] == 6, "with logits: by logit");
   CHECK(strstr(amoe_source_provenance(src), "1 prompt records left out") &&

@@ -102,8 +102,8 @@ int main(void) {
     for (;;) {
       if (nb == 12) break;
       amoe_block_init(&blocks[nb], 4, 16, 8);
-      int rc = amoe_gen_next(g, &blocks[nb], &e);
-      if (rc != 1) {
+      const amoe_status rc = amoe_gen_next(g, &blocks[nb], &e);
+      if (rc != AMOE_OK) {
         amoe_block_free(&blocks[nb]);
         break;
       }
@@ -121,10 +121,10 @@ int main(void) {
   amoe_block_init(&b, 4, 16, 8);
   for (int pass = 0; pass < 2; pass++) { /* and again after a rewind */
     for (int i = 0; i < nb; i++) {
-      int rc = amoe_trace_next(r, &b, &e);
-      CHECK(rc == 1 && same_block(&b, &blocks[i]), "block %d differs after the round trip", i);
+      const amoe_status rc = amoe_trace_next(r, &b, &e);
+      CHECK(rc == AMOE_OK && same_block(&b, &blocks[i]), "block %d differs after the round trip", i);
     }
-    CHECK(amoe_trace_next(r, &b, &e) == 0, "end of trace");
+    CHECK(amoe_trace_next(r, &b, &e) == AMOE_END, "end of trace");
     CHECK(amoe_trace_rewind(r, &e) == AMOE_OK, "rewind");
   }
   /* the stored softmax normalisers: each is its logits' own, and the top-k
@@ -133,7 +133,7 @@ int main(void) {
   {
     int same = 1, pairs = 0;
     for (int i = 0; i < nb; i++) {
-      same &= amoe_trace_next(r, &b, &e) == 1 && b.softmax_inv && !blocks[i].softmax_inv &&
+      same &= amoe_trace_next(r, &b, &e) == AMOE_OK && b.softmax_inv && !blocks[i].softmax_inv &&
               amoe_router_check_inv(&b, &e) == AMOE_OK;
       for (int l = 0; l < 4; l++)
         for (int k = 2; k <= 8; k += 6) { /* 8: the one-register path */
@@ -160,7 +160,7 @@ int main(void) {
   {
     int same = 1;
     for (int i = 0; i < nb; i++) {
-      same &= amoe_trace_next(r, &b, &e) == 1 && b.lm == 2 && b.m == 8 && b.softmax_inv &&
+      same &= amoe_trace_next(r, &b, &e) == AMOE_OK && b.lm == 2 && b.m == 8 && b.softmax_inv &&
               !memcmp(b.ids, blocks[i].ids, (size_t)4 * b.n * 8 * 2);
       for (int l = 0; l < 4 && same; l++)
         for (int t = 0; t < b.n; t++) {
@@ -215,7 +215,8 @@ int main(void) {
   memcpy(&pb2, data + off2 + 8, 8);
   const size_t top2 = 16 + 3 * pad8(4 * (size_t)n2) + pad8(n2) + pad8((size_t)4 * n2 * 8); /* 16 experts: byte ids */
   unsigned char *copy = malloc((size_t)size);
-  int rc = 1, got = 0;
+  amoe_status rc = AMOE_OK;
+  int got = 0;
   static const char *const section[3] = {"in the tree and ids", "in the top-k logits", "in the logits past the top-k"};
   for (int where = 0; where < 3; where++) {
     memcpy(copy, data, (size_t)size);
@@ -227,12 +228,12 @@ int main(void) {
       CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header still fine");
       amoe_trace_want_logits(r, (amoe_logits)want);
       got = 0;
-      while ((rc = amoe_trace_next(r, &b, &e)) == 1) got++;
+      while ((rc = amoe_trace_next(r, &b, &e)) == AMOE_OK) got++;
       if (want < where)
-        CHECK(rc == 0 && got == nb, "section %d, logits %d: every block reads (got %d, rc %d: %s)", where, want, got,
+        CHECK(rc == AMOE_END && got == nb, "section %d, logits %d: every block reads (got %d, rc %d: %s)", where, want, got,
               rc, e.msg);
       else {
-        CHECK(rc < 0 && got == 2, "section %d, logits %d: stops at block 2 (got %d, rc %d)", where, want, got, rc);
+        CHECK(rc != AMOE_END && got == 2, "section %d, logits %d: stops at block 2 (got %d, rc %d)", where, want, got, rc);
         CHECK(strstr(e.msg, "block 2 at byte offset") && strstr(e.msg, section[where]), "message: %s", e.msg);
       }
       amoe_trace_close_reader(r);
@@ -255,7 +256,7 @@ int main(void) {
   fwrite(copy, 1, (size_t)size, f);
   fclose(f);
   CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
-  CHECK(amoe_trace_next(r, &b, &e) < 0 && strstr(e.msg, "block 0 at byte offset") && strstr(e.msg, "node count"),
+  CHECK(amoe_trace_next(r, &b, &e) != AMOE_OK && strstr(e.msg, "block 0 at byte offset") && strstr(e.msg, "node count"),
         "node count: %s", e.msg);
   amoe_trace_close_reader(r);
   /* the checksum: vector and plain code agree, and moving data changes it */
@@ -289,8 +290,8 @@ int main(void) {
   write_forged(bad, copy, size, off1, lg1 - off1 - 40, rest1 - off1 - 40);
   CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
   got = 0;
-  while ((rc = amoe_trace_next(r, &b, &e)) == 1) got++;
-  CHECK(rc < 0 && got == 1 && strstr(e.msg, "block 1 at byte offset") && strstr(e.msg, "expert id 16 out of range"),
+  while ((rc = amoe_trace_next(r, &b, &e)) == AMOE_OK) got++;
+  CHECK(rc != AMOE_END && got == 1 && strstr(e.msg, "block 1 at byte offset") && strstr(e.msg, "expert id 16 out of range"),
         "forged id: %s", e.msg);
   char want[64];
   snprintf(want, sizeof want, "offset %zu:", ids1 + 5);
@@ -303,11 +304,11 @@ int main(void) {
   CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
   got = 0;
   int caught = 0;
-  while ((rc = amoe_trace_next(r, &b, &e)) == 1) {
+  while ((rc = amoe_trace_next(r, &b, &e)) == AMOE_OK) {
     got++;
     if (amoe_block_check_pairs(&b, 1, &e) != AMOE_OK) caught += strstr(e.msg, "not in order") != NULL;
   }
-  CHECK(rc == 0 && got == nb && caught == 1, "order forged: read %d, caught %d (%s)", got, caught, e.msg);
+  CHECK(rc == AMOE_END && got == nb && caught == 1, "order forged: read %d, caught %d (%s)", got, caught, e.msg);
   amoe_trace_close_reader(r);
   /* a forged normaliser (layer 0, node 1 of block 1) passes the reader and
    * is caught by the recomputation `inspect` runs */
@@ -321,12 +322,12 @@ int main(void) {
   write_forged(bad, copy, size, off1, lg1 - off1 - 40, rest1 - off1 - 40);
   CHECK(amoe_trace_open(&r, bad, &e) == AMOE_OK, "header fine");
   got = caught = 0;
-  while ((rc = amoe_trace_next(r, &b, &e)) == 1) {
+  while ((rc = amoe_trace_next(r, &b, &e)) == AMOE_OK) {
     got++;
     if (amoe_router_check_inv(&b, &e) != AMOE_OK)
       caught += strstr(e.msg, "layer 0 node 1: stored softmax normaliser") != NULL;
   }
-  CHECK(rc == 0 && got == nb && caught == 1, "normaliser forged: read %d, caught %d (%s)", got, caught, e.msg);
+  CHECK(rc == AMOE_END && got == nb && caught == 1, "normaliser forged: read %d, caught %d (%s)", got, caught, e.msg);
   amoe_trace_close_reader(r);
   /* the writer refuses a block with an expert stored twice */
   {
@@ -357,7 +358,7 @@ int main(void) {
     amoe_gen_begin_request(g2, 0);
     for (int i = 0; i < 3; i++) {
       amoe_block_init(&wb[i], 2, 300, 8);
-      CHECK(amoe_gen_next(g2, &wb[i], &e) == 1, "%s", e.msg);
+      CHECK(amoe_gen_next(g2, &wb[i], &e) == AMOE_OK, "%s", e.msg);
       wb[i].index = (uint64_t)i;
       CHECK(amoe_trace_write(w, &wb[i], &e) == AMOE_OK, "%s", e.msg);
     }
@@ -371,7 +372,7 @@ int main(void) {
       amoe_trace_want_logits(r, (amoe_logits)want);
       int same = 1;
       for (int i = 0; i < 3; i++) {
-        same &= amoe_trace_next(r, &b, &e) == 1 && b.n == wb[i].n &&
+        same &= amoe_trace_next(r, &b, &e) == AMOE_OK && b.n == wb[i].n &&
                 !memcmp(b.ids, wb[i].ids, (size_t)2 * b.n * 8 * 2);
         if (want == AMOE_LOGITS_ALL)
           same &= b.lm == 8 && !memcmp(b.logits, wb[i].logits, (size_t)2 * b.n * 8 * 2);
@@ -380,7 +381,7 @@ int main(void) {
         else
           same &= b.logits == NULL;
       }
-      CHECK(same && amoe_trace_next(r, &b, &e) == 0, "u16 ids round trip (logits %d)", want);
+      CHECK(same && amoe_trace_next(r, &b, &e) == AMOE_END, "u16 ids round trip (logits %d)", want);
       amoe_trace_close_reader(r);
     }
     for (int i = 0; i < 3; i++) amoe_block_free(&wb[i]);
@@ -404,7 +405,7 @@ int main(void) {
     amoe_gen_begin_request(g3, 0);
     for (int i = 0; i < 2; i++) {
       amoe_block_init(&kb[i], 4, 32, mm);
-      CHECK(amoe_gen_next(g3, &kb[i], &e) == 1, "%s", e.msg);
+      CHECK(amoe_gen_next(g3, &kb[i], &e) == AMOE_OK, "%s", e.msg);
       kb[i].index = (uint64_t)i;
       CHECK(amoe_trace_write(w, &kb[i], &e) == AMOE_OK, "%s", e.msg);
     }
@@ -414,14 +415,14 @@ int main(void) {
       amoe_trace_want_logits(r, (amoe_logits)want);
       int same = 1;
       for (int i = 0; i < 2; i++) {
-        same &= amoe_trace_next(r, &b, &e) == 1;
+        same &= amoe_trace_next(r, &b, &e) == AMOE_OK;
         if (want == AMOE_LOGITS_ALL || mm == 8)
           same &= b.lm == mm && same_block(&b, &kb[i]);
         else
           for (int q2 = 0; q2 < 4 * b.n; q2++)
             same &= b.lm == 8 && !memcmp(b.logits + 8 * q2, kb[i].logits + mm * q2, 16);
       }
-      CHECK(same && amoe_trace_next(r, &b, &e) == 0, "k = 8, m = %d round trip (logits %d): %s", mm, want, e.msg);
+      CHECK(same && amoe_trace_next(r, &b, &e) == AMOE_END, "k = 8, m = %d round trip (logits %d): %s", mm, want, e.msg);
       amoe_trace_close_reader(r);
     }
     for (int i = 0; i < 2; i++) amoe_block_free(&kb[i]);

@@ -20,6 +20,12 @@
 #include "source.h"
 #include "spec_load.h"
 
+/* what the old revision's amoe_source_next returns for a block: AMOE_OK
+ * (0), or 1 before it returned an amoe_status (scripts/ab.sh says which) */
+#ifndef AB_OLD_BLOCK
+#define AB_OLD_BLOCK 0
+#endif
+
 #define AB_DECLARE(v)                                                                                         \
   amoe_status v##_amoe_source_open(amoe_source **, const amoe_workload_spec *, const amoe_model *, amoe_err *); \
   int v##_amoe_source_next(amoe_source *, amoe_block *, amoe_err *);                                          \
@@ -140,7 +146,7 @@ static int ab_generate(int rounds) {
       const int old = (r + half) % 2 == 0;
       const double t0 = ab_now();
       for (int i = 0; i < PER; i++)
-        if ((old ? b_amoe_source_next(srcb, &bb, &e) : n_amoe_source_next(srcn, &bn, &e)) != 1) {
+        if (old ? b_amoe_source_next(srcb, &bb, &e) != AB_OLD_BLOCK : n_amoe_source_next(srcn, &bn, &e) != AMOE_OK) {
           fprintf(stderr, "ab: %s\n", e.msg);
           return 1;
         }

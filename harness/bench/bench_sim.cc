@@ -45,7 +45,7 @@ static void write_trace(amoe_spec s, int blocks, const std::string &path) {
   amoe_trace_create(&w, path.c_str(), L, E, s.model.top_k, amoe_source_m(src), "{}", &e);
   amoe_block b;
   amoe_block_init(&b, L, E, amoe_source_m(src));
-  while (amoe_source_next(src, &b, &e) == 1) amoe_trace_write(w, &b, &e);
+  while (amoe_source_next(src, &b, &e) == AMOE_OK) amoe_trace_write(w, &b, &e);
   amoe_trace_close(w, &e);
   amoe_block_free(&b);
   amoe_source_close(src);
@@ -141,9 +141,9 @@ static void BM_trace_read(benchmark::State &st) {
   double blocks = 0;
   for (auto _ : st) {
     amoe_trace_rewind(r, &e);
-    int rc;
-    while ((rc = amoe_trace_next(r, &b, &e)) == 1) blocks += 1;
-    if (rc < 0) {
+    amoe_status rc;
+    while ((rc = amoe_trace_next(r, &b, &e)) == AMOE_OK) blocks += 1;
+    if (rc != AMOE_END) {
       st.SkipWithError(e.msg);
       break;
     }

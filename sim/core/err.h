@@ -17,7 +17,8 @@ typedef enum {
   AMOE_EIO = 2,     /* the OS refused a read or write */
   AMOE_EFORMAT = 3, /* a file's contents are malformed */
   AMOE_ENOMEM = 4,
-  AMOE_EINTR = 5    /* stopped on request (a signal): nothing was written */
+  AMOE_EINTR = 5,   /* stopped on request (a signal): nothing was written */
+  AMOE_END = 6      /* not an error: a stream of blocks has no more (the readers' *_next) */
 } amoe_status;
 
 typedef struct {

@@ -17,8 +17,8 @@ amoe_status amoe_offline_estimate(amoe_source *src, int nodes, int top_k, amoe_o
   uint8_t seen[AMOE_MAX_EXPERTS];
   amoe_source_want_logits(src, AMOE_LOGITS_NONE); /* ids only */
   amoe_status st = usum && ucnt ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  int rc = 0;
-  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
+  amoe_status rc = AMOE_OK;
+  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == AMOE_OK) {
     if (b.n > cap) {
       free(order);
       cap = b.n;
@@ -49,7 +49,7 @@ amoe_status amoe_offline_estimate(amoe_source *src, int nodes, int top_k, amoe_o
       }
     }
   }
-  if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
+  if (st == AMOE_OK && rc != AMOE_END) st = rc;
   if (st == AMOE_OK && blocks == 0) st = amoe_fail(e, AMOE_EINVAL, "commitment: the calibration workload is empty");
   if (st == AMOE_OK) {
     int n = 0;
@@ -80,8 +80,8 @@ amoe_status amoe_expert_load_estimate(amoe_source *src, int nodes, int top_k, in
   int *order = NULL, cap = 0;
   amoe_source_want_logits(src, AMOE_LOGITS_NONE); /* ids only */
   amoe_status st = amoe_source_rewind(src, e);
-  int rc = 0;
-  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
+  amoe_status rc = AMOE_OK;
+  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == AMOE_OK) {
     if (b.n > cap) {
       free(order);
       cap = b.n;
@@ -96,7 +96,7 @@ amoe_status amoe_expert_load_estimate(amoe_source *src, int nodes, int top_k, in
           if (id[j] < experts) load[(size_t)l * experts + id[j]] += 1;
       }
   }
-  if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
+  if (st == AMOE_OK && rc != AMOE_END) st = rc;
   amoe_source_want_logits(src, AMOE_LOGITS_ALL);
   free(order);
   amoe_block_free(&b);

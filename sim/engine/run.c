@@ -650,15 +650,14 @@ static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, am
   amoe_block_init(&b, s->model.moe_layers, s->model.experts, amoe_source_m(src));
   work w;
   memset(&w, 0, sizeof w);
-  amoe_status st = amoe_source_rewind(src, e);
-  int rc = 0;
+  amoe_status st = amoe_source_rewind(src, e), rc = AMOE_OK;
   int64_t request = -1;
   int prefill_ready = 0;
   uint16_t *prefill = NULL;
   if (st == AMOE_OK && s->workload.prompt_tokens > 0 &&
       !(prefill = malloc((size_t)s->model.moe_layers * s->model.experts * sizeof *prefill)))
     st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == 1) {
+  while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == AMOE_OK) {
     st = work_fit(&w, &b, e); /* (may start the scratch afresh) */
     if ((int64_t)b.request != request) prefill_ready = 0;
     w.prefill = prefill;
@@ -668,9 +667,8 @@ static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, am
       memset(w.ldone, 0, (size_t)b.layers);
     }
     if (st == AMOE_OK && (int64_t)b.request != request && s->workload.prompt_tokens > 0) {
-      const int pr = amoe_source_prefill(src, b.request, s->workload.prompt_tokens, prefill, e);
-      if (pr < 0) st = (amoe_status)-pr;
-      w.prefill_ready = prefill_ready = pr == 1;
+      st = amoe_source_prefill(src, b.request, s->workload.prompt_tokens, prefill, &prefill_ready, e);
+      w.prefill_ready = prefill_ready;
     }
     request = b.request;
     for (int i = 0; i < s->npolicies && st == AMOE_OK; i++)
@@ -678,7 +676,7 @@ static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, am
     if (st == AMOE_OK && h && h->on_progress && !record_only) h->on_progress(h->ctx, b.index + 1);
     if (st == AMOE_OK && h && h->stop && h->stop(h->ctx)) st = amoe_fail(e, AMOE_EINTR, "interrupted");
   }
-  if (st == AMOE_OK && rc < 0) st = (amoe_status)-rc;
+  if (st == AMOE_OK && rc != AMOE_END) st = rc;
   free(prefill);
   work_free(&w);
   amoe_block_free(&b);

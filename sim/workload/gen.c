@@ -585,12 +585,11 @@ void amoe_gen_node_logits_generic(gen_rng4 *r, float *eps, const float *w, const
   layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
 }
 
-int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
-  if (g->committed >= g->p.tokens_per_request) return 0;
+amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
+  if (g->committed >= g->p.tokens_per_request) return AMOE_END;
   int n = build_tree(g, &g->rng);
   tree_index(g, n);
-  amoe_status rs = amoe_block_reserve(b, n, e);
-  if (rs != AMOE_OK) return -(int)rs;
+  AMOE_TRY(amoe_block_reserve(b, n, e));
   b->request = g->request;
   b->step = g->step;
   for (int t = 0; t < n; t++) {
@@ -665,8 +664,7 @@ int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
     for (int i = 0; i < nb; i++) g->req_bias[i] = a * g->req_bias[i] + ca * g->req_scale[i / E] * g->drift[i];
   }
   g->step++;
-  const amoe_status fs = amoe_block_finish(b, AMOE_CHECK_TREE, e);
-  return fs == AMOE_OK ? 1 : -(int)fs;
+  return amoe_block_finish(b, AMOE_CHECK_TREE, e);
 }
 
 void amoe_gen_normals16(gen_rng4 *r, float *out, int n) { normals16(r, out, n); }

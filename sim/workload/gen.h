@@ -97,10 +97,10 @@ amoe_status amoe_gen_open(amoe_gen **g, const amoe_gen_params *p, amoe_err *e);
 void amoe_gen_close(amoe_gen *g);
 /* Starts request r (resets the request's random stream and state). */
 void amoe_gen_begin_request(amoe_gen *g, uint32_t r);
-/* Generates the next block of the current request; returns 0 when the
- * request already has tokens_per_request committed tokens, 1 for a block,
- * or −status on failure (e says what). */
-int amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e);
+/* Generates the next block of the current request: AMOE_OK with a block,
+ * AMOE_END when the request already has tokens_per_request committed
+ * tokens, else the error (e says what). */
+amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e);
 /* The prefill of request r: `tokens` prompt tokens routed as a chain (the
  * decode tokens' locality, the request's bias as it starts), on a stream
  * of their own (the request's blocks do not depend on it). Adds each

@@ -53,12 +53,9 @@ static void fill(amoe_genpool *P, amoe_gen *g, amoe_block *work, slot *s, uint32
       s->blocks = nb;
       s->cap = nc;
     }
-    int rc = amoe_gen_next(g, work, &s->err);
-    if (rc == 0) return;
-    if (rc < 0 || (s->st = amoe_block_stash(&s->blocks[s->n], work, &s->err)) != AMOE_OK) {
-      if (rc < 0) s->st = (amoe_status)-rc;
-      return;
-    }
+    const amoe_status rc = amoe_gen_next(g, work, &s->err);
+    if (rc == AMOE_END) return;
+    if ((s->st = rc) != AMOE_OK || (s->st = amoe_block_stash(&s->blocks[s->n], work, &s->err)) != AMOE_OK) return;
     s->n++;
   }
 }
@@ -138,17 +135,16 @@ amoe_status amoe_genpool_open(amoe_genpool **out, const amoe_gen_params *p, int 
   return AMOE_OK;
 }
 
-int amoe_genpool_next(amoe_genpool *P, amoe_block *b, amoe_err *e) {
+amoe_status amoe_genpool_next(amoe_genpool *P, amoe_block *b, amoe_err *e) {
   pthread_mutex_lock(&P->mu);
   slot *s = &P->slots[P->cur_req % (uint32_t)P->nslots];
   while (!(s->state == 2 && s->request == P->cur_req)) pthread_cond_wait(&P->cv, &P->mu);
   pthread_mutex_unlock(&P->mu);
   if (s->st) { /* the worker's error, as if generated here */
     if (e) *e = s->err;
-    return -(int)s->st;
+    return s->st;
   }
-  amoe_status st = amoe_block_copy(b, &s->blocks[P->cur_block], e);
-  if (st) return -(int)st;
+  AMOE_TRY(amoe_block_copy(b, &s->blocks[P->cur_block], e));
   if (++P->cur_block == s->n) { /* request done: hand the slot back */
     pthread_mutex_lock(&P->mu);
     s->state = 0;
@@ -157,7 +153,7 @@ int amoe_genpool_next(amoe_genpool *P, amoe_block *b, amoe_err *e) {
     pthread_cond_broadcast(&P->cv);
     pthread_mutex_unlock(&P->mu);
   }
-  return 1;
+  return AMOE_OK;
 }
 
 amoe_status amoe_genpool_rewind(amoe_genpool *P, amoe_err *e) {

@@ -99,18 +99,18 @@ amoe_status amoe_blocks_jsonl_open(amoe_jsonl_reader **out, const char *path, in
   return AMOE_OK;
 }
 
-#define LBAD(...) (-(int)amoe_fail(e, AMOE_EFORMAT, __VA_ARGS__))
+#define LBAD(...) amoe_fail(e, AMOE_EFORMAT, __VA_ARGS__)
 
-static int num_array(json_t *a, int n, const char *what, const char *path, long ln, amoe_err *e) {
+static amoe_status num_array(json_t *a, int n, const char *what, const char *path, long ln, amoe_err *e) {
   if (!json_is_array(a) || (int)json_array_size(a) != n)
     return LBAD("%s:%ld: \"%s\" must be an array of %d numbers", path, ln, what, n);
   for (int i = 0; i < n; i++)
     if (!json_is_number(json_array_get(a, (size_t)i)))
       return LBAD("%s:%ld: \"%s\"[%d] is not a number", path, ln, what, i);
-  return 0;
+  return AMOE_OK;
 }
 
-static int parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err *e) {
+static amoe_status parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err *e) {
   const char *P = r->path;
   long ln = r->lineno;
   if (!json_is_object(o)) return LBAD("%s:%ld: a block must be a JSON object", P, ln);
@@ -119,10 +119,10 @@ static int parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err 
     return LBAD("%s:%ld: \"parent\" must be a non-empty array", P, ln);
   int n = (int)json_array_size(par);
   if (n > AMOE_MAX_NODES) return LBAD("%s:%ld: %d nodes (at most %d)", P, ln, n, AMOE_MAX_NODES);
-  if (amoe_block_reserve(b, n, e) != AMOE_OK) return -(int)AMOE_ENOMEM;
+  AMOE_TRY(amoe_block_reserve(b, n, e));
   json_t *lp = json_object_get(o, "logp"), *acc = json_object_get(o, "accepted");
   json_t *sc = json_object_get(o, "score");
-  int rc;
+  amoe_status rc;
   if ((rc = num_array(par, n, "parent", P, ln, e)) || (rc = num_array(lp, n, "logp", P, ln, e)) ||
       (rc = num_array(acc, n, "accepted", P, ln, e)) || (sc && (rc = num_array(sc, n, "score", P, ln, e))))
     return rc;
@@ -147,8 +147,8 @@ static int parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err 
     return LBAD("%s:%ld: \"%s\" must have one entry per MoE layer (%d)", P, ln, lg ? "logits" : "topk",
                 r->layers);
   float *zfull = malloc((size_t)r->experts * sizeof *zfull);
-  if (!zfull) return -(int)AMOE_ENOMEM;
-  int bad = 0;
+  if (!zfull) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  amoe_status bad = AMOE_OK;
   for (int l = 0; l < r->layers && !bad; l++) {
     json_t *lay = json_array_get(arr, (size_t)l);
     if (!json_is_array(lay) || (int)json_array_size(lay) != n) {
@@ -214,23 +214,23 @@ static int parse_block(amoe_jsonl_reader *r, json_t *o, amoe_block *b, amoe_err 
   b->step = json_is_integer(st) ? (uint32_t)json_integer_value(st) : (uint32_t)r->count;
   if (amoe_block_finish(b, AMOE_CHECK_ALL, e) != AMOE_OK) {
     amoe_err_prefix(e, "%s:%ld", P, ln);
-    return -(int)AMOE_EFORMAT;
+    return AMOE_EFORMAT;
   }
   r->count++;
-  return 1;
+  return AMOE_OK;
 }
 
-int amoe_jsonl_next(amoe_jsonl_reader *r, amoe_block *b, amoe_err *e) {
+amoe_status amoe_jsonl_next(amoe_jsonl_reader *r, amoe_block *b, amoe_err *e) {
   if (r->routing) {
     while (r->cur_prob < r->nprob && r->cur_tok >= r->probs[r->cur_prob].tokens) {
       r->cur_prob++;
       r->cur_tok = 0;
       r->cur_step = 0;
     }
-    if (r->cur_prob >= r->nprob) return 0;
+    if (r->cur_prob >= r->nprob) return AMOE_END;
     rproblem *p = &r->probs[r->cur_prob];
     int n = p->tokens - r->cur_tok < r->window ? p->tokens - r->cur_tok : r->window;
-    if (amoe_block_reserve(b, n, e) != AMOE_OK) return -(int)AMOE_ENOMEM;
+    AMOE_TRY(amoe_block_reserve(b, n, e));
     for (int t = 0; t < n; t++) {
       b->parent[t] = t - 1;
       b->logp[t] = 0;
@@ -246,16 +246,16 @@ int amoe_jsonl_next(amoe_jsonl_reader *r, amoe_block *b, amoe_err *e) {
     b->request = (uint32_t)r->cur_prob;
     b->step = (uint32_t)r->cur_step++;
     r->cur_tok += n;
-    return amoe_block_finish(b, AMOE_CHECK_ALL, e) == AMOE_OK ? 1 : -(int)AMOE_EFORMAT;
+    return amoe_block_finish(b, AMOE_CHECK_ALL, e);
   }
-  if (!next_line(r)) return 0;
+  if (!next_line(r)) return AMOE_END;
   json_error_t je;
   json_t *o = json_loads(r->line, 0, &je);
   if (!o) {
     jerr(e, r->path, r->lineno, &je);
-    return -(int)AMOE_EFORMAT;
+    return AMOE_EFORMAT;
   }
-  int rc = parse_block(r, o, b, e);
+  const amoe_status rc = parse_block(r, o, b, e);
   json_decref(o);
   return rc;
 }

@@ -47,7 +47,8 @@ void amoe_routing_token(const amoe_jsonl_reader *r, int problem, int layer, int 
                         const amoe_f16 **logits);
 int amoe_jsonl_m(const amoe_jsonl_reader *r);
 const char *amoe_jsonl_note(const amoe_jsonl_reader *r); /* what was dropped, or "" */
-int amoe_jsonl_next(amoe_jsonl_reader *r, amoe_block *b, amoe_err *e);
+/* AMOE_OK: a block in b; AMOE_END: no more; else the error. */
+amoe_status amoe_jsonl_next(amoe_jsonl_reader *r, amoe_block *b, amoe_err *e);
 amoe_status amoe_jsonl_rewind(amoe_jsonl_reader *r, amoe_err *e);
 void amoe_jsonl_close(amoe_jsonl_reader *r);
 

@@ -279,16 +279,18 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
  * accepted path (root first) takes the routes of the next real tokens, as
  * many as it has; the last block of a problem accepts no more than the
  * tokens left. */
-static int hybrid_next(amoe_source *s, amoe_block *b, amoe_err *e) {
+static amoe_status hybrid_next(amoe_source *s, amoe_block *b, amoe_err *e) {
   while (s->prob < amoe_routing_problems(s->jsonl) && s->tok >= amoe_routing_tokens(s->jsonl, s->prob)) {
     s->prob++;
     s->tok = 0;
     s->step = 0;
   }
-  if (s->prob >= amoe_routing_problems(s->jsonl)) return 0;
+  if (s->prob >= amoe_routing_problems(s->jsonl)) return AMOE_END;
   if (s->step == 0) amoe_gen_begin_request(s->gen, (uint32_t)s->prob);
-  const int grc = amoe_gen_next(s->gen, b, e);
-  if (grc != 1) return grc < 0 ? grc : -(int)AMOE_EFORMAT;
+  const amoe_status grc = amoe_gen_next(s->gen, b, e);
+  if (grc == AMOE_END)
+    return amoe_fail(e, AMOE_EINVAL, "problem %d: the generated request ended before its real tokens did", s->prob);
+  AMOE_TRY(grc);
   const int left = amoe_routing_tokens(s->jsonl, s->prob) - s->tok, k = s->m;
   int q = 0;
   for (int t = 0; t >= 0; q++) { /* down the accepted path */
@@ -312,23 +314,23 @@ static int hybrid_next(amoe_source *s, amoe_block *b, amoe_err *e) {
   b->request = (uint32_t)s->prob;
   b->step = s->step++;
   s->tok += q;
-  return amoe_block_finish(b, AMOE_CHECK_ALL, e) == AMOE_OK ? 1 : -(int)AMOE_EFORMAT;
+  return amoe_block_finish(b, AMOE_CHECK_ALL, e);
 }
 
-int amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
-  if (s->w.blocks > 0 && s->produced >= (uint64_t)s->w.blocks) return 0;
-  if (amoe_interrupt) return -(int)amoe_fail(e, AMOE_EINTR, "interrupted");
-  int rc;
+amoe_status amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
+  if (s->w.blocks > 0 && s->produced >= (uint64_t)s->w.blocks) return AMOE_END;
+  if (amoe_interrupt) return amoe_fail(e, AMOE_EINTR, "interrupted");
+  amoe_status rc;
   if (s->hybrid) {
     if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {
       amoe_block_free(b);
       amoe_block_init(b, s->model.moe_layers, s->model.experts, s->m);
     }
     rc = hybrid_next(s, b, e);
-    if (rc == 1) b->index = s->produced;
+    if (rc == AMOE_OK) b->index = s->produced;
   } else if (s->pool) {
     rc = amoe_genpool_next(s->pool, b, e);
-    if (rc == 1) b->index = s->produced;
+    if (rc == AMOE_OK) b->index = s->produced;
   } else if (s->gen) {
     if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {
       amoe_block_free(b);
@@ -340,11 +342,11 @@ int amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
         s->in_request = 1;
       }
       rc = amoe_gen_next(s->gen, b, e);
-      if (rc != 0) break;
+      if (rc != AMOE_END) break;
       s->in_request = 0;
       s->request++;
     }
-    if (rc == 1) b->index = s->produced; /* (else −status, as the generator said) */
+    if (rc == AMOE_OK) b->index = s->produced;
   } else if (s->trace) {
     rc = amoe_trace_next(s->trace, b, e);
   } else {
@@ -354,7 +356,7 @@ int amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
     }
     rc = amoe_jsonl_next(s->jsonl, b, e);
   }
-  if (rc == 1) s->produced++;
+  if (rc == AMOE_OK) s->produced++;
   return rc;
 }
 
@@ -370,17 +372,19 @@ amoe_status amoe_source_rewind(amoe_source *s, amoe_err *e) {
   return AMOE_OK;
 }
 
-int amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, uint16_t *counts, amoe_err *e) {
-  if (s->kind != AMOE_SRC_SYNTHETIC || tokens <= 0) return 0;
+amoe_status amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, uint16_t *counts, int *made,
+                                amoe_err *e) {
+  *made = 0;
+  if (s->kind != AMOE_SRC_SYNTHETIC || tokens <= 0) return AMOE_OK;
   if (!s->prefill) {
     amoe_gen_params p = s->gp;
     p.accept_scale = amoe_source_accept_scale(s); /* (no calibration: prefills draw no tree) */
     if (!(p.accept_scale > 0)) p.accept_scale = 1;
-    const amoe_status st = amoe_gen_open(&s->prefill, &p, e);
-    if (st != AMOE_OK) return -(int)st;
+    AMOE_TRY(amoe_gen_open(&s->prefill, &p, e));
   }
-  const amoe_status st = amoe_gen_prefill(s->prefill, request, tokens, counts, e);
-  return st == AMOE_OK ? 1 : -(int)st;
+  AMOE_TRY(amoe_gen_prefill(s->prefill, request, tokens, counts, e));
+  *made = 1;
+  return AMOE_OK;
 }
 
 void amoe_source_close(amoe_source *s) {

@@ -15,8 +15,8 @@ typedef struct amoe_source amoe_source;
  * experts, top_k) must match the file. */
 amoe_status amoe_source_open(amoe_source **s, const amoe_workload_spec *w, const amoe_model *m,
                              amoe_err *e);
-/* 1: a block in b, 0: end, negative: -amoe_status. */
-int amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e);
+/* AMOE_OK: a block in b; AMOE_END: no more; else the error. */
+amoe_status amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e);
 amoe_status amoe_source_rewind(amoe_source *s, amoe_err *e);
 void amoe_source_close(amoe_source *s);
 /* Provenance (JSON text) and the stored logits per node-layer. */
@@ -28,10 +28,11 @@ void amoe_source_want_logits(amoe_source *s, amoe_logits want);
 /* For synthetic sources, the acceptance scale found by calibration (else 0). */
 double amoe_source_accept_scale(const amoe_source *s);
 /* The prefill of `request`: each prompt token's natural top-k added to
- * counts[layer][expert] (zeroed first). 1 when the source made it (the
- * generator), 0 when it has none (traces and captures carry no prompt),
- * −status on failure. */
-int amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, uint16_t *counts, amoe_err *e);
+ * counts[layer][expert] (zeroed first). *made: 1 when the source made it
+ * (the generator), 0 when it has none (traces and captures carry no
+ * prompt). */
+amoe_status amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, uint16_t *counts, int *made,
+                                amoe_err *e);
 
 /* Reads a per-step accept-length file: Spec-Bench answers (JSONL with
  * choices[0].accept_lengths) or plain whitespace-separated integers. */

@@ -435,15 +435,15 @@ static AMOE_CLONES unsigned widen_ids(const uint8_t *restrict src, uint16_t *res
   return over;
 }
 
-int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
+amoe_status amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   uint64_t at = r->pos, bi = r->next_index;
   if (bi == r->info.blocks) {
     if (at != r->table_offset)
-      return -amoe_fail(e, AMOE_EFORMAT, "%s: byte offset %llu: data after the last block (%llu)", r->path,
+      return amoe_fail(e, AMOE_EFORMAT, "%s: byte offset %llu: data after the last block (%llu)", r->path,
                         (unsigned long long)at, (unsigned long long)bi);
-    return 0;
+    return AMOE_END;
   }
-#define BAD(...) (-(int)amoe_fail(e, AMOE_EFORMAT, __VA_ARGS__))
+#define BAD(...) amoe_fail(e, AMOE_EFORMAT, __VA_ARGS__)
   const int fd = fileno(r->f);
   const size_t bh = r->blk_hdr;
   unsigned char h[BLK_HDR];
@@ -473,7 +473,7 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
                r->path, (unsigned long long)bi, (unsigned long long)(at + bh));
   if (pb > r->buf_cap) {
     unsigned char *nb = realloc(r->buf, pb);
-    if (!nb) return -(int)amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    if (!nb) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
     r->buf = nb;
     r->buf_cap = pb;
   }
@@ -500,13 +500,13 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
                (unsigned long long)bi, (unsigned long long)(at + bh), (unsigned long long)idx);
   if (n > r->depth_cap) {
     uint8_t *nd = realloc(r->depth, n);
-    if (!nd) return -(int)amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    if (!nd) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
     r->depth = nd;
     r->depth_cap = n;
   }
   if (idb == 1 && lnm > r->ids_cap) {
     uint16_t *ni = realloc(r->ids, lnm * 2);
-    if (!ni) return -(int)amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    if (!ni) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
     r->ids = ni;
     r->ids_cap = lnm;
   }
@@ -536,7 +536,7 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   else if (r->version >= 4 && want == AMOE_LOGITS_ALL && k < m) { /* put each node-layer's two parts together */
     if (lnm > r->full_cap) {
       amoe_f16 *nf = realloc(r->full, lnm * 2);
-      if (!nf) return -(int)amoe_fail(e, AMOE_ENOMEM, "out of memory");
+      if (!nf) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
       r->full = nf;
       r->full_cap = lnm;
     }
@@ -574,8 +574,8 @@ int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   if (st != AMOE_OK) {
     amoe_err_prefix(e, "%s: block %llu at byte offset %llu", r->path, (unsigned long long)bi,
                     (unsigned long long)at);
-    return -(int)st;
+    return st;
   }
-  return 1;
+  return AMOE_OK;
 #undef BAD
 }

@@ -56,9 +56,9 @@ void amoe_trace_abort(amoe_trace_writer *w);                    /* removes the t
 
 amoe_status amoe_trace_open(amoe_trace_reader **r, const char *path, amoe_err *e);
 const amoe_trace_info *amoe_trace_info_of(const amoe_trace_reader *r);
-/* 1: a block, 0: end, or a negative amoe_status. b's arrays point into the
- * reader's buffer until the next call. */
-int amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e);
+/* AMOE_OK: a block in b, AMOE_END: no more, else the error. b's arrays
+ * point into the reader's buffer until the next call. */
+amoe_status amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e);
 amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e);
 /* Which logits blocks carry (default AMOE_LOGITS_ALL; block.h). NONE:
  * b->logits is NULL. TOP, from a version-4 trace: each node-layer's top-k,

@@ -61,7 +61,7 @@ static void read_source(int kind) {
   if (amoe_source_open(&src, &s.workload, &s.model, &e) != AMOE_OK) return;
   amoe_block b;
   amoe_block_init(&b, 2, 8, amoe_source_m(src));
-  for (int i = 0; i < 10000 && amoe_source_next(src, &b, &e) == 1; i++) {
+  for (int i = 0; i < 10000 && amoe_source_next(src, &b, &e) == AMOE_OK; i++) {
   }
   amoe_block_free(&b);
   amoe_source_close(src);
