@@ -20,7 +20,7 @@ typedef struct {
   amoe_cache *cache;
   amoe_reqlog *log; /* pass 1 of a Belady run records here */
   amoe_row_result *res;
-  uint32_t *popularity; /* [layer][E] requests so far, for a draft that reads it (ecospec's predictor), else NULL */
+  void *draft_state;    /* what the draft keeps across blocks (amoe_draft_def.state_bytes), else NULL */
   int64_t request;      /* the current block's request (offload.reset: request) */
   uint8_t *prev_x;      /* [layer][E] the previous pass's executed sets (executed_overlap) */
   const amoe_layout *layout; /* several GPUs: where the experts are, else NULL */
@@ -253,7 +253,7 @@ AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_offline *o
 
 /* Stage execute: X (from the counts when counted), the experts' part of
  * the MoE time (§9: per expert from its tokens when by_count, else its
- * bytes; the fixed part per wave comes with the cost stage), the popularity
+ * bytes; the fixed part per wave comes with the cost stage), what the draft
  * ecospec's predictor reads. */
 AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, int E, work *w, int counted,
                                  int by_count, layer_sums *ls) {
@@ -288,8 +288,7 @@ AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, i
     ls->t_moe += ls->nx * ec.mem_s;
   }
   ls->shared = shared;
-  if (rs->popularity)
-    for (int x = 0; x < E; x++) rs->popularity[(size_t)l * E + x] += X[x];
+  if (rs->draft_state) rs->draft->observe(rs->draft_state, l, X, E);
 }
 
 /* Belady's and MIN's first run: the layer's requests into the row's log
@@ -544,7 +543,7 @@ static int block_draft(const amoe_spec *s, const amoe_offline *offline, row_stat
   const uint8_t *res_layers[AMOE_MAX_LAYERS];
   if (rs->cache)
     for (int l = 0; l < b->layers; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
-  amoe_dctx dc = {b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL, rs->popularity,
+  amoe_dctx dc = {b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL, rs->draft_state,
                   w->dscratch, rs->predicted, rs->layout};
   rs->predicted[0] = rs->predicted[1] = 0;
   return rs->draft->choose(&dc, w->nodes);
@@ -722,9 +721,10 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     rs[i].ver = &amoe_verifier_table[s->policies[i].verifier];
     rs[i].draft = &amoe_draft_table[s->policies[i].draft];
     rs[i].res = &rows[i];
-    if (rs[i].draft->reads_popularity) rs[i].popularity = calloc((size_t)L * E, sizeof *rs[i].popularity);
+    const size_t dsb = rs[i].draft->state_bytes ? rs[i].draft->state_bytes(L, E) : 0;
+    if (dsb) rs[i].draft_state = calloc(1, dsb);
     rs[i].prev_x = calloc((size_t)L * E, 1);
-    if ((rs[i].draft->reads_popularity && !rs[i].popularity) || !rs[i].prev_x)
+    if ((dsb && !rs[i].draft_state) || !rs[i].prev_x)
       st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
   /* Read what the rows need of the logits; routes handed to a backend
@@ -746,7 +746,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     if (h) stop_only.ctx = h->ctx, stop_only.stop = h->stop;
     if (st == AMOE_OK) st = run_sweep(s, offline, src, rs, &stop_only, 1, e);
     for (int i = 0; i < P; i++) /* pass 2 starts from no history */
-      if (rs[i].popularity) memset(rs[i].popularity, 0, (size_t)L * E * sizeof *rs[i].popularity);
+      if (rs[i].draft_state) memset(rs[i].draft_state, 0, rs[i].draft->state_bytes(L, E));
     for (int i = 0; i < P && st == AMOE_OK; i++) {
       amoe_cache_free(rs[i].cache);
       rs[i].cache = NULL;
@@ -768,7 +768,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
   for (int i = 0; i < P; i++) {
     amoe_cache_free(rs[i].cache);
     amoe_reqlog_free(logs[i]);
-    free(rs[i].popularity);
+    free(rs[i].draft_state);
     free(rs[i].prev_x);
   }
   amoe_layout_free(layout);

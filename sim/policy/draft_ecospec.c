@@ -31,6 +31,15 @@ static int pop_cmp(const void *a, const void *b) {
   return (x->id > y->id) - (x->id < y->id);
 }
 
+/* The state: [layer][E] how often this row has executed each expert so
+ * far (the predictor's popularity). */
+size_t amoe_draft_ecospec_state_bytes(int layers, int experts) { return (size_t)layers * experts * sizeof(uint32_t); }
+
+void amoe_draft_ecospec_observe(void *state, int layer, const uint8_t *X, int experts) {
+  uint32_t *pop = (uint32_t *)state + (size_t)layer * experts;
+  for (int x = 0; x < experts; x++) pop[x] += X[x];
+}
+
 int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
   const amoe_block *b = c->b;
   const amoe_spec *s = c->spec;
@@ -50,7 +59,8 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
   /* popularity ranking per layer (requests so far; ties: lower id) */
   pop_pair pp[AMOE_MAX_EXPERTS];
   for (int l = 0; l < L; l++) {
-    for (int x = 0; x < E; x++) pp[x] = (pop_pair){c->popularity ? c->popularity[(size_t)l * E + x] : 0, x};
+    const uint32_t *pop = c->state ? (const uint32_t *)c->state + (size_t)l * E : NULL;
+    for (int x = 0; x < E; x++) pp[x] = (pop_pair){pop ? pop[x] : 0, x};
     qsort(pp, (size_t)E, sizeof *pp, pop_cmp);
     for (int x = 0; x < E; x++) rank[(size_t)l * E + x] = (uint16_t)pp[x].id;
   }

@@ -50,7 +50,8 @@ amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
      .params = {{.key = "lambda", .tag = "lambda", .def = 0.5, .min = 0, .max = 1e6, .shown_if_default = 1},
                 {.key = "predictor_accuracy", .tag = "acc", .def = 0.8, .min = 0, .max = 1, .shown_if_default = 1}},
      .choose = amoe_draft_ecospec,
-     .reads_popularity = 1,
+     .state_bytes = amoe_draft_ecospec_state_bytes,
+     .observe = amoe_draft_ecospec_observe,
      .description = "EcoSpec: greedy nodes by accept likelihood against the cost of new experts (on several GPUs, "
                     "what they add to the busiest group); lossless"},
     {.name = "evict", .choose = amoe_draft_evict, .reads_union_table = 1,

@@ -69,7 +69,7 @@ typedef struct {
   const struct amoe_offline *offline; /* p̂ and the union-vs-n table, or NULL */
   int nodes;                 /* node budget (tree.nodes) */
   const uint8_t *const *resident; /* per layer E flags, or NULL when resident */
-  const uint32_t *popularity; /* [layer][E] requests so far by this row, or NULL */
+  const void *state;         /* what the row's draft keeps across blocks (state_bytes), or NULL */
   void *scratch;             /* workspace of amoe_draft_scratch_bytes */
   /* a draft that predicts may leave its predicted committed tokens and
    * pass time in predicted[0..1] (NULL: nobody asks); the run reports them
@@ -89,9 +89,13 @@ typedef struct {
   int one_token_per_pass;
   /* 1: reads the calibration workload's union-vs-n table */
   int reads_union_table;
-  /* 1: reads how often this row has executed each expert so far
-   * (amoe_dctx.popularity; NULL for the other rows) */
-  int reads_popularity;
+  /* A draft that learns across blocks (ecospec: how often its row executed
+   * each expert) keeps state_bytes(layers, experts) bytes, which the run
+   * loop allocates zeroed per row (and zeroes again before each sweep over
+   * the blocks), hands to observe() with every executed layer X and to
+   * choose() as amoe_dctx.state. NULL: no state. */
+  size_t (*state_bytes)(int layers, int experts);
+  void (*observe)(void *state, int layer, const uint8_t *X, int experts);
   /* 1: each verified node after the root was drafted by one forward of the
    * target's MTP module (a decoder layer and the head), not by a draft head */
   int mtp;
@@ -185,6 +189,8 @@ int amoe_draft_mtp(const amoe_dctx *c, int *out);
 void amoe_acceptmoe_utilities(const amoe_vctx *c, double beta, double *u);
 void amoe_acceptmoe_utilities_generic(const amoe_vctx *c, double beta, double *u);
 int amoe_draft_ecospec(const amoe_dctx *c, int *out);
+size_t amoe_draft_ecospec_state_bytes(int layers, int experts);
+void amoe_draft_ecospec_observe(void *state, int layer, const uint8_t *X, int experts);
 int amoe_draft_evict(const amoe_dctx *c, int *out);
 /* evict's predicted time of a pass over the first n nodes of the EAGLE
  * order reaching depth maxd (the shared cost function, §9). */
