@@ -263,46 +263,19 @@ void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, in
   amoe_top_by_value_generic(value, cand, experts, count, S);
 }
 
-/* Quickselect with a median-of-three pivot and a branch-free partition
- * (which side a key falls is a coin flip to the predictor) on the unique
- * (value, id) keys, so the set is exact. */
+static int key_descending(const void *a, const void *b) {
+  const vkey x = *(const vkey *)a, y = *(const vkey *)b;
+  return (x < y) - (x > y);
+}
+
+/* Plainly: every candidate's unique (value, id) key, sorted, the first
+ * `count` kept. */
 void amoe_top_by_value_generic(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S) {
   if (count <= 0) return;
-  vkey k[AMOE_MAX_EXPERTS], tmp[AMOE_MAX_EXPERTS];
+  vkey k[AMOE_MAX_EXPERTS];
   int n = 0;
-  for (int e = 0; e < experts; e++) {
-    k[n] = value_key(value[e], e);
-    n += !cand || cand[e];
-  }
-  int lo = 0, hi = n; /* the best `count` lie in k[0..count) once done */
-  while (count < n && hi - lo > 1) {
-    const vkey a = k[lo], c = k[lo + ((hi - lo) >> 1)], d = k[hi - 1];
-    const vkey piv = a > c ? (c > d ? c : (a > d ? d : a)) : (a > d ? a : (c > d ? d : c));
-    int nb = 0, na = 0; /* keys above the pivot to tmp, the rest compacted in place */
-    for (int i = lo; i < hi; i++) {
-      const vkey v = k[i];
-      const int big = v > piv;
-      tmp[nb] = v;
-      nb += big;
-      k[lo + na] = v;
-      na += !big;
-    }
-    memmove(k + lo + nb, k + lo, (size_t)na * sizeof *k);
-    memcpy(k + lo, tmp, (size_t)nb * sizeof *k);
-    const int cut = lo + nb; /* k[lo..cut) > piv >= k[cut..hi) */
-    if (cut == count) break;
-    if (cut > count)
-      hi = cut;
-    else if (cut == lo) { /* the pivot is the largest here: put it first */
-      for (int i = lo + 1; i < hi; i++)
-        if (k[i] == piv) {
-          k[i] = k[lo];
-          k[lo] = piv;
-        }
-      lo++;
-    } else
-      lo = cut;
-  }
-  const int m = count < n ? count : n;
-  for (int i = 0; i < m; i++) S[0xffff - (int)(uint16_t)k[i]] = 1;
+  for (int e = 0; e < experts; e++)
+    if (!cand || cand[e]) k[n++] = value_key(value[e], e);
+  qsort(k, (size_t)n, sizeof *k, key_descending);
+  for (int i = 0; i < count && i < n; i++) S[0xffff - (int)(uint16_t)k[i]] = 1;
 }
