@@ -135,6 +135,45 @@ static void test_set_full_versions(void) {
   CHECK(same, "the vector top-m differs from the portable one");
 }
 
+/* amoe_block_stash (non-temporal stores on x86) against amoe_block_copy
+ * (memcpy), its plain twin: the same block, field for field, for sizes
+ * around the vector width. */
+static void test_stash(void) {
+  amoe_rng r;
+  amoe_rng_seed(&r, 14, 0, 0);
+  int same = 1;
+  for (int n = 1; n <= 40; n += 3) {
+    amoe_block a, s, c;
+    amoe_err e;
+    amoe_block_init(&a, 3, 64, 17);
+    amoe_block_init(&s, 1, 2, 1); /* (other shapes: the copy re-initialises) */
+    amoe_block_init(&c, 1, 2, 1);
+    CHECK(amoe_block_reserve(&a, n, &e) == AMOE_OK, "%s", e.msg);
+    float z[64];
+    for (int t = 0; t < n; t++) {
+      a.parent[t] = t - 1;
+      a.logp[t] = a.score[t] = (float)-t;
+      a.accepted[t] = t < 2;
+      for (int l = 0; l < 3; l++) {
+        for (int x = 0; x < 64; x++) z[x] = (float)amoe_rng_normal(&r);
+        amoe_block_set_full(&a, l, t, z);
+      }
+    }
+    CHECK(amoe_block_finish(&a, AMOE_CHECK_ALL, &e) == AMOE_OK, "%s", e.msg);
+    a.index = (uint64_t)n;
+    CHECK(amoe_block_stash(&s, &a, &e) == AMOE_OK && amoe_block_copy(&c, &a, &e) == AMOE_OK, "%s", e.msg);
+    const size_t cells = (size_t)3 * n * 17;
+    same &= s.n == c.n && s.index == c.index && !memcmp(s.ids, c.ids, cells * 2) &&
+            !memcmp(s.logits, c.logits, cells * 2) && !memcmp(s.parent, c.parent, (size_t)n * 4) &&
+            !memcmp(s.score, c.score, (size_t)n * 4) && !memcmp(s.depth, c.depth, (size_t)n) &&
+            !memcmp(s.ids, a.ids, cells * 2);
+    amoe_block_free(&a);
+    amoe_block_free(&s);
+    amoe_block_free(&c);
+  }
+  CHECK(same, "amoe_block_stash differs from amoe_block_copy");
+}
+
 /* Each kind of bad pair is found and named. */
 static void test_pair_checks(void) {
   amoe_block b;
@@ -203,5 +242,6 @@ int main(void) {
   test_set_full();
   test_set_full_versions();
   test_pair_checks();
+  test_stash();
   return check_done();
 }
