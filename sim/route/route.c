@@ -51,7 +51,7 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
   return c + amoe_route_unstored(b, l, t, sbits, k - c, out + c);
 }
 
-void amoe_route_natural_generic(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt) {
+void amoe_route_natural(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt) {
   for (int i = 0; i < nn; i++) {
     const uint16_t *id = amoe_block_ids(b, l, nodes[i]);
     for (int j = 0; j < k; j++) {
@@ -59,28 +59,6 @@ void amoe_route_natural_generic(const amoe_block *b, int l, int k, const int *no
       else cnt[id[j]]++;
     }
   }
-}
-
-void amoe_route_natural(const amoe_block *b, int l, int k, const int *restrict nodes, int nn, uint8_t *restrict U,
-                        int *restrict cnt) {
-  if (k != 8) {
-    amoe_route_natural_generic(b, l, k, nodes, nn, U, cnt);
-    return;
-  }
-  /* top-8 (every shipped many-expert preset): eight fixed statements per
-   * node, no test of U inside (route.h) */
-  const uint16_t *ids = amoe_block_ids(b, l, 0); /* (a byte store may alias *b: read it once) */
-  const size_t m = (size_t)b->m;
-  if (U)
-    for (int i = 0; i < nn; i++) {
-      const uint16_t *id = ids + (size_t)nodes[i] * m;
-      for (int j = 0; j < 8; j++) U[id[j]] = 1;
-    }
-  else
-    for (int i = 0; i < nn; i++) {
-      const uint16_t *id = ids + (size_t)nodes[i] * m;
-      for (int j = 0; j < 8; j++) cnt[id[j]]++;
-    }
 }
 
 int amoe_route_union_add(const amoe_block *b, int l, int k, int t, uint8_t *U) {

@@ -20,9 +20,6 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
  * top-k entries marked in U (zeroed by the caller), or, with U NULL,
  * counted in cnt. */
 void amoe_route_natural(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt);
-/* The same in plain loops, for any k: the reference tests compare the top-8
- * path of amoe_route_natural with. */
-void amoe_route_natural_generic(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt);
 /* The natural union grown by node t at layer l: its top-k entries marked in
  * U; returns how many were not there yet. (Union sizes for inspect and the
  * commitment table's union-vs-n curve.) */
