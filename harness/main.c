@@ -349,10 +349,11 @@ static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_offline *
   if (s->commitment.mode == AMOE_COMMIT_TABLE) {
     memcpy(offline->p, s->commitment.table, sizeof(double) * (size_t)s->commitment.table_n);
     offline->n = s->commitment.table_n;
+    memcpy(offline->mass, s->commitment.mass, sizeof(double) * (size_t)s->commitment.mass_n);
     snprintf(how, hn, "table in the spec");
   } else if (s->commitment.mode == AMOE_COMMIT_FILE) {
     amoe_diag d = {0};
-    int ok = amoe_commitment_file_load(s->commitment.file, offline->p, &offline->n, &d) == AMOE_OK;
+    int ok = amoe_commitment_file_load(s->commitment.file, offline->p, &offline->n, offline->mass, &d) == AMOE_OK;
     amoe_status st = ok ? AMOE_OK : amoe_fail(e, AMOE_EINVAL, "%s", d.n ? d.msgs[0] : "bad commitment file");
     amoe_diag_free(&d);
     snprintf(how, hn, "file %s", s->commitment.file);
@@ -376,6 +377,16 @@ static amoe_status offline_tables(const amoe_spec *s, int quiet, amoe_offline *o
     return AMOE_OK;
   }
   AMOE_TRY(commitment_for(s, unions, offline, how, hn, e));
+  for (int i = 0; i < s->npolicies; i++) { /* a verifier that weighs nodes by their draft mass needs m̄_d */
+    const amoe_verifier_def *v = &amoe_verifier_table[s->policies[i].verifier];
+    for (int d = 1; v->reads_mass && d < offline->n; d++)
+      if (offline->p[d] > 0 && !(offline->mass[d] > 0))
+        return amoe_fail(e, AMOE_EINVAL,
+                         "verifier %s needs the draft mass per depth (m_d) beside p_d, and the commitment %s has "
+                         "none at depth %d: calibrate it (commitment: {calibrate: ...}), or give commitment.mass "
+                         "beside commitment.table (acceptmoe calibrate writes both)",
+                         v->name, how, d);
+  }
   if (!quiet && strstr(how, "trace itself")) fprintf(stderr, "acceptmoe: warning: p_d %s\n", how);
   return AMOE_OK;
 }
@@ -766,6 +777,10 @@ static int cmd_calibrate(int argc, char **argv) {
         fprintf(f, "# model %s, %s, eagle tree of %d nodes\n", s->model.name, how, s->workload.nodes);
         fprintf(f, "table: [");
         for (int d = 0; d < offline.n; d++) fprintf(f, "%s%.6f", d ? ", " : "", offline.p[d]);
+        fprintf(f, "]\n");
+        fprintf(f, "# draft mass m_d: mean over blocks of exp(score) summed over the verified nodes at depth d\n");
+        fprintf(f, "mass: [");
+        for (int d = 0; d < offline.n; d++) fprintf(f, "%s%.6f", d ? ", " : "", offline.mass[d]);
         fprintf(f, "]\n");
         if (o.out) st = amoe_afile_commit(&a, &e);
       }

@@ -660,6 +660,33 @@ static void parse_policies(ydoc *y, yaml_node_t *seq, amoe_spec *s) {
 
 /* ------------------------------------------------------------ walking */
 
+/* A list of numbers in [lo, hi] at commitment.`key` into out (at most
+ * AMOE_MAX_DEPTH); returns the count. */
+static int parse_depths(ydoc *y, yaml_node_t *v, const char *key, double lo, double hi, double *out) {
+  char w[AMOE_PATH_MAX + 64];
+  int n = 0;
+  at(y, v, w, sizeof w);
+  if (v->type != YAML_SEQUENCE_NODE) {
+    amoe_diag_add(y->d, "%s: commitment.%s must be a list of numbers, one per depth", w, key);
+    return 0;
+  }
+  for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+    yaml_node_t *x = yaml_document_get_node(&y->doc, *it);
+    at(y, x, w, sizeof w);
+    char *end;
+    double val = x->type == YAML_SCALAR_NODE ? strtod(scalar(x), &end) : NAN;
+    if (x->type != YAML_SCALAR_NODE || *end || !(val >= lo && val <= hi)) {
+      amoe_diag_add(y->d, "%s: commitment.%s entries must be numbers in [%g, %g]", w, key, lo, hi);
+    } else if (n == AMOE_MAX_DEPTH) {
+      amoe_diag_add(y->d, "%s: commitment.%s has more than %d entries", w, key, AMOE_MAX_DEPTH);
+      break;
+    } else {
+      out[n++] = val;
+    }
+  }
+  return n;
+}
+
 static void parse_commitment(ydoc *y, yaml_node_t *n, amoe_spec *s) {
   char w[AMOE_PATH_MAX + 64];
   if (!expect_node(y, n, YAML_MAPPING_NODE, "commitment must be {calibrate: {...}}, {table: [...]} or {file: F}"))
@@ -670,25 +697,9 @@ static void parse_commitment(ydoc *y, yaml_node_t *n, amoe_spec *s) {
     at(y, v, w, sizeof w);
     if (!strcmp(key, "table")) {
       s->commitment.mode = AMOE_COMMIT_TABLE;
-      s->commitment.table_n = 0;
-      if (v->type != YAML_SEQUENCE_NODE) {
-        amoe_diag_add(y->d, "%s: commitment.table must be a list of probabilities", w);
-        continue;
-      }
-      for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-        yaml_node_t *x = yaml_document_get_node(&y->doc, *it);
-        at(y, x, w, sizeof w);
-        char *end;
-        double val = x->type == YAML_SCALAR_NODE ? strtod(scalar(x), &end) : NAN;
-        if (x->type != YAML_SCALAR_NODE || *end || !(val >= 0 && val <= 1)) {
-          amoe_diag_add(y->d, "%s: commitment.table entries must be numbers in [0, 1]", w);
-        } else if (s->commitment.table_n == AMOE_MAX_DEPTH) {
-          amoe_diag_add(y->d, "%s: commitment.table has more than %d entries", w, AMOE_MAX_DEPTH);
-          break;
-        } else {
-          s->commitment.table[s->commitment.table_n++] = val;
-        }
-      }
+      s->commitment.table_n = parse_depths(y, v, "table", 0, 1, s->commitment.table);
+    } else if (!strcmp(key, "mass")) { /* m̄_d, beside a table (acceptmoe calibrate writes both) */
+      s->commitment.mass_n = parse_depths(y, v, "mass", 0, AMOE_MAX_NODES, s->commitment.mass);
     } else if (!strcmp(key, "file")) {
       s->commitment.mode = AMOE_COMMIT_FILE;
       if (v->type == YAML_SCALAR_NODE)
@@ -702,8 +713,12 @@ static void parse_commitment(ydoc *y, yaml_node_t *n, amoe_spec *s) {
         amoe_diag_add(y->d, "%s: commitment.calibrate must be {blocks: N, seed: S}", w);
     } else {
       at(y, k, w, sizeof w);
-      amoe_diag_add(y->d, "%s: unknown key 'commitment.%s' (calibrate, table, file)", w, key);
+      amoe_diag_add(y->d, "%s: unknown key 'commitment.%s' (calibrate, table, mass, file)", w, key);
     }
+  }
+  if (s->commitment.mass_n && s->commitment.mode != AMOE_COMMIT_TABLE) {
+    at(y, n, w, sizeof w);
+    amoe_diag_add(y->d, "%s: commitment.mass goes beside commitment.table", w);
   }
 }
 
@@ -1133,6 +1148,11 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
         fputs("commitment:\n  table: [", f);
         for (int j = 0; j < s->commitment.table_n; j++) fprintf(f, "%s%.17g", j ? ", " : "", s->commitment.table[j]);
         fputs("]\n", f);
+        if (s->commitment.mass_n) {
+          fputs("  mass: [", f);
+          for (int j = 0; j < s->commitment.mass_n; j++) fprintf(f, "%s%.17g", j ? ", " : "", s->commitment.mass[j]);
+          fputs("]\n", f);
+        }
       } else if (s->commitment.mode == AMOE_COMMIT_FILE) {
         fputs("commitment:\n  file: ", f);
         yaml_str(f, s->commitment.file);
@@ -1205,7 +1225,7 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
   }
 }
 
-static int commitment_file_load(const char *path, double *p, int *n, amoe_diag *d) {
+static int commitment_file_load(const char *path, double *p, int *n, double *mass, amoe_diag *d) {
   ydoc y;
   int before = d->n;
   if (!load_file(&y, path, d)) return 0;
@@ -1222,6 +1242,8 @@ static int commitment_file_load(const char *path, double *p, int *n, amoe_diag *
   if (d->n != before) return 0;
   memcpy(p, tmp.commitment.table, sizeof(double) * (size_t)tmp.commitment.table_n);
   *n = tmp.commitment.table_n;
+  memset(mass, 0, sizeof(double) * AMOE_MAX_DEPTH);
+  memcpy(mass, tmp.commitment.mass, sizeof(double) * (size_t)tmp.commitment.mass_n);
   return 1;
 }
 
@@ -1247,6 +1269,6 @@ amoe_status amoe_experiment_point(const amoe_experiment *x, int idx, amoe_spec *
   return experiment_point(x, idx, out, d) ? AMOE_OK : AMOE_EINVAL;
 }
 
-amoe_status amoe_commitment_file_load(const char *path, double *p, int *n, amoe_diag *d) {
-  return commitment_file_load(path, p, n, d) ? AMOE_OK : AMOE_EINVAL;
+amoe_status amoe_commitment_file_load(const char *path, double *p, int *n, double *mass, amoe_diag *d) {
+  return commitment_file_load(path, p, n, mass, d) ? AMOE_OK : AMOE_EINVAL;
 }

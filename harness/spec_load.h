@@ -63,6 +63,8 @@ amoe_status amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d);
 
 
 
-/* Reads a commitment file written by `acceptmoe calibrate` ({table: [...]}). */
-amoe_status amoe_commitment_file_load(const char *path, double *p, int *n, amoe_diag *d);
+/* Reads a commitment file written by `acceptmoe calibrate` ({table: [...],
+ * mass: [...]}): p̂ into p[0..n), m̄ into mass (AMOE_MAX_DEPTH entries, 0
+ * where the file has none). */
+amoe_status amoe_commitment_file_load(const char *path, double *p, int *n, double *mass, amoe_diag *d);
 #endif

@@ -519,6 +519,14 @@ if "$A" run "$T/mg.yaml" "${mg[@]}" --out "$T/mg" >/dev/null 2>&1 &&
 else bad "marginal rows, or the oracle under MIN as a bound of natural: $(head -c 300 "$T/mg/summary.csv")"; fi
 printf 'name: x\nmodel: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: 10}\npolicies:\n  - {verifier: marginal, share: 0}\n' >"$T/share0.yaml"
 expect 2 "share0.yaml:6:33: share = 0 is out of range 1e-06..1" -- "$A" run "$T/share0.yaml" --out "$T/share0"
+# marginal reads m̄_d beside p̂: calibrate writes both; a table without mass is refused, naming the fix
+"$A" calibrate "$T/mg.yaml" -o "$T/cal.yaml" >/dev/null 2>&1
+sed -e "s|^commitment:.*|commitment: {file: $T/cal.yaml}|" -e 's|^sweep:.*||' "$T/mg.yaml" >"$T/mgf.yaml"
+sed -e 's|^commitment:.*|commitment: {table: [1, 0.8, 0.5]}|' "$T/mgf.yaml" >"$T/mgt.yaml"
+if grep -q '^mass: \[1.000000, 0\.[0-9]' "$T/cal.yaml" && "$A" run "$T/mgf.yaml" --quiet --out "$T/mgf" >/dev/null 2>&1 &&
+   [ -s "$T/mgf/summary.csv" ]; then ok; else bad "calibrate writes no mass, or a file with it does not run marginal"; fi
+expect 2 "verifier marginal needs the draft mass per depth .*commitment.mass beside commitment.table" -- \
+  "$A" run "$T/mgt.yaml" --out "$T/mgt"
 
 # real data, when the shared folder is there
 if [ -f "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" ]; then

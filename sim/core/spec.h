@@ -71,6 +71,8 @@ typedef struct {
     uint64_t seed;
     double table[AMOE_MAX_DEPTH];
     int table_n;
+    double mass[AMOE_MAX_DEPTH]; /* m̄_d beside a table (0 entries: not given) */
+    int mass_n;
     char file[AMOE_PATH_MAX];
   } commitment;
   struct {

@@ -32,7 +32,7 @@ amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE] = {
     {.name = "oracle", .logits = AMOE_LOGITS_TOP, .select = amoe_verifier_oracle,
      .description = "the accepted path's experts only: with offload.policy min, a bound on every lossless "
                     "verifier of the same draft (lossy rows can beat it); not a policy"},
-    {.name = "marginal", .params = {BETA, SHARE}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
+    {.name = "marginal", .params = {BETA, SHARE}, .reads_commitment = 1, .reads_mass = 1, .logits = AMOE_LOGITS_TOP,
      .select = amoe_verifier_marginal,
      .description = "AcceptMoE's expected displacement (times share) spent on the experts of least reach-weighted "
                     "router mass per second of the cost function (fetch, busiest GPU); beyond both papers"},

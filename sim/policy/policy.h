@@ -54,6 +54,7 @@ typedef struct {
   const char *name;
   amoe_param_def params[AMOE_MAX_PARAMS]; /* read as row->vparam[i]; unused slots have key NULL */
   int reads_commitment;      /* 1: reads the commitment table p̂ (calibrated before the run) */
+  int reads_mass;            /* 1: also the draft mass m̄_d beside p̂ (a table without it is refused) */
   int all_experts;           /* 1: S is every expert: the pass routes naturally, nothing is displaced */
   amoe_logits logits;        /* what of the logits the run loop reads for it (block.h) */
   /* Fills S (E flags). */

@@ -104,9 +104,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   case FMT_ROUTING: read_source(AMOE_SRC_ROUTING_JSONL); break;
   case FMT_SAFETENSORS: read_source(AMOE_SRC_ROUTING_SAFETENSORS); break;
   case FMT_COMMITMENT: {
-    double p[AMOE_MAX_DEPTH];
+    double p[AMOE_MAX_DEPTH], mass[AMOE_MAX_DEPTH];
     int np = 0;
-    amoe_commitment_file_load(path, p, &np, &dg);
+    amoe_commitment_file_load(path, p, &np, mass, &dg);
     break;
   }
   case FMT_TARGETS: {
