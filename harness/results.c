@@ -164,7 +164,7 @@ static const col SUMMARY_MEASURED[] = {
 typedef struct {
   const char *policy;
   int layer;
-  double union_mean, eligible_mean, executed_mean, hit_rate, fetched, h2d_bytes, t_moe, t_fetch, measured;
+  double union_mean, eligible_mean, executed_mean, busiest_mean, hit_rate, fetched, h2d_bytes, t_moe, t_fetch, measured;
 } layer_row;
 
 #define LR(f, k) k, offsetof(layer_row, f)
@@ -174,6 +174,7 @@ static const col LAYERS[] = {
     {"union_mean", LR(union_mean, 'g')},
     {"eligible_mean", LR(eligible_mean, 'g')},
     {"executed_mean", LR(executed_mean, 'g')},
+    {"busiest_group_executed_mean", LR(busiest_mean, 'g')},
     {"cache_hit_rate", LR(hit_rate, 'g')},
     {"fetched_per_block", LR(fetched, 'g')},
     {"h2d_bytes_per_block", LR(h2d_bytes, 'g')},
@@ -371,7 +372,7 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
     for (int l = 0; l < s->model.moe_layers; l++) {
       const amoe_layer_totals *lt = &pt->rows[i].layers[l];
       layer_row lr = {p->label, l, lt->union_sum / P, lt->eligible_sum / P, lt->executed_sum / P,
-                      s->offload.enabled ? (lt->requests > 0 ? lt->hits / lt->requests : 0) : 1.0, lt->fetched / B,
+                      lt->busiest_sum / P, s->offload.enabled ? (lt->requests > 0 ? lt->hits / lt->requests : 0) : 1.0, lt->fetched / B,
                       lt->fetched * B_bytes / B, lt->t_moe / B, lt->t_fetch / B, 0};
       fprintf(r->layers.f, "%d%s", pt->point, r->sweepvals);
       values(r->layers.f, &lr, LAYERS, NCOL(LAYERS));

@@ -444,6 +444,15 @@ expect 2 "backend runs one GPU; this spec lays the model over 8" -- "$A" run tes
 "$A" run tests/fixtures/golden.yaml --set hardware.gpus=1 --set parallel.attention_tp=1 --set parallel.moe_ep=1 \
   --set parallel.moe_tp=1 --out "$T/one" --quiet >/dev/null 2>&1
 cmp -s "$T/one/summary.csv" "$T/g1/summary.csv" && ok || bad "one GPU stated in full differs from the default"
+# ... and on 8 GPUs each layer's busiest group (layers.csv) averages to the summary's
+"$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 --set hardware.interconnect=nvlink4 --set parallel.attention_tp=8 \
+  --set parallel.moe_ep=8 --set workload.blocks=20 --set 'policies=[natural, acceptmoe]' \
+  --out "$T/ep" --quiet >/dev/null 2>&1
+if awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next} {k=$1"/"$c["policy"]; b[k]+=$c["busiest_group_executed_mean"]; x[k]+=$c["executed_mean"]; n[k]++}
+     END{for(p in b){if(!(b[p]>0 && b[p]<x[p]))exit 1; printf "%s %.17g\n", p, b[p]/n[p]}}' "$T/ep/layers.csv" | sort >"$T/ep.l" &&
+   awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next} {print $1"/"$c["policy"], $c["busiest_group_executed_mean"]}' "$T/ep/summary.csv" | sort >"$T/ep.s" &&
+   [ -s "$T/ep.l" ] && paste "$T/ep.l" "$T/ep.s" | awk '{d=$2-$4; if($1!=$3 || d*d > 1e-18*$4*$4)exit 1}'; then ok
+else bad "layers.csv's busiest group does not average to the summary's: $(paste "$T/ep.l" "$T/ep.s" 2>&1)"; fi
 # an old resolved spec's offload.host_overhead_per_layer_s is read as hardware.readback_s
 expect 0 "readback_s: (7|6\\.9999)" -- bash -c "\"$A\" run tests/fixtures/golden.yaml --set workload.blocks=2 \
   --set offload.host_overhead_per_layer_s=7e-5 --out \"$T/alias\" --quiet >/dev/null && grep readback_s \"$T/alias/spec.resolved.yaml\""

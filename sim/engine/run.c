@@ -381,6 +381,7 @@ AMOE_STAGE void layer_account(const amoe_model *M, row_state *rs, int l, double 
   tt->t_host += ls->host;
   tt->t_comm += ls->comm;
   tt->busiest_sum += rs->layout ? ls->busiest : ls->nx;
+  lt->busiest_sum += rs->layout ? ls->busiest : ls->nx;
   tt->t_moe += ls->t_moe;
   tt->t_dense += t_dense;
   tt->hits += ls->hits;

@@ -32,6 +32,7 @@ typedef struct {
 
 typedef struct {
   double union_sum, eligible_sum, executed_sum, hits, requests, fetched, t_moe, t_fetch;
+  double busiest_sum; /* executed experts on the group the layer waits for (one GPU: executed_sum) */
 } amoe_layer_totals;
 
 typedef struct {
