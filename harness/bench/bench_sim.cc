@@ -85,7 +85,8 @@ static void replay(benchmark::State &st, amoe_spec s, const std::string &path, c
   s.workload.blocks = 0;
   s.npolicies = 1;
   amoe_policy_init(&s.policies[0], amoe_draft_find("eagle"), amoe_verifier_find(policy));
-  static amoe_offline offline = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {0}, {0}, 0, nullptr};
+  // p̂ and m̄ of the kind `acceptmoe calibrate` writes for this model
+  static amoe_offline offline = {{1, 0.75, 0.55, 0.4, 0.28, 0.2}, 6, {1, 0.6, 0.355, 0.2, 0.105, 0.052}, {0}, 0, nullptr};
   amoe_err e;
   amoe_source *src;
   amoe_source_open(&src, &s.workload, &s.model, &e);
@@ -123,8 +124,10 @@ static void BM_replay_deepseek_8gpu(benchmark::State &st) {
 }
 BENCHMARK(BM_replay_deepseek_8gpu)->Unit(benchmark::kMillisecond);
 static void BM_replay_acceptmoe(benchmark::State &st) { run_trace(st, "acceptmoe"); }
+static void BM_replay_marginal(benchmark::State &st) { run_trace(st, "marginal"); }
 BENCHMARK(BM_replay_natural)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_replay_acceptmoe)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_replay_marginal)->Unit(benchmark::kMillisecond);
 
 // Reading the 400-block trace alone, with each amount of the logits (Arg:
 // amoe_logits): what trace format 4's sections save a replay.
