@@ -120,7 +120,8 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
   long last_req = -1;
   double nodes = 0, top1 = 0, top1n = 0, usum = 0, ucnt = 0;
   uint8_t useen[AMOE_MAX_EXPERTS];
-  int *path = NULL, pcap = 0;
+  int *path = NULL;
+  size_t pcap = 0;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == AMOE_OK) {
     /* every stored pair and normaliser, including what trace replay leaves
      * to the checksum */
@@ -170,15 +171,12 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
       usum += u;
       ucnt += 1;
     }
-    if (b.n > pcap) {
-      free(path);
-      pcap = b.n;
-      path = malloc((size_t)pcap * sizeof *path);
-      if (!path) {
-        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-        break;
-      }
+    int *grown = amoe_grow(path, &pcap, (size_t)b.n, sizeof *path, 64);
+    if (!grown) {
+      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+      break;
     }
+    path = grown;
     int np = 0; /* accepted nodes, root first, in depth order */
     for (int t = 0; t < b.n; t++)
       if (b.accepted[t]) path[np++] = t;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "policy.h"
 #include "route.h"
 
@@ -13,21 +14,19 @@ amoe_status amoe_offline_estimate(amoe_source *src, int nodes, int top_k, amoe_o
   double *usum = calloc(AMOE_MAX_UNION_N + 1, sizeof *usum), *ucnt = calloc(AMOE_MAX_UNION_N + 1, sizeof *ucnt);
   amoe_block b;
   amoe_block_init(&b, 1, 2, 1);
-  int *order = NULL, cap = 0;
+  int *order = NULL;
+  size_t cap = 0;
   uint8_t seen[AMOE_MAX_EXPERTS];
   amoe_source_want_logits(src, AMOE_LOGITS_NONE); /* ids only */
   amoe_status st = usum && ucnt ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   amoe_status rc = AMOE_OK;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == AMOE_OK) {
-    if (b.n > cap) {
-      free(order);
-      cap = b.n;
-      order = malloc((size_t)cap * sizeof *order);
-      if (!order) {
-        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-        break;
-      }
+    int *grown = amoe_grow(order, &cap, (size_t)b.n, sizeof *order, 64);
+    if (!grown) {
+      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+      break;
     }
+    order = grown;
     int n = amoe_draft_rank(&b, order);
     int nn = n < nodes ? n : nodes;
     int depth = 0; /* the accepted verified chain is closed under parents */
@@ -77,17 +76,18 @@ amoe_status amoe_expert_load_estimate(amoe_source *src, int nodes, int top_k, in
   memset(load, 0, (size_t)layers * experts * sizeof *load);
   amoe_block b;
   amoe_block_init(&b, 1, 2, 1);
-  int *order = NULL, cap = 0;
+  int *order = NULL;
+  size_t cap = 0;
   amoe_source_want_logits(src, AMOE_LOGITS_NONE); /* ids only */
   amoe_status st = amoe_source_rewind(src, e);
   amoe_status rc = AMOE_OK;
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == AMOE_OK) {
-    if (b.n > cap) {
-      free(order);
-      cap = b.n;
-      if (!(order = malloc((size_t)cap * sizeof *order))) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    int *grown = amoe_grow(order, &cap, (size_t)b.n, sizeof *order, 64);
+    if (!grown) {
+      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+      break;
     }
-    if (st != AMOE_OK) break;
+    order = grown;
     const int n = amoe_draft_rank(&b, order), nn = n < nodes ? n : nodes;
     for (int l = 0; l < b.layers && l < layers; l++)
       for (int i = 0; i < nn; i++) {
