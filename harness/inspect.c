@@ -139,7 +139,7 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
       memset(mass, 0, (size_t)L * E * sizeof *mass);
       for (int l = 0; l < L; l++)
         for (int t = 0; t < b.n; t++) {
-          amoe_router_probs(&b, l, t, router, prob);
+          amoe_router_probs(&b, l, t, router, k, prob);
           const uint16_t *id = amoe_block_ids(&b, l, t);
           for (int q = 0; q < b.m; q++) mass[(size_t)l * E + id[q]] += prob[q];
         }

@@ -49,7 +49,6 @@ void amoe_diag_free(amoe_diag *d) {
 
 typedef enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_ENUM } ktype;
 
-static const char *const ROUTERS[] = {"softmax", "sigmoid-normalized", NULL};
 static const char *const FORMATS[] = {"bf16", "fp8-block128", "mxfp4", NULL};
 static const char *const SOURCES[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl", "routing-safetensors",
                                       NULL};
@@ -87,7 +86,7 @@ static const krow KEYS[] = {
     {"model.hidden", T_INT, F(model.hidden), 1, 1 << 20, NULL, 0, 0},
     {"model.moe_intermediate", T_INT, F(model.moe_intermediate), 1, 1 << 20, NULL, 0, 0},
     {"model.dense_intermediate", T_INT, F(model.dense_intermediate), 0, 1 << 22, NULL, 0, 0},
-    {"model.router", T_ENUM, F(model.router), 0, 0, ROUTERS, 0, 0},
+    {"model.router", T_ENUM, F(model.router), 0, 0, amoe_router_names, 0, 0},
     {"model.weight_format", T_ENUM, F(model.weight_format), 0, 0, FORMATS, 0, 0},
     {"model.expert_bytes", T_DBL, F(model.expert_bytes), 0, BIG, NULL, 0, 0},
     {"model.attn_bytes_per_layer", T_DBL, F(model.attn_bytes_per_layer), 0, BIG, NULL, 0, 0},

@@ -265,39 +265,77 @@ static void router_probabilities_m(int m) {
     for (int x = 0; x < 64; x++) z[x] = (float)(amoe_rng_normal(&r) * scale);
     if (trial % 5 == 0) z[trial % 64] = -1e30f; /* a masked expert */
     amoe_block_set_full(&b, 0, 0, z);
-    for (int router = 0; router < 2; router++) {
-      float got[64], want[64], zf[64];
-      amoe_router_probs(&b, 0, 0, router, got);
-      for (int j = 0; j < m; j++) zf[j] = amoe_f16_to_f32(b.logits[j]);
-      if (router == AMOE_ROUTER_SIGMOID_NORM) {
-        for (int j = 0; j < m; j++) want[j] = 1.0f / (1.0f + plain_exp(-zf[j]));
-      } else {
-        float s4[4] = {0, 0, 0, 0};
-        for (int j = 0; j < m; j++) want[j] = plain_exp(zf[j] - zf[0]);
-        int j = 0;
-        for (; j + 4 <= m; j += 4)
-          for (int q = 0; q < 4; q++) s4[q] += want[j + q];
-        for (; j < m; j++) s4[0] += want[j];
-        float inv = 1.0f / ((s4[0] + s4[1]) + (s4[2] + s4[3]));
-        for (j = 0; j < m; j++) want[j] *= inv;
-        /* and the whole is the softmax to float accuracy */
-        double sum = 0;
-        for (j = 0; j < m; j++) sum += exp((double)zf[j] - zf[0]);
-        for (j = 0; j < m; j++) {
-          double ref = exp((double)zf[j] - zf[0]) / sum;
-          if (ref > 1e-30) worst = fmax(worst, fabs(got[j] - ref) / ref);
+    for (int router = 0; router < 4; router++)
+      for (int k = 3; k <= 8; k += 5) {
+        float got[64], want[64], zf[64];
+        amoe_router_probs(&b, 0, 0, router, k, got);
+        for (int j = 0; j < m; j++) zf[j] = amoe_f16_to_f32(b.logits[j]);
+        float inv;
+        if (router == AMOE_ROUTER_SIGMOID_NORM) {
+          for (int j = 0; j < m; j++) want[j] = 1.0f / (1.0f + plain_exp(-zf[j]));
+          inv = 1.0f;
+        } else {
+          float s4[4] = {0, 0, 0, 0};
+          for (int j = 0; j < m; j++) want[j] = plain_exp(zf[j] - zf[0]);
+          int j = 0;
+          for (; j + 4 <= m; j += 4)
+            for (int q = 0; q < 4; q++) s4[q] += want[j + q];
+          for (; j < m; j++) s4[0] += want[j];
+          inv = 1.0f / ((s4[0] + s4[1]) + (s4[2] + s4[3]));
         }
-      }
-      same &= !memcmp(got, want, (size_t)m * sizeof(float));
-      for (int k = 3; k <= 8; k += 5) { /* the top-k shortcut: the same first k */
-        float top[8];
+        if (router != AMOE_ROUTER_SOFTMAX) { /* the normalising kinds: over the top-k, in order */
+          float sk = 0;
+          for (int j = 0; j < k; j++) sk += want[j];
+          inv = 1.0f / sk;
+        }
+        for (int j = 0; j < m; j++) want[j] *= inv;
+        /* and the whole is the kind's weight to float accuracy */
+        double sum = 0;
+        for (int j = 0; j < (router == AMOE_ROUTER_SOFTMAX ? m : k); j++)
+          sum += router == AMOE_ROUTER_SIGMOID_NORM ? 1.0 / (1.0 + exp(-(double)zf[j])) : exp((double)zf[j] - zf[0]);
+        for (int j = 0; j < m; j++) {
+          const double ref = (router == AMOE_ROUTER_SIGMOID_NORM ? 1.0 / (1.0 + exp(-(double)zf[j]))
+                                                                 : exp((double)zf[j] - zf[0])) / sum;
+          if (ref > 1e-30 && sum < 1e30) worst = fmax(worst, fabs(got[j] - ref) / ref);
+        }
+        same &= !memcmp(got, want, (size_t)m * sizeof(float));
+        float top[8]; /* the top-k shortcut: the same first k */
         amoe_router_probs_top(&b, 0, 0, router, k, top);
         same &= !memcmp(top, want, (size_t)k * sizeof(float));
       }
-    }
   }
   CHECK(same, "m=%d: router probabilities differ from the plain scalar computation", m);
   CHECK(worst < 2e-6, "m=%d: softmax relative error %.3g", m, worst);
+  amoe_block_free(&b);
+}
+
+/* Each router kind's weights worked by hand: logits 2, 1, 0, -1, -2, -3 over
+ * six experts, top-2. softmax: e^z / Σ of all six (Σ e^(z-2) = 1.578055);
+ * the softmax kinds renormalised: e^z / (e^2 + e^1); sigmoid: σ(z) / (σ(2) + σ(1)). */
+static void router_kinds_by_hand(void) {
+  amoe_block b;
+  amoe_err e;
+  amoe_block_init(&b, 1, 6, 6);
+  CHECK(amoe_block_reserve(&b, 1, &e) == AMOE_OK, "%s", e.msg);
+  const float z[6] = {2, 1, 0, -1, -2, -3};
+  amoe_block_set_full(&b, 0, 0, z);
+  static const struct {
+    int router;
+    double w[3];
+  } want[] = {{AMOE_ROUTER_SOFTMAX, {0.6336913, 0.2331220, 0.0857608}},
+              {AMOE_ROUTER_SOFTMAX_NORM, {0.7310586, 0.2689414, 0.0989380}},
+              {AMOE_ROUTER_SOFTMAX_TOPK, {0.7310586, 0.2689414, 0.0989380}},
+              {AMOE_ROUTER_SIGMOID_NORM, {0.5464491, 0.4535509, 0.3102015}}};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    float got[6], top[2];
+    amoe_router_probs(&b, 0, 0, want[i].router, 2, got);
+    amoe_router_probs_top(&b, 0, 0, want[i].router, 2, top);
+    for (int j = 0; j < 3; j++)
+      CHECK(fabs(got[j] - want[i].w[j]) < 2e-6, "router %s entry %d: weight %.7f, by hand %.7f",
+            amoe_router_names[want[i].router], j, got[j], want[i].w[j]);
+    CHECK(top[0] == got[0] && top[1] == got[1], "router %s: the top-k shortcut differs",
+          amoe_router_names[want[i].router]);
+  }
   amoe_block_free(&b);
 }
 
@@ -510,8 +548,8 @@ static void acceptmoe_top8(void) {
           amoe_router_probs_nodes_generic(&b, l, NULL, b.n, 0, 8, pg);
           vec_same &= !memcmp(pv, pg, (size_t)b.n * 8 * sizeof *pv);
           for (int t = 0; t < b.n; t += 7) {
-            amoe_router_probs(&b, l, t, 0, pv);
-            amoe_router_probs_generic(&b, l, t, 0, pg);
+            amoe_router_probs(&b, l, t, 0, 8, pv);
+            amoe_router_probs_generic(&b, l, t, 0, 8, pg);
             vec_same &= !memcmp(pv, pg, (size_t)b.m * sizeof *pv);
           }
         }
@@ -555,6 +593,7 @@ int main(void) {
   hostile_blocks();
   ranking_helpers();
   router_probabilities();
+  router_kinds_by_hand();
   hand_block();
   properties();
   return check_done();

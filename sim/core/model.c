@@ -2,6 +2,9 @@
 
 #include <stdio.h>
 
+const char *const amoe_router_names[] = {"softmax", "sigmoid-normalized", "softmax-normalized", "softmax-topk",
+                                         NULL};
+
 double amoe_model_shared_expert_bytes(const amoe_model *m) {
   return 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;
 }

@@ -13,7 +13,18 @@
 #define AMOE_MAX_LAYERS 256
 #define AMOE_MAX_TOPK 32
 
-typedef enum { AMOE_ROUTER_SOFTMAX = 0, AMOE_ROUTER_SIGMOID_NORM = 1 } amoe_router;
+/* The router's kind (docs/design.md §5; route/router.h gives each one's
+ * weights): softmax over every expert, kept as it is; sigmoid affinities
+ * renormalised over the top-k; softmax over every expert with the top-k
+ * renormalised; softmax over the top-k logits only. */
+typedef enum {
+  AMOE_ROUTER_SOFTMAX = 0,
+  AMOE_ROUTER_SIGMOID_NORM = 1,
+  AMOE_ROUTER_SOFTMAX_NORM = 2,
+  AMOE_ROUTER_SOFTMAX_TOPK = 3
+} amoe_router;
+/* Names in amoe_router order, NULL-terminated (the spec key model.router). */
+extern const char *const amoe_router_names[];
 typedef enum { AMOE_FMT_BF16 = 0, AMOE_FMT_FP8_BLOCK128 = 1, AMOE_FMT_MXFP4 = 2 } amoe_weight_fmt;
 
 /* The routing structure fitted for a model (`routing:` in its preset,

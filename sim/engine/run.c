@@ -145,7 +145,7 @@ static void record_route(const amoe_block *b, int l, work *w, int i, int k, cons
                          int router) {
   const uint16_t *st = amoe_block_ids(b, l, w->nodes[i]);
   float prob[AMOE_MAX_EXPERTS];
-  amoe_router_probs(b, l, w->nodes[i], router, prob);
+  amoe_router_probs(b, l, w->nodes[i], router, k, prob);
   float sum = 0;
   for (int j = 0; j < k; j++) {
     w->rt[i * k + j] = j < got ? ids[j] : -1;

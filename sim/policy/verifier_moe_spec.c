@@ -11,7 +11,7 @@ void amoe_verifier_moe_spec(const amoe_vctx *c, uint8_t *S) {
   for (int i = 0; i < c->nn; i++) {
     const uint16_t *id = amoe_block_ids(c->b, c->layer, c->nodes[i]);
     float p[AMOE_MAX_EXPERTS];
-    amoe_router_probs(c->b, c->layer, c->nodes[i], c->router, p);
+    amoe_router_probs(c->b, c->layer, c->nodes[i], c->router, c->k, p);
     for (int j = 0; j < m; j++) mass[id[j]] += p[j];
   }
   memset(S, 0, (size_t)c->experts);

@@ -75,14 +75,27 @@ static AMOE_CLONES void sigmoid_scores(const amoe_f16 *z, int n, float *out, int
   for (int j = 0; j < n; j++) out[j] = 1.0f / (1.0f + router_exp(-amoe_f16_to_f32(z[j])));
 }
 
-static AMOE_CLONES void probs(const amoe_block *b, int l, int t, int router, float *out, int vec) {
+/* 1 / Σ_{j<k} x_j, summed in order: the renormalisation over the top-k
+ * that every normalising router kind applies, the same bits on every path. */
+static inline float topk_inv(const float *x, int k) {
+  float s = 0;
+  for (int j = 0; j < k; j++) s += x[j];
+  return s > 0 ? 1.0f / s : 0.0f;
+}
+
+static inline int renormalises(int router) {
+  return router == AMOE_ROUTER_SOFTMAX_NORM || router == AMOE_ROUTER_SOFTMAX_TOPK ||
+         router == AMOE_ROUTER_SIGMOID_NORM;
+}
+
+static AMOE_CLONES void probs(const amoe_block *b, int l, int t, int router, int k, float *out, int vec) {
   const amoe_f16 *z = amoe_block_logits(b, l, t);
   const int m = b->m;
-  if (router == AMOE_ROUTER_SIGMOID_NORM) {
+  float inv;
+  if (router == AMOE_ROUTER_SIGMOID_NORM)
     sigmoid_scores(z, m, out, vec);
-    return;
-  }
-  const float inv = softmax_exps(z, m, out, vec);
+  inv = router == AMOE_ROUTER_SIGMOID_NORM ? 1.0f : softmax_exps(z, m, out, vec);
+  if (renormalises(router)) inv = topk_inv(out, k < m ? k : m);
   for (int j = 0; j < m; j++) out[j] *= inv;
 }
 
@@ -90,22 +103,29 @@ static void probs_top(const amoe_block *b, int l, int t, int router, int k, floa
   const amoe_f16 *z = amoe_block_logits(b, l, t);
   if (router == AMOE_ROUTER_SIGMOID_NORM) { /* entry by entry: the top-k alone suffice */
     sigmoid_scores(z, k, out, vec);
+    const float inv = topk_inv(out, k);
+    for (int j = 0; j < k; j++) out[j] *= inv;
     return;
   }
-  if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv) { /* k exponentials, times the stored 1/Σ */
-    const float inv = b->softmax_inv[(size_t)l * b->n + t];
+  if (renormalises(router) || b->softmax_inv) { /* k exponentials, times 1/Σ of them or the stored 1/Σ */
+    const float inv = renormalises(router) ? 1.0f : b->softmax_inv[(size_t)l * b->n + t];
 #ifdef AMOE_X86_PATHS
-    if (vec && k == 8) {
+    if (vec && k == 8)
       amoe_x86_softmax_top8(z, inv, out);
-      return;
-    }
+    else
 #endif
-    const float z0 = amoe_f16_to_f32(z[0]);
-    for (int j = 0; j < k; j++) out[j] = router_exp(amoe_f16_to_f32(z[j]) - z0) * inv;
+    {
+      const float z0 = amoe_f16_to_f32(z[0]);
+      for (int j = 0; j < k; j++) out[j] = router_exp(amoe_f16_to_f32(z[j]) - z0) * inv;
+    }
+    if (renormalises(router)) {
+      const float r = topk_inv(out, k);
+      for (int j = 0; j < k; j++) out[j] *= r;
+    }
     return;
   }
   float all[AMOE_MAX_EXPERTS];
-  probs(b, l, t, router, all, vec);
+  probs(b, l, t, router, k, all, vec);
   memcpy(out, all, (size_t)k * sizeof *out);
 }
 
@@ -122,8 +142,8 @@ static void probs_nodes(const amoe_block *b, int l, const int *nodes, int n, int
   }
 }
 
-void amoe_router_probs(const amoe_block *b, int l, int t, int router, float *out) {
-  probs(b, l, t, router, out, vec_paths());
+void amoe_router_probs(const amoe_block *b, int l, int t, int router, int k, float *out) {
+  probs(b, l, t, router, k, out, vec_paths());
 }
 void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k, float *out) {
   probs_top(b, l, t, router, k, out, vec_paths());
@@ -131,8 +151,8 @@ void amoe_router_probs_top(const amoe_block *b, int l, int t, int router, int k,
 void amoe_router_probs_nodes(const amoe_block *b, int l, const int *nodes, int n, int router, int k, float *out) {
   probs_nodes(b, l, nodes, n, router, k, out, vec_paths());
 }
-void amoe_router_probs_generic(const amoe_block *b, int l, int t, int router, float *out) {
-  probs(b, l, t, router, out, 0);
+void amoe_router_probs_generic(const amoe_block *b, int l, int t, int router, int k, float *out) {
+  probs(b, l, t, router, k, out, 0);
 }
 void amoe_router_probs_nodes_generic(const amoe_block *b, int l, const int *nodes, int n, int router, int k,
                                      float *out) {
