@@ -423,11 +423,10 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
                              amoe_err *e) {
   memset(r, 0, sizeof *r);
   r->tree_union = NAN;
-  s->workload.locality = -1; /* the model's profile, which is what is fitted */
-  s->workload.request_bias = -1;
-  s->workload.noise = -1;
-  s->workload.tree_share = -1;
-  s->workload.drift_tokens = -1;
+  /* the model's routing, which is what is fitted: a workload override
+   * would hide it */
+  amoe_routing_resolve(&s->model.routing, &s->workload.routing, &s->model.routing);
+  amoe_routing_unset(&s->workload.routing);
   if (s->workload.source != AMOE_SRC_SYNTHETIC) return amoe_fail(e, AMOE_EINVAL, "fit: the spec's workload must be synthetic");
   if (!isnan(t->reuse_within_8)) AMOE_TRY(fit_drift(s, t, blocks, progress, r, e));
   else AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));

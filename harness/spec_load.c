@@ -47,7 +47,10 @@ void amoe_diag_free(amoe_diag *d) {
 
 /* ------------------------------------------------------------ key table */
 
-typedef enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_ENUM } ktype;
+/* T_DVEC: an amoe_layer_values, one number (every layer) or a list (one per
+ * MoE layer). nullable T_DBL and T_DVEC: null leaves the key unset (NaN,
+ * or n = 0): a workload.routing override that names nothing. */
+typedef enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_ENUM, T_DVEC } ktype;
 
 static const char *const FORMATS[] = {"bf16", "fp8-block128", "mxfp4", NULL};
 static const char *const SOURCES[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl", "routing-safetensors",
@@ -102,6 +105,10 @@ static const krow KEYS[] = {
     {"model.routing.noise", T_DBL, F(model.routing.noise), 0, 100, NULL, 0, 0},
     {"model.routing.tree_share", T_DBL, F(model.routing.tree_share), 0, 0.99, NULL, 0, 0},
     {"model.routing.drift_tokens", T_DBL, F(model.routing.drift_tokens), 0, 1e9, NULL, 0, 0},
+    {"model.routing.temperature", T_DBL, F(model.routing.temperature), 1e-3, 1e3, NULL, 0, 0},
+    {"model.routing.layer_correlation", T_DBL, F(model.routing.layer_correlation), 0, 0.999, NULL, 0, 0},
+    {"model.routing.skew", T_DVEC, F(model.routing.skew), 0, 100, NULL, 1, 0},
+    {"model.routing.score_scale", T_DVEC, F(model.routing.score_scale), 1e-3, 1e3, NULL, 1, 0},
     {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0, 0},
     {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0, 0},
     {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0, 0},
@@ -153,14 +160,18 @@ static const krow KEYS[] = {
     {"workload.tree.candidates", T_INT, F(workload.candidates), 0, AMOE_MAX_NODES, NULL, 0, 0},
     {"workload.acceptance.tau", T_DBL, F(workload.tau), 1, 64, NULL, 0, 0},
     {"workload.acceptance.replay", T_STR, F(workload.replay), 0, 0, NULL, 1, 0},
-    {"workload.routing.temperature", T_DBL, F(workload.temperature), 1e-3, 1e3, NULL, 0, 0},
-    {"workload.routing.locality", T_DBL, F(workload.locality), -1, 0.999, NULL, 0, 0},
-    {"workload.routing.layer_correlation", T_DBL, F(workload.layer_correlation), 0, 0.999, NULL, 0, 0},
-    {"workload.routing.skew", T_DBL, F(workload.skew), 0, 100, NULL, 0, 0},
-    {"workload.routing.noise", T_DBL, F(workload.noise), -1, 100, NULL, 0, 0},
-    {"workload.routing.request_bias", T_DBL, F(workload.request_bias), -1, 100, NULL, 0, 0},
-    {"workload.routing.tree_share", T_DBL, F(workload.tree_share), -1, 0.99, NULL, 0, 0},
-    {"workload.routing.drift_tokens", T_DBL, F(workload.drift_tokens), -1, 1e9, NULL, 0, 0},
+    {"workload.routing.locality", T_DBL, F(workload.routing.locality), 0, 0.999, NULL, 1, 0},
+    {"workload.routing.locality_first", T_DBL, F(workload.routing.locality_first), 0, 0.999, NULL, 1, 0},
+    {"workload.routing.locality_last", T_DBL, F(workload.routing.locality_last), 0, 0.999, NULL, 1, 0},
+    {"workload.routing.locality_peak", T_DBL, F(workload.routing.locality_peak), 0, 1, NULL, 1, 0},
+    {"workload.routing.request_bias", T_DBL, F(workload.routing.request_bias), 0, 100, NULL, 1, 0},
+    {"workload.routing.noise", T_DBL, F(workload.routing.noise), 0, 100, NULL, 1, 0},
+    {"workload.routing.tree_share", T_DBL, F(workload.routing.tree_share), 0, 0.99, NULL, 1, 0},
+    {"workload.routing.drift_tokens", T_DBL, F(workload.routing.drift_tokens), 0, 1e9, NULL, 1, 0},
+    {"workload.routing.temperature", T_DBL, F(workload.routing.temperature), 1e-3, 1e3, NULL, 1, 0},
+    {"workload.routing.layer_correlation", T_DBL, F(workload.routing.layer_correlation), 0, 0.999, NULL, 1, 0},
+    {"workload.routing.skew", T_DVEC, F(workload.routing.skew), 0, 100, NULL, 1, 0},
+    {"workload.routing.score_scale", T_DVEC, F(workload.routing.score_scale), 1e-3, 1e3, NULL, 1, 0},
     {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0, 0},
     {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0, 0},
     {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1, 0},
@@ -231,6 +242,11 @@ static int is_null_text(const char *v) { return !strcmp(v, "null") || !strcmp(v,
 static int set_value(amoe_spec *s, const krow *k, const char *v, int quoted, const char *where,
                      amoe_diag *d) {
   char *p = (char *)s + k->off, *end;
+  if (!quoted && is_null_text(v) && k->nullable && (k->type == T_DBL || k->type == T_DVEC)) { /* unset */
+    if (k->type == T_DBL) *(double *)(void *)p = NAN;
+    else ((amoe_layer_values *)(void *)p)->n = 0;
+    return 1;
+  }
   if (!quoted && is_null_text(v) && k->type != T_STR) {
     amoe_diag_add(d, "%s: %s needs a value", where, k->path);
     return 0;
@@ -297,6 +313,7 @@ static int set_value(amoe_spec *s, const krow *k, const char *v, int quoted, con
     amoe_diag_add(d, "%s: %s must be an integer, not '%s'", where, k->path, v);
     return 0;
   }
+  case T_DVEC: /* one number: every layer (a list comes through set_list) */
   case T_DBL: {
     errno = 0;
     double x = quoted ? NAN : strtod(v, &end);
@@ -308,7 +325,12 @@ static int set_value(amoe_spec *s, const krow *k, const char *v, int quoted, con
       amoe_diag_add(d, "%s: %s = %g is out of range %g..%g", where, k->path, x, k->lo, k->hi);
       return 0;
     }
-    *(double *)p = x;
+    if (k->type == T_DVEC) {
+      amoe_layer_values *lv = (amoe_layer_values *)(void *)p;
+      lv->n = 1;
+      lv->v[0] = x;
+    } else
+      *(double *)p = x;
     return 1;
   }
   }
@@ -746,6 +768,40 @@ static void parse_preset_node(ydoc *y, yaml_node_t *v, amoe_spec *s, int hw) {
   walk(y, v, sect, s, 0);
 }
 
+/* Sets a T_DVEC key from a YAML sequence: one number per MoE layer, each
+ * checked as set_value checks one (its own position in messages). */
+static void set_list(ydoc *y, yaml_node_t *v, amoe_spec *s, const krow *k) {
+  amoe_layer_values *lv = (amoe_layer_values *)(void *)((char *)s + k->off), got = {0};
+  char w[AMOE_PATH_MAX + 64];
+  amoe_spec one;
+  const int n = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
+  if (n < 1 || n > AMOE_MAX_LAYERS) {
+    at(y, v, w, sizeof w);
+    amoe_diag_add(y->d, "%s: %s takes 1..%d values, not %d", w, k->path, AMOE_MAX_LAYERS, n);
+    return;
+  }
+  int ok = 1;
+  for (int i = 0; i < n; i++) {
+    yaml_node_t *e = yaml_document_get_node(&y->doc, v->data.sequence.items.start[i]);
+    at(y, e, w, sizeof w);
+    if (e->type != YAML_SCALAR_NODE || is_null_text(scalar(e))) {
+      amoe_diag_add(y->d, "%s: %s: each value must be a number", w, k->path);
+      ok = 0;
+      continue;
+    }
+    krow one_k = *k;
+    one_k.nullable = 0;
+    if (!set_value(&one, &one_k, scalar(e), quoted(e), w, y->d)) {
+      ok = 0;
+      continue;
+    }
+    got.v[i] = ((amoe_layer_values *)(void *)((char *)&one + k->off))->v[0];
+  }
+  if (!ok) return;
+  got.n = n;
+  *lv = got;
+}
+
 /* Walks a mapping whose keys extend `prefix`. preset: a preset file (its
  * citation keys `source`, `sources` and `notes` are allowed and skipped). */
 static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int preset) {
@@ -794,7 +850,9 @@ static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, in
     char vw[AMOE_PATH_MAX + 64];
     at(y, v, vw, sizeof vw);
     if (kr) {
-      if (v->type != YAML_SCALAR_NODE)
+      if (kr->type == T_DVEC && v->type == YAML_SEQUENCE_NODE)
+        set_list(y, v, s, kr);
+      else if (v->type != YAML_SCALAR_NODE)
         amoe_diag_add(y->d, "%s: %s must be a single value", vw, path);
       else
         set_value(s, kr, scalar(v), quoted(v), vw, y->d);
@@ -828,14 +886,7 @@ void amoe_spec_defaults(amoe_spec *s) {
   w->nodes = 64;
   w->tau = 4.4;
   /* Routing defaults fitted to the real Mixtral-8x7B trace: docs/generator.md. */
-  w->temperature = AMOE_FIT_TEMPERATURE;
-  w->locality = -1;     /* the model preset's profile (model.routing) */
-  w->request_bias = -1; /* the model preset's */
-  w->tree_share = -1;   /* the model preset's */
-  w->drift_tokens = -1; /* the model preset's */
-  w->layer_correlation = AMOE_FIT_LAYER_CORRELATION;
-  w->skew = -1; /* resolved from the model's expert count by validate */
-  w->noise = -1; /* the model preset's (model.routing.noise) */
+  amoe_routing_unset(&w->routing); /* every field the model preset's (model.routing) */
   s->commitment.mode = AMOE_COMMIT_CALIBRATE;
   s->commitment.blocks = 500;
   s->commitment.seed = 0; /* 0: workload.seed + 1000 */
@@ -897,6 +948,8 @@ static int spec_set(amoe_spec *s, const char *key, const char *value, const char
   yaml_node_t *root = yaml_document_get_root_node(&y.doc);
   if (!root)
     set_value(s, kr, "", 0, where, d);
+  else if (kr->type == T_DVEC && root->type == YAML_SEQUENCE_NODE)
+    set_list(&y, root, s, kr);
   else if (root->type != YAML_SCALAR_NODE)
     amoe_diag_add(d, "%s: %s must be a single value", where, key);
   else
@@ -1012,7 +1065,17 @@ static int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   if (s->engine.cuda_graphs < 0) s->engine.cuda_graphs = s->hw.cuda_graphs;
   if (s->engine.overlap_scheduler < 0) s->engine.overlap_scheduler = s->hw.overlap_scheduler;
   if (s->commitment.seed == 0) s->commitment.seed = s->workload.seed + 1000;
-  if (s->workload.skew < 0 && s->model.experts > 0) s->workload.skew = amoe_gen_default_skew(s->model.experts);
+  if (s->model.routing.skew.n == 0 && s->model.experts > 0) { /* the fitted default for the expert count */
+    s->model.routing.skew.n = 1;
+    s->model.routing.skew.v[0] = amoe_gen_default_skew(s->model.experts);
+  }
+  for (int i = 0; i < NKEYS; i++) /* a list gives one value per MoE layer */
+    if (KEYS[i].type == T_DVEC) {
+      const amoe_layer_values *v = (const void *)((const char *)s + KEYS[i].off);
+      if (v->n > 1 && v->n != s->model.moe_layers)
+        amoe_diag_add(d, "%s: %s lists %d values; it takes one, or one per MoE layer (%d)", where, KEYS[i].path, v->n,
+                      s->model.moe_layers);
+    }
   if (s->workload.top_m == 0 && s->model.experts > 0)
     s->workload.top_m = amoe_default_top_m(s->model.experts, s->model.top_k);
   if (s->workload.candidates == 0) s->workload.candidates = s->workload.nodes;
@@ -1058,7 +1121,7 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
     }
     spec_set(&x->base, key, eq + 1, where, d);
   }
-  x->skew_auto = x->base.workload.skew < 0;
+  x->skew_auto = x->base.model.routing.skew.n == 0;
   x->top_m_auto = x->base.workload.top_m == 0;
   x->candidates_auto = x->base.workload.candidates == 0;
   x->graphs_auto = x->base.engine.cuda_graphs < 0;
@@ -1081,7 +1144,7 @@ static int experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, a
   int before = d->n;
   /* the implicit baseline is re-added by validate */
   if (out->npolicies && out->policies[out->npolicies - 1].implicit) out->npolicies--;
-  if (x->skew_auto) out->workload.skew = -1;
+  if (x->skew_auto) out->model.routing.skew.n = 0;
   if (x->top_m_auto) out->workload.top_m = 0;
   if (x->candidates_auto) out->workload.candidates = 0;
   if (x->graphs_auto) out->engine.cuda_graphs = -1;
@@ -1124,7 +1187,18 @@ static void write_value(FILE *f, const amoe_spec *s, const krow *k) {
   case T_ENUM: fputs(k->names[*(const int *)p], f); break;
   case T_INT: fprintf(f, "%d", *(const int *)p); break;
   case T_U64: fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)p); break;
-  case T_DBL: fprintf(f, "%.17g", *(const double *)p); break;
+  case T_DBL:
+    if (isnan(*(const double *)p)) fputs("null", f);
+    else fprintf(f, "%.17g", *(const double *)p);
+    break;
+  case T_DVEC: {
+    const amoe_layer_values *lv = (const void *)p;
+    if (lv->n == 0) fputs("null", f);
+    else if (lv->n == 1) fprintf(f, "%.17g", lv->v[0]);
+    else
+      for (int j = 0; j < lv->n; j++) fprintf(f, "%s%.17g%s", j ? ", " : "[", lv->v[j], j == lv->n - 1 ? "]" : "");
+    break;
+  }
   }
 }
 
@@ -1184,7 +1258,7 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
       hw_swept |= !strcmp(x->sweep[j].key, "hardware") || !strncmp(x->sweep[j].key, "hardware.", 9);
       par_swept |= !strncmp(x->sweep[j].key, "parallel.", 9);
     }
-    int per_point = (k->off == offsetof(amoe_spec, workload.skew) && x->skew_auto && model_swept) ||
+    int per_point = (k->off == offsetof(amoe_spec, model.routing.skew) && x->skew_auto && model_swept) ||
                     (k->off == offsetof(amoe_spec, workload.top_m) && x->top_m_auto && model_swept) ||
                     (k->off == offsetof(amoe_spec, workload.candidates) && x->candidates_auto && nodes_swept) ||
                     (k->off == offsetof(amoe_spec, engine.cuda_graphs) && x->graphs_auto && hw_swept) ||

@@ -176,10 +176,10 @@ int main(int argc, char **argv) {
   {
     amoe_spec o = spec_for("olmoe-1b-7b");
     o.workload.blocks = 300;
-    o.workload.skew = amoe_gen_default_skew(64);
+    o.workload.routing.skew = (amoe_layer_values){.n = 1, .v = {amoe_gen_default_skew(64)}};
     double w16[2];
     for (int i = 0; i < 2; i++) {
-      o.workload.request_bias = i ? 2.0 : 0.0;
+      o.workload.routing.request_bias = i ? 2.0 : 0.0;
       w16[i] = stats_of(&o).window_union[4];
     }
     CHECK(w16[1] < w16[0] - 5, "request_bias 2 narrows the W=16 union: %.2f vs %.2f", w16[1], w16[0]);
@@ -194,11 +194,11 @@ int main(int argc, char **argv) {
     o.workload.top_k = 10;
     /* (at OLMoE's fitted locality 0.95 the token part is a small share of a
      * state, and 127 nodes' union of 64 experts is close to saturated) */
-    o.workload.locality = 0.3;
-    o.workload.noise = 0.2;
+    o.workload.routing.locality = o.workload.routing.locality_first = o.workload.routing.locality_last = 0.3;
+    o.workload.routing.noise = 0.2;
     double u[2];
     for (int i = 0; i < 2; i++) {
-      o.workload.tree_share = i ? 0.9 : 0.0;
+      o.workload.routing.tree_share = i ? 0.9 : 0.0;
       u[i] = stats_of(&o).tree_union_mean;
     }
     CHECK(u[1] < u[0] - 1.5, "tree_share 0.9 narrows the 127-node tree union: %.2f vs %.2f", u[1], u[0]);

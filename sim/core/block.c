@@ -304,6 +304,14 @@ void amoe_f16_store_ordered(const float *zf, const uint16_t *ids, int n, amoe_f1
   }
 }
 
+void amoe_block_scale_logits(amoe_block *b, int l, int t, float scale) {
+  const size_t at = ((size_t)l * b->n + t) * b->m;
+  amoe_f16 *z = b->logits + at;
+  float zf[AMOE_MAX_EXPERTS];
+  for (int j = 0; j < b->m; j++) zf[j] = amoe_f16_to_f32(z[j]) * scale; /* monotone: the order holds */
+  amoe_f16_store_ordered(zf, b->ids + at, b->m, z);
+}
+
 /* (float desc, id asc) */
 typedef struct {
   float z;

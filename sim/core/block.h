@@ -73,6 +73,11 @@ void amoe_block_set_full_generic(amoe_block *b, int l, int t, const float *z);
  * file's exactly (a change below the storage precision). */
 void amoe_block_set_exact(amoe_block *b, int l, int t, const float *zfull);
 void amoe_block_set_pairs_exact(amoe_block *b, int l, int t, const uint16_t *ids, const float *z);
+/* Score shape: node t's stored layer-l logits times scale > 0, in place,
+ * keeping their order and so every top-k set exactly (where rounding would
+ * merge two, the later goes one binary16 step lower, as in
+ * amoe_f16_store_ordered). */
+void amoe_block_scale_logits(amoe_block *b, int l, int t, float scale);
 /* The same store for n pairs already in their final order (strictly:
  * each after the previous by float logit desc, id asc): writes the
  * binary16 logits. */

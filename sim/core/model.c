@@ -1,6 +1,9 @@
 #include "model.h"
 
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *const amoe_router_names[] = {"softmax", "sigmoid-normalized", "softmax-normalized", "softmax-topk",
                                          NULL};
@@ -33,8 +36,37 @@ double amoe_model_locality_at(const amoe_model *m, int l, int layers) {
 }
 
 void amoe_model_routing_defaults(amoe_model *m) {
+  memset(&m->routing, 0, sizeof m->routing);
   m->routing.locality = m->routing.locality_first = m->routing.locality_last = AMOE_FIT_LOCALITY;
-  m->routing.locality_peak = 0;
-  m->routing.request_bias = 0;
   m->routing.noise = AMOE_FIT_NOISE;
+  m->routing.temperature = AMOE_FIT_TEMPERATURE;
+  m->routing.layer_correlation = AMOE_FIT_LAYER_CORRELATION;
+}
+
+/* The routing fields, one row each: resolve and unset walk this table. */
+static const size_t ROUTING_NUMBERS[] = {
+    offsetof(amoe_routing_fit, locality),     offsetof(amoe_routing_fit, locality_first),
+    offsetof(amoe_routing_fit, locality_last), offsetof(amoe_routing_fit, locality_peak),
+    offsetof(amoe_routing_fit, request_bias), offsetof(amoe_routing_fit, noise),
+    offsetof(amoe_routing_fit, tree_share),   offsetof(amoe_routing_fit, drift_tokens),
+    offsetof(amoe_routing_fit, temperature),  offsetof(amoe_routing_fit, layer_correlation)};
+static const size_t ROUTING_LAYER_VALUES[] = {offsetof(amoe_routing_fit, skew),
+                                              offsetof(amoe_routing_fit, score_scale)};
+#define COUNT(a) (sizeof(a) / sizeof *(a))
+
+void amoe_routing_resolve(const amoe_routing_fit *model, const amoe_routing_fit *override, amoe_routing_fit *out) {
+  if (out != model) *out = *model;
+  for (size_t i = 0; i < COUNT(ROUTING_NUMBERS); i++) {
+    const double v = *(const double *)(const void *)((const char *)override + ROUTING_NUMBERS[i]);
+    if (!isnan(v)) *(double *)(void *)((char *)out + ROUTING_NUMBERS[i]) = v;
+  }
+  for (size_t i = 0; i < COUNT(ROUTING_LAYER_VALUES); i++) {
+    const amoe_layer_values *v = (const void *)((const char *)override + ROUTING_LAYER_VALUES[i]);
+    if (v->n > 0) *(amoe_layer_values *)(void *)((char *)out + ROUTING_LAYER_VALUES[i]) = *v;
+  }
+}
+
+void amoe_routing_unset(amoe_routing_fit *r) {
+  memset(r, 0, sizeof *r);
+  for (size_t i = 0; i < COUNT(ROUTING_NUMBERS); i++) *(double *)(void *)((char *)r + ROUTING_NUMBERS[i]) = NAN;
 }

@@ -27,19 +27,38 @@ typedef enum {
 extern const char *const amoe_router_names[];
 typedef enum { AMOE_FMT_BF16 = 0, AMOE_FMT_FP8_BLOCK128 = 1, AMOE_FMT_MXFP4 = 2 } amoe_weight_fmt;
 
-/* The routing structure fitted for a model (`routing:` in its preset,
- * written by `acceptmoe fit`; docs/design.md §5): token-to-token locality as
- * a profile over the MoE layers, piecewise linear through (first layer,
- * locality_first), (locality_peak · (layers − 1), locality), (last layer,
- * locality_last); and the per-request concentration request_bias. */
+/* A value per MoE layer: n = 0 unset (the default), 1 the same at every
+ * layer, else one per layer (n = moe_layers, checked by the spec loader). */
+typedef struct {
+  int n;
+  double v[AMOE_MAX_LAYERS];
+} amoe_layer_values;
+static inline double amoe_layer_value(const amoe_layer_values *x, int l, double unset) {
+  return x->n == 0 ? unset : x->v[x->n == 1 ? 0 : l];
+}
+
+/* The routing structure of a model (`routing:` in its preset, written by
+ * `acceptmoe fit`; docs/design.md §5, docs/generator.md): token-to-token
+ * locality as a profile over the MoE layers, piecewise linear through
+ * (first layer, locality_first), (locality_peak · (layers − 1), locality),
+ * (last layer, locality_last); the per-request concentration
+ * request_bias; and the score shape, which decides the router's weights
+ * and no top-k set. `workload.routing.*` names the same fields with the
+ * same meaning: a value set there replaces the model's (amoe_routing_resolve). */
 typedef struct {
   double locality, locality_first, locality_last, locality_peak;
   double request_bias;
   double noise; /* the token-specific share of each logit: caps how alike adjacent tokens can route */
   double tree_share; /* the share of a node's token part common to its depth and sibling rank across branches */
   double drift_tokens; /* the request bias's time constant in committed tokens (0: fixed per request) */
+  double temperature;  /* divides the state and noise part of a logit (Mixtral's fit) */
+  double layer_correlation; /* how much of a token's part carries from one layer to the next */
+  amoe_layer_values skew; /* popularity: the std of the fixed per-expert bias, per layer (unset: by E) */
+  /* score shape: every stored logit of the layer times this after the top-k
+   * sets are drawn (unset: 1), so each set stays and the weights flatten
+   * (< 1) or sharpen (> 1) */
+  amoe_layer_values score_scale;
 } amoe_routing_fit;
-
 typedef struct {
   char name[AMOE_NAME_MAX];
   int layers;            /* decoder layers in all */
@@ -64,10 +83,17 @@ typedef struct {
 /* Routing defaults fitted to the real Mixtral-8x7B trace (docs/generator.md). */
 #define AMOE_FIT_LOCALITY 0.3
 #define AMOE_FIT_NOISE 1.0
+#define AMOE_FIT_TEMPERATURE 0.8
+#define AMOE_FIT_LAYER_CORRELATION 0.5
 
 /* The routing of a model without a fitted `routing:` section: Mixtral's
  * fit (constant locality 0.3, no request concentration). */
 void amoe_model_routing_defaults(amoe_model *m);
+/* The routing a workload generates: the model's, with every field that the
+ * overrides set (a number, not NaN; layer values with n > 0) in its place. */
+void amoe_routing_resolve(const amoe_routing_fit *model, const amoe_routing_fit *override, amoe_routing_fit *out);
+/* Overrides that set nothing (every number NaN, every layer list unset). */
+void amoe_routing_unset(amoe_routing_fit *r);
 /* Locality ρ_l of MoE layer l of `layers` under the model's profile. */
 double amoe_model_locality_at(const amoe_model *m, int l, int layers);
 

@@ -50,9 +50,9 @@ typedef struct {
   int depth, top_k, nodes, candidates, top_m;
   double tau;
   char replay[AMOE_PATH_MAX];
-  double temperature, locality, layer_correlation, skew, noise, request_bias;
-  double tree_share; /* -1 (and locality, request_bias, noise, drift_tokens < 0): the model preset's routing */
-  double drift_tokens;
+  /* workload.routing.*: overrides of the model's routing, field by field
+   * (NaN, or layer values with n = 0: the model's; amoe_routing_resolve) */
+  amoe_routing_fit routing;
   int prompt_tokens; /* each request's prompt: one prefill pass before its blocks (0: none) */
   int threads; /* generator threads (not a spec key: results do not depend on it); 0 = 1 */
 } amoe_workload_spec;

@@ -49,6 +49,7 @@ struct amoe_gen {
   float *bias; /* [layer][expert] popularity biases · skew */
   float *rho, *crho; /* [layer] locality ρ_l and sqrt(1 - ρ_l²) */
   float *req_scale;  /* [layer] request_bias of the layer */
+  float *score_scale; /* [layer] the score shape's factor, or NULL (1 everywhere) */
   /* per request */
   amoe_rng rng;
   uint32_t request, step;
@@ -365,7 +366,16 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
     for (int x = 0; x < E; x++)
       for (int i = 0; i < AMOE_GEN_DIM; i++)
         g->w[((size_t)l * AMOE_GEN_DIM + i) * E + x] = (float)(amoe_rng_normal(&r) * ws);
-  for (size_t i = 0; i < (size_t)L * E; i++) g->bias[i] = (float)(amoe_rng_normal(&r) * p->skew);
+  for (size_t i = 0; i < (size_t)L * E; i++)
+    g->bias[i] = (float)(amoe_rng_normal(&r) * (p->skew_layers ? p->skew_layers[i / E] : p->skew));
+  if (p->score_scale_layers) {
+    g->score_scale = malloc((size_t)L * sizeof *g->score_scale);
+    if (!g->score_scale) {
+      amoe_gen_close(g);
+      return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
+    }
+    for (int l = 0; l < L; l++) g->score_scale[l] = (float)p->score_scale_layers[l];
+  }
   for (int l = 0; l < L; l++) {
     const double rl = p->locality_layers ? p->locality_layers[l] : p->locality;
     g->rho[l] = (float)rl;
@@ -374,7 +384,7 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   for (int l = 0; l < L; l++)
     g->req_scale[l] = (float)(p->request_bias_layers ? p->request_bias_layers[l] : p->request_bias);
   /* (copied: the caller's arrays need not outlive the generator) */
-  g->p.locality_layers = g->p.request_bias_layers = NULL;
+  g->p.locality_layers = g->p.request_bias_layers = g->p.skew_layers = g->p.score_scale_layers = NULL;
   if (!p->replay && p->accept_scale > 0) {
     g->h = p->accept_scale;
   } else if (!p->replay) {
@@ -403,6 +413,7 @@ void amoe_gen_close(amoe_gen *g) {
   free(g->sort_keys);
   free(g->w);
   free(g->bias);
+  free(g->score_scale);
   free(g->rho);
   free(g->req_scale);
   free(g->crho);
@@ -649,6 +660,7 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
       memcpy(st, &sv, sizeof sv);
       node_logits(&r4, g->eps, wl, st, bl, rbl, E, sig, g->zfull);
       amoe_block_set_full(b, l, t, g->zfull);
+      if (g->score_scale && g->score_scale[l] != 1.0f) amoe_block_scale_logits(b, l, t, g->score_scale[l]);
     }
   }
   for (int l = 0; l < L; l++)

@@ -47,15 +47,13 @@
  * (scripts/fit_noise.py; tests/test_gen.c checks its distribution). */
 float amoe_gen_normal(uint16_t u);
 
-/* Routing defaults fitted to the real Mixtral-8x7B trace (docs/generator.md). */
-#define AMOE_FIT_TEMPERATURE 0.8
-#define AMOE_FIT_LAYER_CORRELATION 0.5
 /* Popularity skew: 0.6 fits Mixtral's 8 experts (the window-union curve),
  * 0.45 fits OLMoE's 64 (busiest/quietest/effective experts on c4); between
  * them linear in log2(E), beyond 64 held at 0.45 (no data). */
 #define AMOE_FIT_SKEW_FEW 0.6
 #define AMOE_FIT_SKEW_MANY 0.45
-/* (AMOE_FIT_LOCALITY and AMOE_FIT_NOISE, the model's routing defaults, are in model.h) */
+/* (AMOE_FIT_LOCALITY, _NOISE, _TEMPERATURE and _LAYER_CORRELATION, the
+ * model's routing defaults, are in model.h) */
 
 typedef struct {
   uint64_t seed;
@@ -66,6 +64,12 @@ typedef struct {
   const uint16_t *replay;     /* per-step accept lengths to replay, or NULL */
   int replay_n;
   double temperature, locality, layer_correlation, skew, noise;
+  /* popularity skew of each MoE layer ([layers]), or NULL: `skew` at every layer */
+  const double *skew_layers;
+  /* score shape: each MoE layer's stored logits times this after the top-k
+   * sets are chosen ([layers]), or NULL: 1 at every layer (the logits as
+   * generated, byte for byte) */
+  const double *score_scale_layers;
   /* locality of each MoE layer ([layers]), or NULL: `locality` at every
    * layer (real models differ by 8x between layers) */
   const double *locality_layers;

@@ -13,6 +13,11 @@
 #include "jsonl.h"
 #include "trace.h"
 
+/* The generator's per-layer parameters, which its amoe_gen_params point into. */
+typedef struct {
+  double locality[AMOE_MAX_LAYERS], request_bias[AMOE_MAX_LAYERS], skew[AMOE_MAX_LAYERS], score_scale[AMOE_MAX_LAYERS];
+} gen_layers;
+
 struct amoe_source {
   int kind;
   amoe_workload_spec w;
@@ -31,8 +36,7 @@ struct amoe_source {
   int hybrid, prob, tok;
   uint32_t step;
   char *prov;
-  double locality[AMOE_MAX_LAYERS]; /* the generator's per-layer locality */
-  double request_bias[AMOE_MAX_LAYERS]; /* and request concentration */
+  gen_layers layers;   /* the generator's per-layer parameters */
   amoe_gen_params gp;  /* the synthetic generator's parameters (prefill) */
   amoe_gen *prefill;   /* a generator of its own for prefills, opened on first use */
 };
@@ -121,11 +125,16 @@ static amoe_status check_sig(const char *path, int L, int E, int k, const amoe_m
   return AMOE_OK;
 }
 
-/* The generator's parameters from a workload spec (m: the default); the
- * model's locality profile goes to loc[layers] unless the spec sets one
- * locality for every layer. */
-static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model *model, double *loc, double *rb) {
+/* The generator's parameters from a workload spec (m: the default): the
+ * model's routing with the spec's workload.routing overrides in place
+ * (amoe_routing_resolve), its per-layer values in lay. */
+static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model *model, gen_layers *lay) {
   amoe_gen_params p = {0};
+  amoe_routing_fit r;
+  amoe_routing_resolve(&model->routing, &w->routing, &r);
+  amoe_model m = *model;
+  m.routing = r;
+  const int L = model->moe_layers < AMOE_MAX_LAYERS ? model->moe_layers : AMOE_MAX_LAYERS;
   p.seed = w->seed;
   p.layers = model->moe_layers;
   p.experts = model->experts;
@@ -136,29 +145,33 @@ static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model 
   p.nodes = w->nodes;
   p.candidates = w->candidates > w->nodes ? w->candidates : w->nodes;
   p.tau = w->tau;
-  p.temperature = w->temperature;
-  p.locality = w->locality >= 0 ? w->locality : model->routing.locality;
-  if (w->locality < 0) {
-    for (int l = 0; l < model->moe_layers && l < AMOE_MAX_LAYERS; l++)
-      loc[l] = amoe_model_locality_at(model, l, model->moe_layers);
-    p.locality_layers = loc;
+  p.temperature = r.temperature;
+  p.locality = r.locality;
+  for (int l = 0; l < L; l++) lay->locality[l] = amoe_model_locality_at(&m, l, model->moe_layers);
+  p.locality_layers = lay->locality;
+  p.layer_correlation = r.layer_correlation;
+  const double skew0 = amoe_gen_default_skew(model->experts);
+  p.skew = amoe_layer_value(&r.skew, 0, skew0);
+  if (r.skew.n > 1) {
+    for (int l = 0; l < L; l++) lay->skew[l] = amoe_layer_value(&r.skew, l, skew0);
+    p.skew_layers = lay->skew;
   }
-  p.layer_correlation = w->layer_correlation;
-  p.skew = w->skew >= 0 ? w->skew : amoe_gen_default_skew(model->experts); /* < 0: the fitted default */
-  p.noise = w->noise >= 0 ? w->noise : model->routing.noise;
-  p.tree_share = w->tree_share >= 0 ? w->tree_share : model->routing.tree_share;
-  p.request_bias = w->request_bias >= 0 ? w->request_bias : model->routing.request_bias;
-  if (w->request_bias < 0 && w->locality < 0 && p.request_bias > 0) {
+  int scaled = 0;
+  for (int l = 0; l < L; l++) scaled |= (lay->score_scale[l] = amoe_layer_value(&r.score_scale, l, 1.0)) != 1.0;
+  p.score_scale_layers = scaled ? lay->score_scale : NULL;
+  p.noise = r.noise;
+  p.tree_share = r.tree_share;
+  p.request_bias = r.request_bias;
+  if (p.request_bias > 0) {
     /* a request's topic reaches the router through the context, as
      * locality does: its concentration follows the locality profile (none
      * where the router sees the token alone), request_bias at the peak */
     double mx = 0;
-    for (int l = 0; l < model->moe_layers && l < AMOE_MAX_LAYERS; l++) mx = loc[l] > mx ? loc[l] : mx;
-    for (int l = 0; l < model->moe_layers && l < AMOE_MAX_LAYERS; l++)
-      rb[l] = mx > 0 ? p.request_bias * loc[l] / mx : p.request_bias;
-    p.request_bias_layers = rb;
+    for (int l = 0; l < L; l++) mx = lay->locality[l] > mx ? lay->locality[l] : mx;
+    for (int l = 0; l < L; l++) lay->request_bias[l] = mx > 0 ? p.request_bias * lay->locality[l] / mx : p.request_bias;
+    p.request_bias_layers = lay->request_bias;
   }
-  p.drift_tokens = w->drift_tokens >= 0 ? w->drift_tokens : model->routing.drift_tokens;
+  p.drift_tokens = r.drift_tokens;
   p.tokens_per_request = w->tokens_per_request;
   return p;
 }
@@ -176,13 +189,22 @@ static json_t *gen_provenance(const amoe_source *s, const amoe_gen_params *p) {
   if (p->tree_share > 0) json_object_set_new(json_object_get(o, "routing"), "tree_share", json_real(p->tree_share));
   if (p->drift_tokens > 0 && p->request_bias > 0)
     json_object_set_new(json_object_get(o, "routing"), "drift_tokens", json_real(p->drift_tokens));
-  const amoe_model *m = &s->model;
-  if (w->locality < 0 && (m->routing.locality_first != m->routing.locality ||
-                          m->routing.locality_last != m->routing.locality)) /* a profile over the layers */
-    json_object_set_new(json_object_get(o, "routing"), "locality_profile",
-                        json_pack("{s:f, s:f, s:f, s:f}", "first", m->routing.locality_first, "peak",
-                                  m->routing.locality, "peak_at", m->routing.locality_peak, "last",
-                                  m->routing.locality_last));
+  amoe_routing_fit r;
+  amoe_routing_resolve(&s->model.routing, &w->routing, &r);
+  json_t *ro = json_object_get(o, "routing");
+  if (r.locality_first != r.locality || r.locality_last != r.locality) /* a profile over the layers */
+    json_object_set_new(ro, "locality_profile",
+                        json_pack("{s:f, s:f, s:f, s:f}", "first", r.locality_first, "peak", r.locality, "peak_at",
+                                  r.locality_peak, "last", r.locality_last));
+  if (p->skew_layers || p->score_scale_layers) { /* per-layer values, only when they are there */
+    for (int which = 0; which < 2; which++) {
+      const double *v = which ? p->score_scale_layers : p->skew_layers;
+      if (!v) continue;
+      json_t *a = json_array();
+      for (int l = 0; l < p->layers; l++) json_array_append_new(a, json_real(v[l]));
+      json_object_set_new(ro, which ? "score_scale" : "skew_layers", a);
+    }
+  }
   if (w->replay[0]) {
     json_object_set_new(o, "acceptance", json_string("replay"));
     json_object_set_new(o, "replay_steps", json_integer(s->replay_n));
@@ -224,7 +246,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
   amoe_status st = AMOE_OK;
   char buf[2048];
   if (w->source == AMOE_SRC_SYNTHETIC) {
-    amoe_gen_params p = gen_params(w, model, s->locality, s->request_bias);
+    amoe_gen_params p = gen_params(w, model, &s->layers);
     st = open_generator(s, &p, w->threads, e);
     s->m = p.m;
     s->gp = p;
@@ -249,7 +271,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
       /* generated trees (the spec's tree, acceptance and routing), storing
        * the top-k as the real tokens do; a problem is one request, which
        * ends with its tokens, not at tokens_per_request */
-      amoe_gen_params p = gen_params(w, model, s->locality, s->request_bias);
+      amoe_gen_params p = gen_params(w, model, &s->layers);
       p.m = s->m;
       p.tokens_per_request = INT_MAX;
       st = open_generator(s, &p, 1, e);
