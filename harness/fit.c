@@ -66,6 +66,25 @@ static void int_map(const tdoc *y, yaml_node_t *m, const char *key, int lo, int 
   }
 }
 
+/* [n numbers] in [lo, hi], one per MoE layer (checked against the model by the fit). */
+static void number_list(const tdoc *y, yaml_node_t *v, const char *key, double lo, double hi, double *out, int *n) {
+  char w[AMOE_PATH_MAX + 64];
+  where(y, v, w, sizeof w);
+  if (v->type != YAML_SEQUENCE_NODE) {
+    amoe_diag_add(y->d, "%s: %s must be a list of numbers, one per MoE layer", w, key);
+    return;
+  }
+  int c = 0, ok = 1;
+  for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+    if (c == AMOE_MAX_LAYERS) {
+      amoe_diag_add(y->d, "%s: %s: at most %d values", w, key, AMOE_MAX_LAYERS);
+      return;
+    }
+    ok &= number(y, yaml_document_get_node((yaml_document_t *)&y->doc, *it), key, lo, hi, &out[c++]);
+  }
+  if (ok) *n = c;
+}
+
 static void put_anchor(amoe_fit_targets *t, int layer, double v, const tdoc *y, yaml_node_t *k) {
   if (t->nanchor == AMOE_FIT_MAX_ANCHORS) {
     char w[AMOE_PATH_MAX + 64];
@@ -146,15 +165,27 @@ int amoe_fit_targets_load(amoe_fit_targets *t, const char *path, amoe_diag *d) {
       number(&y, v, key, 0, 1, &t->reuse_within_1);
     } else if (!strcmp(key, "reuse_median")) {
       number(&y, v, key, 1, 1e6, &t->reuse_median);
+    } else if (!strcmp(key, "entropy_layers")) {
+      number_list(&y, v, key, 0, 20, t->entropy, &t->nentropy);
+    } else if (!strcmp(key, "popularity_layers")) {
+      number_list(&y, v, key, 1, AMOE_MAX_EXPERTS, t->popularity, &t->npopularity);
+    } else if (!strcmp(key, "popularity_prompts")) {
+      if (number(&y, v, key, 1, 1e5, &x)) t->popularity_prompts = (int)x;
+    } else if (!strcmp(key, "popularity_prompt_tokens")) {
+      if (number(&y, v, key, 1, 1e5, &x)) t->popularity_prompt_tokens = (int)x;
     } else if (!strcmp(key, "window_union")) {
       int_map(&y, v, key, 1, 16, 1, AMOE_MAX_EXPERTS, put_window, t);
     } else {
       amoe_diag_add(d,
                     "%s: unknown key '%s' (source, adjacent_overlap, overlap_layers, top16_share, top16_tokens, "
-                    "tree_union, tree_nodes, tree_depth, tree_top_k, window_union, reuse_within_1, reuse_within_8, reuse_median)",
+                    "tree_union, tree_nodes, tree_depth, tree_top_k, window_union, reuse_within_1, reuse_within_8, reuse_median, "
+                    "entropy_layers, popularity_layers, popularity_prompts, popularity_prompt_tokens)",
                     w, key);
     }
   }
+  if (d->n == before && t->npopularity && !(t->popularity_prompts && t->popularity_prompt_tokens))
+    amoe_diag_add(d, "%s: popularity_layers needs popularity_prompts and popularity_prompt_tokens (what it was measured over)",
+                  path);
   if (d->n == before && !isnan(t->tree_union) && !t->tree_nodes)
     amoe_diag_add(d, "%s: tree_union needs tree_nodes (the tree it was measured on)", path);
   yaml_document_delete(&y.doc);
@@ -182,6 +213,10 @@ void amoe_fit_targets_from_stats(amoe_fit_targets *t, const amoe_inspect_stats *
   t->reuse_within_8 = st->reuse_within_8;
   t->reuse_within_1 = st->reuse_within_1;
   t->reuse_median = st->reuse_median;
+  if (st->entropy_full && !isnan(st->entropy_mean)) { /* a capture with every logit: its score shape */
+    t->nentropy = L;
+    for (int l = 0; l < L; l++) t->entropy[l] = st->entropy_layer[l];
+  }
   (void)top_k;
 }
 
@@ -215,6 +250,37 @@ static amoe_status eval_tree(const amoe_spec *s, const amoe_fit_targets *t, doub
   amoe_source_close(src);
   *u = st.tree_union_mean;
   return r;
+}
+
+/* Each layer's effective experts over t's prompts, routed as prefills of
+ * s's workload (request r's prompt for r = 0..prompts−1). */
+static amoe_status eval_popularity(const amoe_spec *s, const amoe_fit_targets *t, double *eff, amoe_err *e) {
+  const int L = s->model.moe_layers, E = s->model.experts;
+  amoe_workload_spec w = s->workload;
+  w.blocks = 1;
+  amoe_source *src = NULL;
+  AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
+  uint16_t *counts = malloc((size_t)L * E * sizeof *counts);
+  double *pop = calloc((size_t)L * E, sizeof *pop);
+  amoe_status st = counts && pop ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  for (int r = 0; st == AMOE_OK && r < t->popularity_prompts; r++) {
+    int made = 0;
+    st = amoe_source_prefill(src, (uint32_t)r, t->popularity_prompt_tokens, counts, &made, e);
+    for (size_t i = 0; st == AMOE_OK && i < (size_t)L * E; i++) pop[i] += counts[i];
+  }
+  for (int l = 0; st == AMOE_OK && l < L; l++) {
+    double tot = 0, H = 0;
+    for (int x = 0; x < E; x++) tot += pop[(size_t)l * E + x];
+    for (int x = 0; x < E; x++) {
+      const double q = tot > 0 ? pop[(size_t)l * E + x] / tot : 0;
+      if (q > 0) H -= q * log(q);
+    }
+    eff[l] = exp(H);
+  }
+  free(counts);
+  free(pop);
+  amoe_source_close(src);
+  return st;
 }
 
 /* The overlap a window union at W = 2 implies: 2 − U₂/k. */
@@ -351,6 +417,57 @@ static amoe_status fit_tree(amoe_spec *s, const amoe_fit_targets *t, amoe_fit_re
   return AMOE_OK;
 }
 
+/* The largest change of a per-layer value between two fits. */
+static double skew_moved(const amoe_layer_values *a, const amoe_layer_values *b) {
+  double m = 0;
+  for (int l = 0; l < AMOE_MAX_LAYERS && l < (a->n > b->n ? a->n : b->n); l++)
+    m = fmax(m, fabs(amoe_layer_value(a, l, 0) - amoe_layer_value(b, l, 0)));
+  return a->n && b->n ? m : (a->n != b->n ? 1.0 : 0.0);
+}
+
+/* skew per layer, all layers at once (a layer's popularity answers to its
+ * own skew), by bisection in [0, 3]: popularity falls as skew grows. */
+static amoe_status fit_skew(amoe_spec *s, const amoe_fit_targets *t, amoe_fit_result *r, amoe_err *e) {
+  if (!t->npopularity) return AMOE_OK;
+  const int L = s->model.moe_layers;
+  double a[AMOE_MAX_LAYERS], b[AMOE_MAX_LAYERS];
+  amoe_layer_values *sk = &s->model.routing.skew;
+  for (int l = 0; l < L; l++) a[l] = 0, b[l] = 3;
+  sk->n = L;
+  for (int step = 0; step < BISECT_STEPS; step++) {
+    for (int l = 0; l < L; l++) sk->v[l] = 0.5 * (a[l] + b[l]);
+    AMOE_TRY(eval_popularity(s, t, r->popularity, e));
+    r->evaluations++;
+    for (int l = 0; l < L; l++)
+      if (r->popularity[l] > t->popularity[l]) a[l] = sk->v[l];
+      else b[l] = sk->v[l];
+  }
+  for (int l = 0; l < L; l++) sk->v[l] = 0.5 * (a[l] + b[l]);
+  return AMOE_OK;
+}
+
+/* score_scale per layer, all layers at once, by bisection on its logarithm
+ * in [1/64, 8]: a layer's entropy rises as its scale falls, and nothing
+ * else moves (the top-k sets are the same at every scale). */
+static amoe_status fit_scale(amoe_spec *s, const amoe_fit_targets *t, int blocks, amoe_fit_result *r, amoe_err *e) {
+  if (!t->nentropy) return AMOE_OK;
+  const int L = s->model.moe_layers;
+  double a[AMOE_MAX_LAYERS], b[AMOE_MAX_LAYERS];
+  amoe_layer_values *sc = &s->model.routing.score_scale;
+  for (int l = 0; l < L; l++) a[l] = log(1.0 / 64), b[l] = log(8.0);
+  sc->n = L;
+  for (int step = 0; step < 2 * BISECT_STEPS; step++) {
+    for (int l = 0; l < L; l++) sc->v[l] = exp(0.5 * (a[l] + b[l]));
+    AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
+    r->evaluations++;
+    for (int l = 0; l < L; l++)
+      if (r->chain.entropy_layer[l] > t->entropy[l]) a[l] = log(sc->v[l]);
+      else b[l] = log(sc->v[l]);
+  }
+  for (int l = 0; l < L; l++) sc->v[l] = exp(0.5 * (a[l] + b[l]));
+  return AMOE_OK;
+}
+
 /* Every parameter but drift_tokens, in rounds until none moves by 0.01. */
 static amoe_status fit_rounds(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
                               amoe_err *e) {
@@ -428,8 +545,30 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
   amoe_routing_resolve(&s->model.routing, &s->workload.routing, &s->model.routing);
   amoe_routing_unset(&s->workload.routing);
   if (s->workload.source != AMOE_SRC_SYNTHETIC) return amoe_fail(e, AMOE_EINVAL, "fit: the spec's workload must be synthetic");
-  if (!isnan(t->reuse_within_8)) AMOE_TRY(fit_drift(s, t, blocks, progress, r, e));
-  else AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
+  const int L = s->model.moe_layers;
+  if ((t->nentropy && t->nentropy != L) || (t->npopularity && t->npopularity != L))
+    return amoe_fail(e, AMOE_EINVAL, "fit: entropy_layers and popularity_layers need one value per MoE layer (%d), not %d",
+                     L, t->nentropy && t->nentropy != L ? t->nentropy : t->npopularity);
+  if (t->nentropy) s->model.routing.score_scale.n = 0; /* the rounds fit the selection, which no scale moves */
+  /* popularity first (it depends on little but the skew), the rest with it
+   * in place; then popularity again with the rest fitted, and the rest once
+   * more, until the skew stays (at most 3 times) */
+  for (int pass = 0; pass < 3; pass++) {
+    const amoe_layer_values before = s->model.routing.skew;
+    AMOE_TRY(fit_skew(s, t, r, e));
+    if (progress && t->npopularity) fprintf(progress, "fit skew (pass %d): layer 0 %.3f\n", pass + 1, s->model.routing.skew.v[0]);
+    if (pass > 0 && skew_moved(&s->model.routing.skew, &before) < 0.01) break;
+    if (pass == 0 && !isnan(t->reuse_within_8)) AMOE_TRY(fit_drift(s, t, blocks, progress, r, e));
+    else AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
+    if (!t->npopularity) break;
+  }
+  if (t->nentropy) s->workload.top_m = s->model.experts; /* the entropy is the full softmax's: every logit stored */
+  AMOE_TRY(fit_scale(s, t, blocks, r, e));
+  if (progress && t->nentropy) fprintf(progress, "fit score_scale: %d layers\n", L);
+  if (t->npopularity) {
+    AMOE_TRY(eval_popularity(s, t, r->popularity, e));
+    r->evaluations++;
+  }
   AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
   r->evaluations++;
   if (t->tree_nodes) {
@@ -473,8 +612,36 @@ void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, cons
     snprintf(w, sizeof w, "tree union, %d nodes", t->tree_nodes);
     row(f, w, r->tree_union, t->tree_union);
   }
+  if (t->nentropy) {
+    double got = 0, want = 0, worst = 0;
+    for (int l = 0; l < t->nentropy; l++) {
+      got += r->chain.entropy_layer[l] / t->nentropy, want += t->entropy[l] / t->nentropy;
+      worst = fmax(worst, fabs(r->chain.entropy_layer[l] - t->entropy[l]));
+    }
+    row(f, "router entropy (nats), layer mean", got, want);
+    fprintf(f, "#   %-34s %8.4f\n", "  worst layer's |error| (nats)", worst);
+    row(f, "top-k mass of the softmax", r->chain.topk_mass_mean, NAN);
+    row(f, "renormalised top-1 weight", r->chain.top1_weight_mean, NAN);
+  }
+  if (t->npopularity) {
+    double got = 0, want = 0, worst = 0;
+    for (int l = 0; l < t->npopularity; l++) {
+      got += r->popularity[l] / t->npopularity, want += t->popularity[l] / t->npopularity;
+      worst = fmax(worst, fabs(r->popularity[l] - t->popularity[l]) / t->popularity[l]);
+    }
+    row(f, "effective experts over prompts", got, want);
+    fprintf(f, "#   %-34s %8.4f\n", "  worst layer's relative error", worst);
+  }
   fprintf(f, "routing:\n  locality: %.4f\n  locality_first: %.4f\n  locality_last: %.4f\n  locality_peak: %.4f\n"
              "  request_bias: %.4f\n  noise: %.4f\n  tree_share: %.4f\n  drift_tokens: %.1f\n",
           rt->locality, rt->locality_first, rt->locality_last, rt->locality_peak, rt->request_bias, rt->noise,
           rt->tree_share, rt->drift_tokens);
+  const amoe_layer_values *lists[2] = {&rt->skew, &rt->score_scale};
+  const char *names[2] = {"skew", "score_scale"};
+  for (int i = 0; i < 2; i++) /* fitted per layer: one value each */
+    if (lists[i]->n > 1) {
+      fprintf(f, "  %s: [", names[i]);
+      for (int l = 0; l < lists[i]->n; l++) fprintf(f, "%s%.4f", l ? (l % 12 ? ", " : ",\n    ") : "", lists[i]->v[l]);
+      fputs("]\n", f);
+    }
 }

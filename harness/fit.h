@@ -23,6 +23,15 @@
  *   tree_share
  *       the union of a draft tree (0 when the other parameters already
  *       concentrate the tree as much);
+ *   skew (per layer: the std of each expert's fixed popularity bias)
+ *       the effective number of experts (exp of the entropy of the
+ *       selection shares) of each layer over popularity_prompts prompts of
+ *       popularity_prompt_tokens tokens, routed as prefills (as the real
+ *       shares were measured);
+ *   score_scale (per layer, fitted last: it moves no top-k set, so no other
+ *       statistic)
+ *       each layer's mean per-token entropy of the softmax over all its
+ *       experts (measured with every logit stored);
  *   noise (the token-specific share of each logit)
  *       the largest value up to Mixtral's fit (1) at which the most local
  *       anchor can be reached with locality 0.95: noise caps how alike
@@ -53,6 +62,11 @@ typedef struct {
   double window_union[AMOE_INSPECT_NW]; /* W = 1, 2, 4, 8, 16; NaN where absent */
   double reuse_within_8;     /* share of uses repeated within 8 tokens, or NaN */
   double reuse_within_1, reuse_median; /* reported beside the fit, not fitted (NaN: absent) */
+  int nentropy;              /* per-layer router entropy (nats), one per MoE layer, or 0 */
+  double entropy[AMOE_MAX_LAYERS];
+  int npopularity;           /* per-layer effective experts of the selection shares, or 0 */
+  double popularity[AMOE_MAX_LAYERS];
+  int popularity_prompts, popularity_prompt_tokens; /* what they were measured over */
 } amoe_fit_targets;
 
 void amoe_fit_targets_init(amoe_fit_targets *t);
@@ -64,7 +78,8 @@ void amoe_fit_targets_from_stats(amoe_fit_targets *t, const amoe_inspect_stats *
                                  const char *source);
 
 typedef struct {
-  amoe_inspect_stats chain; /* of the fitted chain workload */
+  amoe_inspect_stats chain; /* of the fitted chain workload (every logit stored when entropy was a target) */
+  double popularity[AMOE_MAX_LAYERS]; /* effective experts per layer over the prompts (when a target) */
   double tree_union;        /* of the fitted tree workload (NaN if not asked) */
   int evaluations;
 } amoe_fit_result;

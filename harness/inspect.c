@@ -118,7 +118,7 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
   amoe_status st = (s.seen && s.cnt && s.next && pop && mass && prob && top) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   amoe_status rc = AMOE_OK;
   long last_req = -1;
-  double nodes = 0, top1 = 0, top1n = 0, usum = 0, ucnt = 0;
+  double nodes = 0, top1 = 0, top1n = 0, usum = 0, ucnt = 0, ent[AMOE_MAX_LAYERS] = {0}, entn = 0, kmass = 0;
   uint8_t useen[AMOE_MAX_EXPERTS];
   int *path = NULL;
   size_t pcap = 0;
@@ -196,6 +196,18 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
         const amoe_f16 *z = amoe_block_logits(&b, l, t);
         memcpy(s.routes + ((size_t)s.ntok * L + l) * k, id, (size_t)k * sizeof *id);
         for (int j = 0; j < k; j++) pop[(size_t)l * E + id[j]] += 1;
+        if (b.logits && b.lm == b.m) { /* the score shape: softmax over the stored logits */
+          double zs = 0, zh = 0, zk = 0;
+          const double z0 = amoe_f16_to_f32(z[0]);
+          for (int j = 0; j < b.m; j++) {
+            const double zj = amoe_f16_to_f32(z[j]) - z0, ex = exp(zj);
+            zs += ex;
+            zh += ex * zj;
+            if (j < k) zk += ex;
+          }
+          ent[l] += log(zs) - zh / zs; /* −Σ p ln p with p = e^zj / zs */
+          kmass += zk / zs;
+        }
         if (k >= 2) { /* the top-1 weight renormalised over the top-k, as the router weighs them */
           double sum = 0, w0 = 1;
           if (router == AMOE_ROUTER_SIGMOID_NORM) {
@@ -207,6 +219,7 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
           top1n += 1;
         }
       }
+      if (b.logits && b.lm == b.m) entn += 1;
       s.ntok++;
       o->tokens++;
     }
@@ -221,6 +234,14 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
     for (int wi = 0; wi < AMOE_INSPECT_NW; wi++)
       o->window_union[wi] = s.ucnt[wi] > 0 ? s.usum[wi] / s.ucnt[wi] : NAN;
     o->top1_weight_mean = top1n > 0 ? top1 / top1n : NAN;
+    o->entropy_mean = o->topk_mass_mean = NAN;
+    o->entropy_full = amoe_source_m(src) == E;
+    if (entn > 0) {
+      o->entropy_mean = 0;
+      for (int l = 0; l < L; l++) o->entropy_mean += (o->entropy_layer[l] = ent[l] / entn) / L;
+      o->topk_mass_mean = kmass / (entn * L);
+    } else
+      for (int l = 0; l < L; l++) o->entropy_layer[l] = NAN;
     o->tree_union_mean = ucnt > 0 ? usum / ucnt : NAN;
     o->layers = L;
     o->uniform_overlap = (double)k / E;
@@ -263,6 +284,7 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
       o->pop_max_over_mean += mx / (tot / E) / L;
       o->pop_min_over_mean += mn / (tot / E) / L;
       o->pop_effective += exp(H) / L;
+      o->pop_effective_layer[l] = exp(H);
     }
   }
   free(path);
@@ -294,7 +316,15 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
             isnan(s->adjacent_overlap) ? -1.0 : s->adjacent_overlap, isnan(s->top16_share) ? -1.0 : s->top16_share);
     for (int l = 0; l < s->layers; l++)
       fprintf(f, "%s%.4g", l ? "," : "", isnan(s->overlap_layer[l]) ? -1.0 : s->overlap_layer[l]);
-    fprintf(f, "],\"reuse_distance\":{\"median\":%.6g,\"within_1\":%.6g,\"within_8\":%.6g},\"block_top32_overlap\":%.6g",
+    fprintf(f, "],\"score_shape\":{\"full_softmax\":%s,\"entropy_mean\":%.6g,\"topk_mass_mean\":%.6g,\"entropy_by_layer\":[",
+            s->entropy_full ? "true" : "false", isnan(s->entropy_mean) ? -1.0 : s->entropy_mean,
+            isnan(s->topk_mass_mean) ? -1.0 : s->topk_mass_mean);
+    for (int l = 0; l < s->layers; l++)
+      fprintf(f, "%s%.4g", l ? "," : "", isnan(s->entropy_layer[l]) ? -1.0 : s->entropy_layer[l]);
+    fprintf(f, "],\"popularity_effective_by_layer\":[");
+    for (int l = 0; l < s->layers; l++) fprintf(f, "%s%.4g", l ? "," : "", s->pop_effective_layer[l]);
+    fprintf(f, "]}");
+    fprintf(f, ",\"reuse_distance\":{\"median\":%.6g,\"within_1\":%.6g,\"within_8\":%.6g},\"block_top32_overlap\":%.6g",
             isfinite(s->reuse_median) ? s->reuse_median : -1.0, isnan(s->reuse_within_1) ? -1.0 : s->reuse_within_1,
             isnan(s->reuse_within_8) ? -1.0 : s->reuse_within_8,
             isnan(s->block_top32_overlap) ? -1.0 : s->block_top32_overlap);
@@ -315,6 +345,13 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
   fprintf(f, "\n  union of every node's top-k per layer and block: %.2f experts (%.1f nodes per block)\n",
           s->tree_union_mean, s->nodes_mean);
   fprintf(f, "  mean renormalised top-1 weight: %.3f\n", s->top1_weight_mean);
+  if (!isnan(s->entropy_mean)) {
+    fprintf(f, "  router entropy per token (softmax over %s logits, nats): mean %.3f, top-k mass %.3f; by layer:",
+            s->entropy_full ? "all" : "the stored (a lower bound: not every expert's)", s->entropy_mean,
+            s->topk_mass_mean);
+    for (int l = 0; l < s->layers; l++) fprintf(f, "%s%.2f", l % 16 ? " " : "\n   ", s->entropy_layer[l]);
+    fputc('\n', f);
+  }
   fprintf(f, "  expert popularity (mean over layers): busiest %.2fx mean, quietest %.2fx, effective %.1f experts\n",
           s->pop_max_over_mean, s->pop_min_over_mean, s->pop_effective);
   fprintf(f, "  adjacent committed tokens share %.3f of their experts (uniform routing: %.3f); by layer:",

@@ -1,7 +1,8 @@
 /* `acceptmoe inspect`: what a workload looks like. Window-union curves over
  * the committed token stream (mean distinct experts per layer over W
  * consecutive committed tokens of a request), the accept-length histogram,
- * the mean renormalised top-1 weight, expert popularity, the adjacent-token
+ * the mean renormalised top-1 weight, the score shape (router entropy
+ * per layer, top-k mass), expert popularity, the adjacent-token
  * overlap per layer and the per-request top-16 share. It also checks
  * every stored pair of every block (order, distinct ids, usable logits),
  * which trace replay leaves to the writer and the checksum. */
@@ -22,7 +23,15 @@ typedef struct {
   double window_union[AMOE_INSPECT_NW];
   double tree_union_mean; /* mean over blocks and layers of the union of every node's top-k */
   double top1_weight_mean;
+  /* score shape (docs/design.md §5), over the committed tokens: per MoE
+   * layer the mean per-token entropy (nats) of the softmax over the
+   * stored logits, which is the full softmax's when every expert's logit
+   * is stored (entropy_full; with m < E a lower bound), their mean over
+   * the layers, and the mean share of that softmax in the natural top-k */
+  double entropy_layer[AMOE_MAX_LAYERS], entropy_mean, topk_mass_mean;
+  int entropy_full;
   double pop_max_over_mean, pop_min_over_mean, pop_effective; /* averaged over layers */
+  double pop_effective_layer[AMOE_MAX_LAYERS]; /* exp(entropy) of each layer's selection shares */
   /* locality: the share of a committed token's k experts that the previous
    * committed token of its request also used, overall and per MoE layer */
   double adjacent_overlap, uniform_overlap; /* (uniform routing: k/E) */

@@ -462,12 +462,39 @@ expect 0 "readback_s: (7|6\\.9999)" -- bash -c "\"$A\" run tests/fixtures/golden
 # (sha256 of the .amt the earlier generator wrote); drift on changes them
 old_routing=(--set model.routing.locality=0.9493 --set model.routing.locality_first=0.0001
   --set model.routing.locality_last=0.3093 --set model.routing.locality_peak=0.1489 --set model.routing.request_bias=2.2144
-  --set model.routing.noise=0.7773 --set model.routing.tree_share=0 --set workload.blocks=40)
+  --set model.routing.noise=0.7773 --set model.routing.tree_share=0 --set model.routing.skew=null
+  --set model.routing.score_scale=null --set workload.blocks=40)
 "$A" gen workloads/specs/quickstart.yaml "${old_routing[@]}" --set model.routing.drift_tokens=0 -o "$T/d0.amt" >/dev/null 2>&1
 "$A" gen workloads/specs/quickstart.yaml "${old_routing[@]}" --set model.routing.drift_tokens=32 -o "$T/d32.amt" >/dev/null 2>&1
 if [ "$(sha256sum <"$T/d0.amt" | cut -c1-64)" = 377ed0a02cb4062b01d68d4c698d03fa137c75384e3814ac712c035a81ee28d0 ] &&
    [ -s "$T/d32.amt" ] && ! cmp -s "$T/d0.amt" "$T/d32.amt"; then ok
 else bad "drift 0 no longer reproduces the earlier workload (or drift changes nothing)"; fi
+
+# workload.routing.K and model.routing.K are one field: for every routing key
+# of the resolved spec, an override set to the model's own value changes no
+# byte of the workload, and another value changes it
+"$A" run workloads/specs/quickstart.yaml --set workload.blocks=1 --set 'policies=[natural]' --out "$T/rk" --quiet \
+  >/dev/null 2>&1
+awk '/^model:/{m=1;next} /^[^ ]/{m=0} m&&/^  routing:/{r=1;next} m&&/^  [^ ]/{r=0} m&&r&&/^    [a-z_]+: /{
+  k=$1; sub(":","",k); v=$0; sub(/^    [a-z_]+: /,"",v); print k "\t" v}' "$T/rk/spec.resolved.yaml" >"$T/rk.keys"
+[ "$(wc -l <"$T/rk.keys")" -ge 12 ] && ok || bad "the resolved spec lists $(wc -l <"$T/rk.keys") model.routing keys"
+"$A" gen workloads/specs/quickstart.yaml --set workload.blocks=6 -o "$T/rk0.amt" >/dev/null 2>&1
+while IFS=$'\t' read -r k v; do
+  "$A" gen workloads/specs/quickstart.yaml --set workload.blocks=6 --set "workload.routing.$k=$v" -o "$T/rk1.amt" \
+    >/dev/null 2>&1
+  cmp -s "$T/rk0.amt" "$T/rk1.amt" && ok || bad "workload.routing.$k=$v (the model's own value) changes the workload"
+  case $k in locality_peak) w=0.9 ;; layer_correlation) w=0.2 ;; tree_share) w=0.5 ;; *) w=0.37 ;; esac
+  "$A" gen workloads/specs/quickstart.yaml --set workload.blocks=6 --set "workload.routing.$k=$w" -o "$T/rk2.amt" \
+    >/dev/null 2>&1
+  "$A" gen workloads/specs/quickstart.yaml --set workload.blocks=6 --set "model.routing.$k=$w" -o "$T/rk3.amt" \
+    >/dev/null 2>&1
+  if ! cmp -s "$T/rk0.amt" "$T/rk2.amt" && cmp -s "$T/rk2.amt" "$T/rk3.amt"; then ok
+  else bad "workload.routing.$k=$w and model.routing.$k=$w do not make one new workload"; fi
+done <"$T/rk.keys"
+expect 2 "model.routing.score_scale lists 3 values; it takes one, or one per MoE layer \(48\)" -- \
+  "$A" gen workloads/specs/quickstart.yaml --set 'model.routing.score_scale=[1, 2, 3]' -o "$T/rk4.amt"
+expect 2 "workload.routing.skew must be a number, not 'x'" -- \
+  "$A" gen workloads/specs/quickstart.yaml --set 'workload.routing.skew=[1, x]' -o "$T/rk4.amt"
 
 # the registry of policies: every row, its description and parameters
 expect 0 "mtp +a chain of N tokens" -- "$A" policies
@@ -488,14 +515,17 @@ for c in "fit workloads/specs/fit-olmoe.yaml --target workloads/targets/olmoe-1b
 done
 
 # fit: recovers the routing of a workload it generated itself (OLMoE: 16
-# layers, a profile 0.2 -> 0.7 at layer 6 -> 0.4, request_bias 1, noise 1)
+# layers, a profile 0.2 -> 0.7 at layer 6 -> 0.4, request_bias 1, noise 1,
+# and with every logit stored, its score shape: 0.5 at every layer)
 "$A" gen workloads/specs/fit-olmoe.yaml --set workload.blocks=300 --set workload.seed=5 \
   --set model.routing.locality_first=0.2 --set model.routing.locality=0.7 --set model.routing.locality_peak=0.4 \
-  --set model.routing.locality_last=0.4 --set model.routing.request_bias=1 --set model.routing.noise=1 -o "$T/known.amt" >/dev/null 2>&1
+  --set model.routing.locality_last=0.4 --set model.routing.request_bias=1 --set model.routing.noise=1 \
+  --set model.routing.score_scale=0.5 --set workload.top_m=64 -o "$T/known.amt" >/dev/null 2>&1
 if "$A" fit workloads/specs/fit-olmoe.yaml --trace "$T/known.amt" --blocks 300 -o "$T/fitted.yaml" --quiet >/dev/null 2>"$T/fit.err"; then
   awk '/^  locality:/{l=$2} /^  locality_first:/{f=$2} /^  locality_last:/{z=$2} /^  request_bias:/{b=$2} /^  noise:/{n=$2}
-    END{exit !((l-0.7)^2<0.01 && (f-0.2)^2<0.01 && (z-0.4)^2<0.01 && (b-1)^2<0.09 && n==1)}' "$T/fitted.yaml" && ok ||
-    bad "fit did not recover the known routing: $(grep -A6 '^routing:' "$T/fitted.yaml" | tr '\n' ' ')"
+    /^  score_scale:/{sc=1} sc{e=index($0,"]"); gsub(/[][,]|score_scale:/," "); for(i=1;i<=NF;i++){ns++; if(($i-0.5)^2>0.0025)far++}; if(e)sc=0}
+    END{exit !((l-0.7)^2<0.01 && (f-0.2)^2<0.01 && (z-0.4)^2<0.01 && (b-1)^2<0.09 && n==1 && ns==16 && !far)}' "$T/fitted.yaml" && ok ||
+    bad "fit did not recover the known routing: $(grep -A9 '^routing:' "$T/fitted.yaml" | tr '\n' ' ')"
 else
   bad "fit --trace failed: $(cat "$T/fit.err")"
 fi

@@ -97,6 +97,41 @@ static void fitted_presets(void) {
     if (!isnan(t.reuse_median))
       CHECK(st.reuse_median == t.reuse_median, "%s: median reuse distance %g, target %g", models[i], st.reuse_median,
             t.reuse_median);
+    if (t.nentropy) { /* the score shape: the full softmax's entropy per layer */
+      amoe_spec f = s;
+      f.workload.top_m = f.model.experts;
+      f.workload.blocks = 120;
+      const amoe_inspect_stats fs = stats_of(&f);
+      CHECK(fs.entropy_full, "%s: every logit stored", models[i]);
+      for (int l = 0; l < t.nentropy; l++)
+        CHECK(fabs(fs.entropy_layer[l] - t.entropy[l]) <= 0.15, "%s: router entropy at layer %d %.3f, target %.3f",
+              models[i], l, fs.entropy_layer[l], t.entropy[l]);
+    }
+    if (t.npopularity) { /* per-layer popularity over prompts routed as prefills */
+      const int L = s.model.moe_layers, E = s.model.experts;
+      amoe_source *src;
+      amoe_err e;
+      CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+      static uint16_t counts[AMOE_MAX_LAYERS * 128];
+      static double pop[AMOE_MAX_LAYERS * 128];
+      CHECK(E <= 128, "popularity test sized for 128 experts");
+      memset(pop, 0, sizeof pop);
+      for (int r = 0; r < t.popularity_prompts; r++) {
+        int made = 0;
+        CHECK(amoe_source_prefill(src, (uint32_t)r, t.popularity_prompt_tokens, counts, &made, &e) == AMOE_OK && made,
+              "%s", e.msg);
+        for (int q = 0; q < L * E; q++) pop[q] += counts[q];
+      }
+      amoe_source_close(src);
+      for (int l = 0; l < L; l++) {
+        double tot = 0, H = 0;
+        for (int x = 0; x < E; x++) tot += pop[l * E + x];
+        for (int x = 0; x < E; x++)
+          if (pop[l * E + x] > 0) H -= pop[l * E + x] / tot * log(pop[l * E + x] / tot);
+        CHECK(fabs(exp(H) / t.popularity[l] - 1) <= 0.08, "%s: effective experts at layer %d %.1f, target %.1f",
+              models[i], l, exp(H), t.popularity[l]);
+      }
+    }
     if (!isnan(t.tree_union)) {
       s.workload.nodes = s.workload.candidates = t.tree_nodes;
       s.workload.depth = t.tree_depth;
@@ -107,6 +142,61 @@ static void fitted_presets(void) {
             st.tree_union_mean, t.tree_union);
     }
   }
+}
+
+/* Score shape (docs/design.md §5): a router scale leaves every stored id,
+ * and so every top-k set, exactly as it was, and multiplies the logits
+ * (to binary16 precision); per-layer scales act per layer; the entropy
+ * rises as the scale falls. */
+static void score_shape(void) {
+  amoe_spec s = spec_for("qwen3-30b-a3b");
+  s.workload.blocks = 12;
+  s.workload.nodes = s.workload.candidates = 24;
+  s.workload.top_m = 128;
+  const int L = s.model.moe_layers, m = 128;
+  amoe_spec t = s;
+  t.workload.routing.score_scale.n = L;
+  for (int l = 0; l < L; l++) t.workload.routing.score_scale.v[l] = l % 2 ? 0.3 : 1.7;
+  amoe_err e;
+  amoe_source *a, *b;
+  CHECK(amoe_source_open(&a, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_source_open(&b, &t.workload, &t.model, &e) == AMOE_OK, "%s", e.msg);
+  amoe_block x, y;
+  amoe_block_init(&x, L, 128, m);
+  amoe_block_init(&y, L, 128, m);
+  int ids_same = 1, moved = 0, worst_ok = 1;
+  while (amoe_source_next(a, &x, &e) == AMOE_OK) {
+    CHECK(amoe_source_next(b, &y, &e) == AMOE_OK, "%s", e.msg);
+    ids_same &= x.n == y.n && !memcmp(x.ids, y.ids, (size_t)x.n * L * m * sizeof *x.ids) &&
+                !memcmp(x.accepted, y.accepted, (size_t)x.n);
+    for (int l = 0; l < L; l++)
+      for (int n = 0; n < x.n; n++) {
+        const amoe_f16 *zx = amoe_block_logits(&x, l, n), *zy = amoe_block_logits(&y, l, n);
+        const double sc = t.workload.routing.score_scale.v[l];
+        for (int j = 0; j < m; j++) {
+          const double want = sc * amoe_f16_to_f32(zx[j]), got = amoe_f16_to_f32(zy[j]);
+          moved += zx[j] != zy[j];
+          /* a binary16 step at most, and one more where two merged (store_ordered) */
+          worst_ok &= fabs(got - want) <= 2.5 * fmax(fabs(want), 6.1e-5) / 1024 + 1e-7;
+        }
+      }
+  }
+  CHECK(ids_same, "a score scale moves no stored expert id (every top-k set as it was)");
+  CHECK(moved > 0 && worst_ok, "the scaled logits are the scale times the logits (%d moved)", moved);
+  amoe_block_free(&x);
+  amoe_block_free(&y);
+  amoe_source_close(a);
+  amoe_source_close(b);
+  /* entropy rises as the scale falls; the selection statistics do not move */
+  amoe_spec lo = s;
+  lo.workload.routing.score_scale = (amoe_layer_values){.n = 1, .v = {0.5}};
+  const amoe_inspect_stats s0 = stats_of(&s), s1 = stats_of(&lo);
+  CHECK(s1.entropy_mean > s0.entropy_mean + 0.2 && s1.top1_weight_mean < s0.top1_weight_mean,
+        "scale 0.5 flattens the router: entropy %.3f -> %.3f, top-1 weight %.3f -> %.3f", s0.entropy_mean,
+        s1.entropy_mean, s0.top1_weight_mean, s1.top1_weight_mean);
+  CHECK(s1.adjacent_overlap == s0.adjacent_overlap && s1.window_union[3] == s0.window_union[3] &&
+            s1.pop_effective == s0.pop_effective,
+        "scale moves no selection statistic");
 }
 
 /* The generator's vector paths against their plain twins, bit for bit:
@@ -141,6 +231,7 @@ int main(int argc, char **argv) {
   amoe_err e;
   test_normal();
   generic_twins();
+  score_shape();
   fitted_presets();
   /* Mixtral curve (docs/design.md §5): within 3% at every W with the defaults. */
   amoe_spec s = spec_for("mixtral-8x7b");
