@@ -432,7 +432,7 @@ static amoe_status fit_skew(amoe_spec *s, const amoe_fit_targets *t, amoe_fit_re
   const int L = s->model.moe_layers;
   double a[AMOE_MAX_LAYERS], b[AMOE_MAX_LAYERS];
   amoe_layer_values *sk = &s->model.routing.skew;
-  for (int l = 0; l < L; l++) a[l] = 0, b[l] = 3;
+  for (int l = 0; l < L; l++) a[l] = 0, b[l] = 4;
   sk->n = L;
   for (int step = 0; step < BISECT_STEPS; step++) {
     for (int l = 0; l < L; l++) sk->v[l] = 0.5 * (a[l] + b[l]);
@@ -473,6 +473,9 @@ static amoe_status fit_rounds(amoe_spec *s, const amoe_fit_targets *t, int block
                               amoe_err *e) {
   for (int round = 0; round < 8; round++) { /* until no parameter moves by 0.01 */
     const amoe_routing_fit before = s->model.routing;
+    /* popularity first: the request bias flattens a task's mix of requests
+     * (each concentrates on its own experts), so the skew answers to it too */
+    AMOE_TRY(fit_skew(s, t, r, e));
     AMOE_TRY(fit_noise(s, t, blocks, r, e));
     AMOE_TRY(fit_locality(s, t, blocks, r, e));
     AMOE_TRY(fit_bias(s, t, blocks, r, e));
@@ -487,7 +490,8 @@ static amoe_status fit_rounds(amoe_spec *s, const amoe_fit_targets *t, int block
     const amoe_routing_fit *a = &s->model.routing;
     if (round > 0 && fabs(a->locality - before.locality) < 0.01 && fabs(a->locality_first - before.locality_first) < 0.01 &&
         fabs(a->locality_last - before.locality_last) < 0.01 && fabs(a->request_bias - before.request_bias) < 0.01 &&
-        fabs(a->noise - before.noise) < 0.01 && fabs(a->tree_share - before.tree_share) < 0.01)
+        fabs(a->noise - before.noise) < 0.01 && fabs(a->tree_share - before.tree_share) < 0.01 &&
+        skew_moved(&a->skew, &before.skew) < 0.01)
       break;
   }
   return AMOE_OK;
@@ -550,18 +554,8 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
     return amoe_fail(e, AMOE_EINVAL, "fit: entropy_layers and popularity_layers need one value per MoE layer (%d), not %d",
                      L, t->nentropy && t->nentropy != L ? t->nentropy : t->npopularity);
   if (t->nentropy) s->model.routing.score_scale.n = 0; /* the rounds fit the selection, which no scale moves */
-  /* popularity first (it depends on little but the skew), the rest with it
-   * in place; then popularity again with the rest fitted, and the rest once
-   * more, until the skew stays (at most 3 times) */
-  for (int pass = 0; pass < 3; pass++) {
-    const amoe_layer_values before = s->model.routing.skew;
-    AMOE_TRY(fit_skew(s, t, r, e));
-    if (progress && t->npopularity) fprintf(progress, "fit skew (pass %d): layer 0 %.3f\n", pass + 1, s->model.routing.skew.v[0]);
-    if (pass > 0 && skew_moved(&s->model.routing.skew, &before) < 0.01) break;
-    if (pass == 0 && !isnan(t->reuse_within_8)) AMOE_TRY(fit_drift(s, t, blocks, progress, r, e));
-    else AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
-    if (!t->npopularity) break;
-  }
+  if (!isnan(t->reuse_within_8)) AMOE_TRY(fit_drift(s, t, blocks, progress, r, e));
+  else AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
   if (t->nentropy) s->workload.top_m = s->model.experts; /* the entropy is the full softmax's: every logit stored */
   AMOE_TRY(fit_scale(s, t, blocks, r, e));
   if (progress && t->nentropy) fprintf(progress, "fit score_scale: %d layers\n", L);

@@ -77,6 +77,23 @@ typedef struct {
 
 #define F(field) offsetof(amoe_spec, field), sizeof(((amoe_spec *)0)->field)
 #define BIG 1e30
+/* model.routing.* and workload.routing.*: one set of fields and ranges, two
+ * homes (a workload's override is nullable: null keeps the model's) */
+#define ROUTING_KEYS(P, R, NULLABLE)                                                        \
+  {P "locality", T_DBL, F(R.locality), 0, 0.999, NULL, NULLABLE, 0},                         \
+      {P "locality_first", T_DBL, F(R.locality_first), 0, 0.999, NULL, NULLABLE, 0},         \
+      {P "locality_last", T_DBL, F(R.locality_last), 0, 0.999, NULL, NULLABLE, 0},           \
+      {P "locality_peak", T_DBL, F(R.locality_peak), 0, 1, NULL, NULLABLE, 0},               \
+      {P "request_bias", T_DBL, F(R.request_bias), 0, 100, NULL, NULLABLE, 0},               \
+      {P "noise", T_DBL, F(R.noise), 0, 100, NULL, NULLABLE, 0},                             \
+      {P "tree_share", T_DBL, F(R.tree_share), 0, 0.99, NULL, NULLABLE, 0},                  \
+      {P "drift_tokens", T_DBL, F(R.drift_tokens), 0, 1e9, NULL, NULLABLE, 0},               \
+      {P "temperature", T_DBL, F(R.temperature), 1e-3, 1e3, NULL, NULLABLE, 0},              \
+      {P "layer_correlation", T_DBL, F(R.layer_correlation), 0, 0.999, NULL, NULLABLE, 0},   \
+      {P "skew", T_DVEC, F(R.skew), 0, 100, NULL, 1, 0},                                     \
+  {                                                                                          \
+    P "score_scale", T_DVEC, F(R.score_scale), 1e-3, 1e3, NULL, 1, 0                         \
+  }
 /* The stable keys of docs/design.md §13, in the order spec.resolved.yaml lists them. */
 static const krow KEYS[] = {
     {"name", T_STR, F(name), 0, 0, NULL, 0, 0},
@@ -97,18 +114,7 @@ static const krow KEYS[] = {
     {"model.vocab", T_INT, F(model.vocab), 0, 1 << 24, NULL, 0, 0},
     {"model.lm_head_bytes", T_DBL, F(model.lm_head_bytes), 0, BIG, NULL, 0, 0},
     {"model.draft_head_bytes", T_DBL, F(model.draft_head_bytes), 0, BIG, NULL, 0, 0},
-    {"model.routing.locality", T_DBL, F(model.routing.locality), 0, 0.999, NULL, 0, 0},
-    {"model.routing.locality_first", T_DBL, F(model.routing.locality_first), 0, 0.999, NULL, 0, 0},
-    {"model.routing.locality_last", T_DBL, F(model.routing.locality_last), 0, 0.999, NULL, 0, 0},
-    {"model.routing.locality_peak", T_DBL, F(model.routing.locality_peak), 0, 1, NULL, 0, 0},
-    {"model.routing.request_bias", T_DBL, F(model.routing.request_bias), 0, 100, NULL, 0, 0},
-    {"model.routing.noise", T_DBL, F(model.routing.noise), 0, 100, NULL, 0, 0},
-    {"model.routing.tree_share", T_DBL, F(model.routing.tree_share), 0, 0.99, NULL, 0, 0},
-    {"model.routing.drift_tokens", T_DBL, F(model.routing.drift_tokens), 0, 1e9, NULL, 0, 0},
-    {"model.routing.temperature", T_DBL, F(model.routing.temperature), 1e-3, 1e3, NULL, 0, 0},
-    {"model.routing.layer_correlation", T_DBL, F(model.routing.layer_correlation), 0, 0.999, NULL, 0, 0},
-    {"model.routing.skew", T_DVEC, F(model.routing.skew), 0, 100, NULL, 1, 0},
-    {"model.routing.score_scale", T_DVEC, F(model.routing.score_scale), 1e-3, 1e3, NULL, 1, 0},
+    ROUTING_KEYS("model.routing.", model.routing, 0),
     {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0, 0},
     {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0, 0},
     {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0, 0},
@@ -160,18 +166,7 @@ static const krow KEYS[] = {
     {"workload.tree.candidates", T_INT, F(workload.candidates), 0, AMOE_MAX_NODES, NULL, 0, 0},
     {"workload.acceptance.tau", T_DBL, F(workload.tau), 1, 64, NULL, 0, 0},
     {"workload.acceptance.replay", T_STR, F(workload.replay), 0, 0, NULL, 1, 0},
-    {"workload.routing.locality", T_DBL, F(workload.routing.locality), 0, 0.999, NULL, 1, 0},
-    {"workload.routing.locality_first", T_DBL, F(workload.routing.locality_first), 0, 0.999, NULL, 1, 0},
-    {"workload.routing.locality_last", T_DBL, F(workload.routing.locality_last), 0, 0.999, NULL, 1, 0},
-    {"workload.routing.locality_peak", T_DBL, F(workload.routing.locality_peak), 0, 1, NULL, 1, 0},
-    {"workload.routing.request_bias", T_DBL, F(workload.routing.request_bias), 0, 100, NULL, 1, 0},
-    {"workload.routing.noise", T_DBL, F(workload.routing.noise), 0, 100, NULL, 1, 0},
-    {"workload.routing.tree_share", T_DBL, F(workload.routing.tree_share), 0, 0.99, NULL, 1, 0},
-    {"workload.routing.drift_tokens", T_DBL, F(workload.routing.drift_tokens), 0, 1e9, NULL, 1, 0},
-    {"workload.routing.temperature", T_DBL, F(workload.routing.temperature), 1e-3, 1e3, NULL, 1, 0},
-    {"workload.routing.layer_correlation", T_DBL, F(workload.routing.layer_correlation), 0, 0.999, NULL, 1, 0},
-    {"workload.routing.skew", T_DVEC, F(workload.routing.skew), 0, 100, NULL, 1, 0},
-    {"workload.routing.score_scale", T_DVEC, F(workload.routing.score_scale), 1e-3, 1e3, NULL, 1, 0},
+    ROUTING_KEYS("workload.routing.", workload.routing, 1),
     {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0, 0},
     {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0, 0},
     {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1, 0},

@@ -731,8 +731,12 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
   /* Read what the rows need of the logits; routes handed to a backend
    * carry weights renormalised over every stored entry. */
   amoe_logits need = h && h->on_route ? AMOE_LOGITS_ALL : AMOE_LOGITS_NONE;
-  for (int i = 0; i < P; i++)
+  for (int i = 0; i < P; i++) {
     if (rs[i].ver->logits > need) need = rs[i].ver->logits;
+    /* a constrained row's stages read the natural top-k weights (probs_of),
+     * whatever the row declares */
+    if (!rs[i].ver->all_experts && need < AMOE_LOGITS_TOP) need = AMOE_LOGITS_TOP;
+  }
   amoe_source_want_logits(src, need);
   int belady = s->offload.enabled && amoe_cache_policy_needs_future(s->offload.policy); /* (belady, min) */
   if (st == AMOE_OK && belady) {
