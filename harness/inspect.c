@@ -242,6 +242,13 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
       o->topk_mass_mean = kmass / (entn * L);
     } else
       for (int l = 0; l < L; l++) o->entropy_layer[l] = NAN;
+    double shape[AMOE_MAX_LAYERS], km;
+    if (amoe_source_score_shape(src, shape, &km)) { /* a capture's full logits, which the blocks keep the top-k of */
+      o->entropy_full = 1;
+      o->entropy_mean = 0;
+      for (int l = 0; l < L; l++) o->entropy_mean += (o->entropy_layer[l] = shape[l]) / L;
+      o->topk_mass_mean = km;
+    }
     o->tree_union_mean = ucnt > 0 ? usum / ucnt : NAN;
     o->layers = L;
     o->uniform_overlap = (double)k / E;

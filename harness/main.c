@@ -651,6 +651,9 @@ static int cmd_inspect(int argc, char **argv) {
   int is_spec = (n > 5 && !strcmp(o.input + n - 5, ".yaml")) || (n > 4 && !strcmp(o.input + n - 4, ".yml"));
   if (is_spec) {
     if (!(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
+      /* a generated workload stores every logit here, so that the score
+       * shape is the full softmax's (no selection depends on m) */
+      if (s->workload.source == AMOE_SRC_SYNTHETIC && x->top_m_auto) s->workload.top_m = s->model.experts;
       amoe_status st = amoe_source_open(&src, &s->workload, &s->model, &e);
       rc = report(st, &e);
     }

@@ -465,6 +465,9 @@ old_routing=(--set model.routing.locality=0.9493 --set model.routing.locality_fi
   --set model.routing.noise=0.7773 --set model.routing.tree_share=0 --set model.routing.skew=null
   --set model.routing.score_scale=null --set workload.blocks=40)
 "$A" gen workloads/specs/quickstart.yaml "${old_routing[@]}" --set model.routing.drift_tokens=0 -o "$T/d0.amt" >/dev/null 2>&1
+"$A" gen workloads/specs/quickstart.yaml "${old_routing[@]}" --set model.routing.drift_tokens=0 \
+  --set model.routing.score_scale=1 -o "$T/d0s.amt" >/dev/null 2>&1
+cmp -s "$T/d0.amt" "$T/d0s.amt" && ok || bad "score_scale 1 changes the workload"
 "$A" gen workloads/specs/quickstart.yaml "${old_routing[@]}" --set model.routing.drift_tokens=32 -o "$T/d32.amt" >/dev/null 2>&1
 if [ "$(sha256sum <"$T/d0.amt" | cut -c1-64)" = 377ed0a02cb4062b01d68d4c698d03fa137c75384e3814ac712c035a81ee28d0 ] &&
    [ -s "$T/d32.amt" ] && ! cmp -s "$T/d0.amt" "$T/d32.amt"; then ok
@@ -495,6 +498,23 @@ expect 2 "model.routing.score_scale lists 3 values; it takes one, or one per MoE
   "$A" gen workloads/specs/quickstart.yaml --set 'model.routing.score_scale=[1, 2, 3]' -o "$T/rk4.amt"
 expect 2 "workload.routing.skew must be a number, not 'x'" -- \
   "$A" gen workloads/specs/quickstart.yaml --set 'workload.routing.skew=[1, x]' -o "$T/rk4.amt"
+
+# inspect's score shape against a hand-made capture with every expert's logit:
+# Mixtral (8 experts, top-2), two tokens per layer, logits 3,1,0,... (entropy
+# ln(e^3+e+6) - (3e^3+e)/(e^3+e+6) = 1.17414, top-2 mass 0.79169) and all 0
+# (ln 8 = 2.07944, mass 0.25): every layer 1.62679, mass 0.52085
+python3 - "$T/hand.jsonl" <<'PY' 2>/dev/null || printf '' >"$T/hand.jsonl"
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for t in range(2):
+        for l in range(32):
+            lg = [3, 1, 0, 0, 0, 0, 0, 0] if t == 0 else [0] * 8
+            f.write(json.dumps({"problem_id": 0, "layer": l, "token_idx": t, "experts": [0, 1], "logits": lg}) + "\n")
+PY
+if [ -s "$T/hand.jsonl" ]; then
+  expect 0 '"score_shape":\{"full_softmax":true,"entropy_mean":1\.6267[89],"topk_mass_mean":0\.52084[0-9],"entropy_by_layer":\[1\.627,' -- \
+    "$A" inspect "$T/hand.jsonl" --format routing-jsonl --model mixtral-8x7b --window 2 --json
+fi
 
 # the registry of policies: every row, its description and parameters
 expect 0 "mtp +a chain of N tokens" -- "$A" policies

@@ -36,7 +36,46 @@ struct amoe_jsonl_reader {
   int nprob;
   int cur_prob, cur_tok, cur_step;
   char note[512];
+  /* the score shape of the records that carry every expert's logit, per
+   * layer: Σ entropy of the softmax over them, Σ its top-k mass, count */
+  double *shape_h, *shape_k;
+  long *shape_n;
 };
+
+/* Adds one record's full logits lg[experts] (its top-k: ids) to the score shape. */
+static int shape_add(amoe_jsonl_reader *r, int layer, const float *lg, const uint16_t *ids, int k) {
+  if (!r->shape_n) {
+    r->shape_h = calloc((size_t)r->layers, sizeof *r->shape_h);
+    r->shape_k = calloc((size_t)r->layers, sizeof *r->shape_k);
+    r->shape_n = calloc((size_t)r->layers, sizeof *r->shape_n);
+    if (!r->shape_h || !r->shape_k || !r->shape_n) return 0;
+  }
+  double mx = lg[0], sum = 0, zsum = 0, top = 0;
+  for (int x = 1; x < r->experts; x++) mx = lg[x] > mx ? lg[x] : mx;
+  for (int x = 0; x < r->experts; x++) {
+    const double z = lg[x] - mx, w = exp(z);
+    sum += w;
+    zsum += z * w;
+  }
+  for (int j = 0; j < k; j++) top += exp(lg[ids[j]] - mx);
+  r->shape_h[layer] += log(sum) - zsum / sum; /* −Σ p ln p */
+  r->shape_k[layer] += top / sum;
+  r->shape_n[layer]++;
+  return 1;
+}
+
+int amoe_jsonl_score_shape(const amoe_jsonl_reader *r, double *entropy, double *topk_mass) {
+  if (!r->shape_n) return 0;
+  double kn = 0, k = 0;
+  for (int l = 0; l < r->layers; l++) {
+    if (!r->shape_n[l]) return 0;
+    entropy[l] = r->shape_h[l] / r->shape_n[l];
+    k += r->shape_k[l];
+    kn += r->shape_n[l];
+  }
+  *topk_mass = k / kn;
+  return 1;
+}
 
 static void jerr(amoe_err *e, const char *path, long line, const json_error_t *je) {
   amoe_fail(e, AMOE_EFORMAT, "%s:%ld:%d: %s", path, line, je->column, je->text);
@@ -293,6 +332,9 @@ void amoe_jsonl_close(amoe_jsonl_reader *r) {
   }
   free(r->probs);
   free(r->path);
+  free(r->shape_h);
+  free(r->shape_k);
+  free(r->shape_n);
   free(r);
 }
 
@@ -506,6 +548,8 @@ amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **out, const char *path, i
        * and the binary16 store keeps that order exactly */
       const int twice = st == AMOE_OK ? rec_store(&w->rec, zf, top_k) : -1;
       if (twice >= 0) st = amoe_fail(e, AMOE_EFORMAT, "%s:%ld: expert %d is listed twice", path, r->lineno, twice);
+      if (st == AMOE_OK && lz && !shape_add(r, w->layer, lg, w->rec.ids, top_k))
+        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
       ids_only += !gp && !lz;
       with_logits += lz != NULL;
       nrows++;
@@ -675,6 +719,7 @@ amoe_status amoe_routing_safetensors_open(amoe_jsonl_reader **out, const char *p
   int64_t *off = NULL;
   int32_t *plen = NULL;
   uint8_t *row = NULL, *wrow = NULL, *lrow = NULL;
+  float lgv[AMOE_MAX_EXPERTS];
   uint64_t file_len = 0, hlen = 0;
   if (!f) st = amoe_fail(e, AMOE_EIO, "%s: cannot open: %s", path, strerror(errno));
   if (!st && (fseeko(f, 0, SEEK_END) != 0 || (file_len = (uint64_t)ftello(f)) < 8 || fseeko(f, 0, SEEK_SET) != 0))
@@ -804,6 +849,14 @@ amoe_status amoe_routing_safetensors_open(amoe_jsonl_reader **out, const char *p
           st = amoe_fail(e, AMOE_EFORMAT, "%s: tensor 'experts': token %lld layer %d lists expert %d twice", path,
                          (long long)t, l, twice);
           break;
+        }
+        if (lsz) { /* every expert's logit: the score shape */
+          for (int x = 0; x < experts; x++)
+            lgv[x] = (float)st_value(lrow + ((size_t)l * experts + x) * st_size(tl.dtype), tl.dtype);
+          if (!shape_add(r, l, lgv, w->rec.ids, top_k)) {
+            st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+            break;
+          }
         }
         ids_only += !wsz && !lsz;
         with_logits += lsz > 0;

@@ -46,6 +46,12 @@ int amoe_routing_tokens(const amoe_jsonl_reader *r, int problem);
 void amoe_routing_token(const amoe_jsonl_reader *r, int problem, int layer, int token, const uint16_t **ids,
                         const amoe_f16 **logits);
 int amoe_jsonl_m(const amoe_jsonl_reader *r);
+/* A routing capture's score shape, from the records that carry every
+ * expert's logit (which the blocks keep only the top-k of): per layer the
+ * mean entropy (nats) of the softmax over all experts into entropy[layers],
+ * and the mean share of it in the record's top-k. 0 when some layer has
+ * no such record. */
+int amoe_jsonl_score_shape(const amoe_jsonl_reader *r, double *entropy, double *topk_mass);
 const char *amoe_jsonl_note(const amoe_jsonl_reader *r); /* what was dropped, or "" */
 /* AMOE_OK: a block in b; AMOE_END: no more; else the error. */
 amoe_status amoe_jsonl_next(amoe_jsonl_reader *r, amoe_block *b, amoe_err *e);

@@ -41,6 +41,10 @@ struct amoe_source {
   amoe_gen *prefill;   /* a generator of its own for prefills, opened on first use */
 };
 
+int amoe_source_score_shape(const amoe_source *s, double *entropy, double *topk_mass) {
+  return s->jsonl && amoe_jsonl_score_shape(s->jsonl, entropy, topk_mass);
+}
+
 int amoe_default_top_m(int experts, int top_k) {
   int m = 4 * top_k > 32 ? 4 * top_k : 32;
   return m < experts ? m : experts;

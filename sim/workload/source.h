@@ -25,6 +25,10 @@ int amoe_source_m(const amoe_source *s);
 /* Which logits blocks must carry (default AMOE_LOGITS_ALL; block.h). Only
  * a trace gives fewer (fewer bytes read); other sources give all. */
 void amoe_source_want_logits(amoe_source *s, amoe_logits want);
+/* A routing capture's score shape from the full logits its records carry
+ * (amoe_jsonl_score_shape): 1 with entropy[layers] and the top-k mass, 0
+ * for every other source or a capture without them. */
+int amoe_source_score_shape(const amoe_source *s, double *entropy, double *topk_mass);
 /* For synthetic sources, the acceptance scale found by calibration (else 0). */
 double amoe_source_accept_scale(const amoe_source *s);
 /* The prefill of `request`: each prompt token's natural top-k added to
