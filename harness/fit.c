@@ -473,13 +473,14 @@ static amoe_status fit_rounds(amoe_spec *s, const amoe_fit_targets *t, int block
                               amoe_err *e) {
   for (int round = 0; round < 8; round++) { /* until no parameter moves by 0.01 */
     const amoe_routing_fit before = s->model.routing;
-    /* popularity first: the request bias flattens a task's mix of requests
-     * (each concentrates on its own experts), so the skew answers to it too */
-    AMOE_TRY(fit_skew(s, t, r, e));
     AMOE_TRY(fit_noise(s, t, blocks, r, e));
     AMOE_TRY(fit_locality(s, t, blocks, r, e));
     AMOE_TRY(fit_bias(s, t, blocks, r, e));
     AMOE_TRY(fit_tree(s, t, r, e));
+    /* popularity last: a task's mix of requests is flattened by the request
+     * bias (each request concentrates on its own experts, following the
+     * locality profile), so the skew answers to what the others just set */
+    AMOE_TRY(fit_skew(s, t, r, e));
     if (progress)
       fprintf(progress,
               "fit round %d: locality %.3f / %.3f / %.3f (peak at %.2f of the depth), request_bias %.3f, noise %.3f, "

@@ -153,6 +153,7 @@ static void score_shape(void) {
   s.workload.blocks = 12;
   s.workload.nodes = s.workload.candidates = 24;
   s.workload.top_m = 128;
+  s.workload.routing.score_scale = (amoe_layer_values){.n = 1, .v = {1.0}}; /* the logits as generated */
   const int L = s.model.moe_layers, m = 128;
   amoe_spec t = s;
   t.workload.routing.score_scale.n = L;
