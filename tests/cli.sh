@@ -501,8 +501,8 @@ expect 2 "workload.routing.skew must be a number, not 'x'" -- \
 
 # inspect's score shape against a hand-made capture with every expert's logit:
 # Mixtral (8 experts, top-2), two tokens per layer, logits 3,1,0,... (entropy
-# ln(e^3+e+6) - (3e^3+e)/(e^3+e+6) = 1.17414, top-2 mass 0.79169) and all 0
-# (ln 8 = 2.07944, mass 0.25): every layer 1.62679, mass 0.52085
+# ln(e^3+e+6) - (3e^3+e)/(e^3+e+6) = 1.17420, top-2 mass 0.79169) and all 0
+# (ln 8 = 2.07944, mass 0.25): every layer 1.62682, mass 0.52085
 python3 - "$T/hand.jsonl" <<'PY' 2>/dev/null || printf '' >"$T/hand.jsonl"
 import json, sys
 with open(sys.argv[1], "w") as f:
