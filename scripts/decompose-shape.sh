@@ -4,8 +4,7 @@
 # LRU) and the resident arm (acceptmoe-resident-qwen3.yaml, κ 0.16) with the
 # router terms switched on one at a time, from the model as it was before
 # them (softmax weights over the stored logits, Mixtral's temperature for the
-# shape, OLMoE's borrowed skew, the routing fitted with them) to the preset as
-# it is, and prints AcceptMoE's set size and executed experts, hit rate, H2D
+# shape) to the preset as it is, and prints AcceptMoE's set size and executed experts, hit rate, H2D
 # per token and speedup beside the papers' (never fitted to).
 #   scripts/decompose-shape.sh [BLOCKS]      (default 1000; ACCEPTMOE: the binary)
 set -euo pipefail
@@ -14,16 +13,12 @@ A=${ACCEPTMOE:-build/acceptmoe}
 blocks=${1:-1000}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT INT TERM
-# the routing section before the score shape and the per-layer popularity
-before=(--set model.routing.locality=0.2609 --set model.routing.locality_first=0.0001
-  --set model.routing.locality_last=0.0760 --set model.routing.locality_peak=0.1489
-  --set model.routing.request_bias=4.3901 --set model.routing.noise=1 --set model.routing.tree_share=0
-  --set model.routing.drift_tokens=105.9 --set model.routing.skew=null --set model.routing.score_scale=null)
+# the score shape before it was fitted: the logits as generated
+before=(--set model.routing.score_scale=null)
 steps=(
-  "before: softmax over the stored logits, Mixtral's shape, OLMoE's skew|--set model.router=softmax ${before[*]}"
+  "before: softmax over the stored logits, Mixtral's temperature for the shape|--set model.router=softmax ${before[*]}"
   "+ the router's kind (softmax, top-k renormalised)|${before[*]}"
-  "+ per-layer popularity fitted to real shares (routing refitted with it; shape at 1)|--set model.routing.score_scale=null"
-  "+ score shape fitted to the real entropy: the preset|"
+  "+ score shape fitted to the real entropy per layer: the preset|"
 )
 for arm in offload resident; do
   spec=workloads/specs/acceptmoe-$arm-qwen3.yaml
@@ -47,7 +42,7 @@ for arm in offload resident; do
       $c["policy"]=="natural"{nx=$c["executed_mean"];nh=$c["h2d_bytes_per_token"];nc=$c["cache_hit_rate"]}
       $c["policy"]=="acceptmoe"{s=$c["eligible_mean"];ax=$c["executed_mean"];a=$c["speedup_vs_natural"];ah=$c["h2d_bytes_per_token"];ac=$c["cache_hit_rate"];d=$c["deviated_token_rate"]}
       END{printf "| %s | %.1f | %.1f → %.1f | %s | %.1f%% → %.1f%% | %s | %.3f× | %.4f |\n", name, s, nx, ax, w, 100*nc, 100*ac,
-          nh>0?sprintf("%+.1f%%",100*(ah/nh-1)):"(resident)", a, d}' "$T/$arm$i/summary.csv"
+          (nh>0?sprintf("%+.1f%%",100*(ah/nh-1)):"(resident)"), a, d}' "$T/$arm$i/summary.csv"
     i=$((i + 1))
   done
 done
