@@ -544,13 +544,22 @@ static void acceptmoe_top8(void) {
           vec_same &= !memcmp(uv, ug, sizeof uv) && !memcmp(ug, u, sizeof u);
           /* the router's probabilities and theirs */
           float pv[64 * 32], pg[64 * 32];
-          amoe_router_probs_nodes(&b, l, NULL, b.n, 0, 8, pv);
-          amoe_router_probs_nodes_generic(&b, l, NULL, b.n, 0, 8, pg);
-          vec_same &= !memcmp(pv, pg, (size_t)b.n * 8 * sizeof *pv);
-          for (int t = 0; t < b.n; t += 7) {
-            amoe_router_probs(&b, l, t, 0, 8, pv);
-            amoe_router_probs_generic(&b, l, t, 0, 8, pg);
-            vec_same &= !memcmp(pv, pg, (size_t)b.m * sizeof *pv);
+          for (int kind = 0; amoe_router_names[kind]; kind++) { /* every router kind; all nodes, then every third */
+            int odd[AMOE_MAX_NODES], no = 0;
+            for (int t = 1; t < b.n; t += 3) odd[no++] = t;
+            memset(pv, 0, sizeof pv), memset(pg, 0, sizeof pg);
+            amoe_router_probs_nodes(&b, l, NULL, b.n, kind, 8, pv);
+            amoe_router_probs_nodes_generic(&b, l, NULL, b.n, kind, 8, pg);
+            vec_same &= !memcmp(pv, pg, (size_t)b.n * 8 * sizeof *pv);
+            memset(pv, 0, sizeof pv), memset(pg, 0, sizeof pg);
+            amoe_router_probs_nodes(&b, l, odd, no, kind, 8, pv);
+            amoe_router_probs_nodes_generic(&b, l, odd, no, kind, 8, pg);
+            vec_same &= !memcmp(pv, pg, (size_t)b.n * 8 * sizeof *pv);
+            for (int t = 0; t < b.n; t += 7) {
+              amoe_router_probs(&b, l, t, kind, 8, pv);
+              amoe_router_probs_generic(&b, l, t, kind, 8, pg);
+              vec_same &= !memcmp(pv, pg, (size_t)b.m * sizeof *pv);
+            }
           }
         }
 #ifdef AMOE_X86_PATHS

@@ -304,12 +304,39 @@ void amoe_f16_store_ordered(const float *zf, const uint16_t *ids, int n, amoe_f1
   }
 }
 
-void amoe_block_scale_logits(amoe_block *b, int l, int t, float scale) {
+/* the order key of a stored logit, -0 as +0 */
+static inline uint32_t stored_key(amoe_f16 z) { return amoe_f16_key(z == 0x8000 ? 0 : z); }
+
+void amoe_f16_fix_order(amoe_f16 *h, const amoe_f16 *old, const uint16_t *ids, int n) {
+  for (int j = 1; j < n; j++) {
+    const amoe_f16 p = h[j - 1];
+    /* a tie stays only where the old logits tied and the id rule orders them as given */
+    const int strict = stored_key(old[j]) < stored_key(old[j - 1]) || ids[j] < ids[j - 1];
+    const uint32_t kp = amoe_f16_key(p), kh = amoe_f16_key(h[j]);
+    if (p == 0xfc00) {
+      h[j] = 0xfc00; /* below -inf there is nothing: masked experts tie */
+    } else if (kh > kp || (strict && kh == kp)) {
+      const uint32_t k = strict ? kp - 1 : kp;
+      h[j] = amoe_f16_of_key(k);
+      if (h[j] == 0x8000) h[j] = amoe_f16_of_key(k - 1); /* skip -0 */
+    }
+  }
+}
+
+void amoe_block_scale_logits_generic(amoe_block *b, int l, int t, float scale) {
   const size_t at = ((size_t)l * b->n + t) * b->m;
-  amoe_f16 *z = b->logits + at;
-  float zf[AMOE_MAX_EXPERTS];
-  for (int j = 0; j < b->m; j++) zf[j] = amoe_f16_to_f32(z[j]) * scale; /* monotone: the order holds */
-  amoe_f16_store_ordered(zf, b->ids + at, b->m, z);
+  amoe_f16 *z = b->logits + at, old[AMOE_MAX_EXPERTS];
+  memcpy(old, z, (size_t)b->m * sizeof *z);
+  for (int j = 0; j < b->m; j++) z[j] = amoe_f16_from_f32(amoe_f16_to_f32(old[j]) * scale); /* never -0 */
+  amoe_f16_fix_order(z, old, b->ids + at, b->m);
+}
+
+void amoe_block_scale_logits(amoe_block *b, int l, int t, float scale) {
+#ifdef AMOE_X86_PATHS
+  const size_t at = ((size_t)l * b->n + t) * b->m;
+  if (amoe_x86_avx2 && b->m % 16 == 0 && amoe_x86_scale_logits(b->logits + at, b->ids + at, b->m, scale)) return;
+#endif
+  amoe_block_scale_logits_generic(b, l, t, scale);
 }
 
 /* (float desc, id asc) */

@@ -78,6 +78,15 @@ void amoe_block_set_pairs_exact(amoe_block *b, int l, int t, const uint16_t *ids
  * merge two, the later goes one binary16 step lower, as in
  * amoe_f16_store_ordered). */
 void amoe_block_scale_logits(amoe_block *b, int l, int t, float scale);
+/* The same in portable C, the reference the vector version is tested
+ * against, bit for bit. */
+void amoe_block_scale_logits_generic(amoe_block *b, int l, int t, float scale);
+/* The order fix of that rescaling: h[j] is the binary16 rounding of old[j]
+ * times the scale (never -0), and old with ids the stored order; where h
+ * would break it (a rise, or a tie of two entries old orders strictly, by
+ * logit key with -0 as +0, then id), h[j] goes one step below h[j-1];
+ * below -inf everything is -inf. */
+void amoe_f16_fix_order(amoe_f16 *h, const amoe_f16 *old, const uint16_t *ids, int n);
 /* The same store for n pairs already in their final order (strictly:
  * each after the previous by float logit desc, id asc): writes the
  * binary16 logits. */

@@ -59,19 +59,60 @@ __attribute__((target("avx2,f16c"))) void amoe_x86_softmax_top8(const amoe_f16 *
   _mm256_storeu_ps(out, _mm256_mul_ps(router_exp8(_mm256_sub_ps(zf, z0)), _mm256_set1_ps(inv)));
 }
 
+/* 1 / Σ_j x_q[j] for eight nodes' top-8 (route/router.c's topk_inv: j
+ * summed in order, 0 where the sum is not positive), one lane a node: the
+ * 8×8 block transposed so that each addition serves the eight at once. */
+__attribute__((target("avx2"))) static inline __m256 topk_inv8(const __m256 x[8]) {
+  __m256 t[8], u[8];
+  for (int q = 0; q < 8; q += 2) {
+    t[q] = _mm256_unpacklo_ps(x[q], x[q + 1]);
+    t[q + 1] = _mm256_unpackhi_ps(x[q], x[q + 1]);
+  }
+  for (int q = 0; q < 8; q += 4) { /* u[q + j]: entry j of nodes q..q+3 (low half), entry j + 4 (high) */
+    u[q] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  __m256 s = _mm256_setzero_ps();
+  for (int j = 0; j < 4; j++) s = _mm256_add_ps(s, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
+  for (int j = 0; j < 4; j++) s = _mm256_add_ps(s, _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));
+  return _mm256_and_ps(_mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_GT_OQ), _mm256_div_ps(_mm256_set1_ps(1.0f), s));
+}
+
+/* node t's eight exponentials, less z_0 (lane 0 is z[0], exactly) */
+__attribute__((target("avx2,f16c"))) static inline __m256 node_diffs(const amoe_f16 *z) {
+  const __m256 zf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)z));
+  return _mm256_sub_ps(zf, _mm256_broadcastss_ps(_mm256_castps256_ps128(zf)));
+}
+
 /* The listed nodes of a layer (m logits apart), node t's at out[t·8]:
  * four nodes a step, so that four exponentials' chains (each ~25
- * dependent operations) are in flight together. */
+ * dependent operations) are in flight together. inv NULL: each node's
+ * eight renormalised over themselves (the normalising router kinds). */
 __attribute__((target("avx2,f16c"))) void amoe_x86_softmax_top8_nodes(const amoe_f16 *z, const int *nodes, int n,
                                                                          int m, const float *inv, float *out) {
   int i = 0;
-  for (; i + 4 <= n; i += 4) {
+  for (; !inv && i + 8 <= n; i += 8) { /* renormalised: eight nodes a step, their sums in one register */
+    int t[8];
+    __m256 x[8];
+    for (int h = 0; h < 8; h += 4) {
+      for (int q = h; q < h + 4; q++) {
+        t[q] = nodes ? nodes[i + q] : i + q;
+        x[q] = node_diffs(z + (size_t)t[q] * m);
+      }
+      for (int q = h; q < h + 4; q++) x[q] = router_exp8(x[q]);
+    }
+    const __m256 r = topk_inv8(x);
+    for (int q = 0; q < 8; q++)
+      _mm256_storeu_ps(out + (size_t)t[q] * 8, _mm256_mul_ps(x[q], _mm256_permutevar8x32_ps(r, _mm256_set1_epi32(q))));
+  }
+  for (; inv && i + 4 <= n; i += 4) {
     int t[4];
     __m256 x[4];
     for (int q = 0; q < 4; q++) {
       t[q] = nodes ? nodes[i + q] : i + q;
-      const __m256 zf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(z + (size_t)t[q] * m)));
-      x[q] = _mm256_sub_ps(zf, _mm256_broadcastss_ps(_mm256_castps256_ps128(zf))); /* lane 0 is z[0], exactly */
+      x[q] = node_diffs(z + (size_t)t[q] * m);
     }
     for (int q = 0; q < 4; q++) x[q] = router_exp8(x[q]);
     for (int q = 0; q < 4; q++)
@@ -79,7 +120,14 @@ __attribute__((target("avx2,f16c"))) void amoe_x86_softmax_top8_nodes(const amoe
   }
   for (; i < n; i++) {
     const int t = nodes ? nodes[i] : i;
-    amoe_x86_softmax_top8(z + (size_t)t * m, inv[t], out + (size_t)t * 8);
+    float *o = out + (size_t)t * 8;
+    amoe_x86_softmax_top8(z + (size_t)t * m, inv ? inv[t] : 1.0f, o);
+    if (!inv) {
+      float s = 0;
+      for (int j = 0; j < 8; j++) s += o[j];
+      const float rr = s > 0 ? 1.0f / s : 0.0f;
+      for (int j = 0; j < 8; j++) o[j] *= rr;
+    }
   }
 }
 #endif

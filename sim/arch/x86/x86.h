@@ -63,6 +63,11 @@ __attribute__((target("avx2"))) static inline int amoe_left_pack(void *out, __m2
 /* core/block.c's top-m of E logits (E % 32 == 0, m <= 32), sorted (topm_x86.c) */
 void amoe_x86_set_full(uint16_t *id, amoe_f16 *z, int E, int m, const float *zfull);
 
+/* core/block.c's score-shape rescaling for m % 16 == 0: 1 when it stored
+ * what the plain version would, 0 (z untouched) at a NaN, where the plain
+ * version must decide (scale_x86.c) */
+int amoe_x86_scale_logits(amoe_f16 *z, const uint16_t *id, int m, float scale);
+
 /* route/router.c's softmax_exps for m % 8 == 0: e^(z_j − z_0) into out,
  * returns 1/Σ (router_x86.c) */
 float amoe_x86_softmax_exps(const amoe_f16 *z, int m, float *out);
@@ -71,7 +76,8 @@ void amoe_x86_sigmoid(const amoe_f16 *z, int n, float *out);
 /* the top-8 softmax probabilities of one node from its stored 1/Σ */
 void amoe_x86_softmax_top8(const amoe_f16 *z, float inv, float *out);
 /* the same for the listed nodes of a layer (m logits apart; nodes NULL:
- * 0..n-1), node t's at out[t·8], four nodes a step */
+ * 0..n-1), node t's at out[t·8], four nodes a step; inv NULL: the eight
+ * renormalised over themselves (route/router.c's topk_inv), eight a step */
 void amoe_x86_softmax_top8_nodes(const amoe_f16 *z, const int *nodes, int n, int m, const float *inv, float *out);
 
 /* policy/verifier_acceptmoe.c's utility loop for top-8 (acceptmoe_x86.c) */
