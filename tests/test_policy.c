@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cost.h"
 #include "gen.h"
 #include "policy.h"
 #include "x86.h"
@@ -159,21 +160,21 @@ static void properties(void) {
         sp.hw.moe_eta = 1;
         sp.workload.seed = 9;
         sp.workload.nodes = p.nodes;
-        amoe_policy_row er;
+        amoe_policy_row er, eg;
         amoe_policy_init(&er, amoe_draft_find("ecospec"), 0);
-        amoe_policy_set(&er, "lambda", 0);
+        amoe_policy_init(&eg, amoe_draft_find("ecospec-global"), 0);
         amoe_policy_set(&er, "predictor_accuracy", 0.7);
         amoe_dctx ec = {.b = &b, .spec = &sp, .row = &er, .nodes = p.nodes, .scratch = scratch};
-        int o2[AMOE_MAX_NODES], n2 = amoe_draft_ecospec(&ec, o2);
-        bad += n2 != nn || memcmp(o2, nodes, (size_t)nn * sizeof(int)) != 0;
-        amoe_policy_set(&er, "lambda", 2.0);
-        for (int pass = 0; pass < 2; pass++) {
-          n2 = pass ? amoe_draft_evict(&ec, o2) : amoe_draft_ecospec(&ec, o2);
+        int o2[AMOE_MAX_NODES], n2;
+        for (int pass = 0; pass < 3; pass++) { /* a subtree from the root within the budget */
+          ec.row = pass == 1 ? &eg : &er;
+          n2 = pass == 2 ? amoe_draft_evict(&ec, o2) : amoe_draft_ecospec(&ec, o2);
+          if (pass == 1) n2 = amoe_draft_ecospec_global(&ec, o2);
           bad += n2 < 1 || n2 > p.nodes || o2[0] != 0;
           uint8_t in[AMOE_MAX_NODES] = {0};
           for (int i = 0; i < n2; i++) in[o2[i]] = 1;
-          for (int i = 1; i < n2; i++) bad += !in[b.parent[o2[i]]];
-          if (pass) { /* a subset of eagle's choice */
+          for (int i = 1; i < n2; i++) bad += !in[b.parent[o2[i]]] || o2[i] <= o2[i - 1];
+          if (pass == 2) { /* a subset of eagle's choice */
             uint8_t ine[AMOE_MAX_NODES] = {0};
             for (int i = 0; i < nn; i++) ine[nodes[i]] = 1;
             for (int i = 0; i < n2; i++) bad += !ine[o2[i]];
@@ -597,6 +598,94 @@ static void acceptmoe_top8(void) {
   amoe_gen_close(g);
 }
 
+/* ecospec on a tree worked by hand: one layer, 8 experts, top-2, a
+ * predictor that is always right, ε = 0.1 of one expert's time c.
+ *   node (parent) experts  P      ΔCost at first   S·c
+ *   0 root        {0,1}
+ *   1 (0)         {0,1}    0.3    0 (covered)      3
+ *   2 (0)         {2,3}    0.6    2c               0.286
+ *   3 (0)         {0,2}    0.5    c                0.455
+ *   4 (1)         {1,0}    0.2    0                2 (once 1 is in)
+ *   5 (0)         {4,5}    0.62   2c               0.295
+ * ecospec takes 1 (no expert: nearly free, before the likelier 2), then 4,
+ * then 3; 3 brings expert 2 into the buffer, so 2 then adds only expert 3
+ * (S·c = 0.6/1.1 = 0.545) and beats 5 (which it would not without the
+ * buffer: 0.286 < 0.295); then 5. ecospec-global prices every node at 2c
+ * and so goes by P: 5, 2, 3, 1. The stop: with 1-4 in, E[τ] = 2.6 and
+ * T = T0 + 2c; node 5 (ΔCost 2c) is refused iff P5·T < 2c·2.6. */
+static void ecospec_by_hand(void) {
+  static amoe_spec sp;
+  sp.model.layers = sp.model.moe_layers = 1;
+  sp.model.experts = 8;
+  sp.model.top_k = 2;
+  sp.model.hidden = 64;
+  sp.model.moe_intermediate = 64;
+  sp.hw.hbm_bw = 1e12;
+  sp.hw.h2d_bw = 1e10;
+  sp.hw.peak_flops = 1e14;
+  sp.hw.moe_eta = 1;
+  sp.hw.step_s = 1e-3; /* a pass's fixed part, so the rates run as the table says */
+  sp.hw.draft_step_fixed_s = 2e-5;
+  sp.workload.seed = 3;
+  amoe_block b;
+  amoe_err e;
+  amoe_block_init(&b, 1, 8, 2);
+  CHECK(amoe_block_reserve(&b, 6, &e) == AMOE_OK, "%s", e.msg);
+  static const int parent[6] = {-1, 0, 0, 0, 1, 0}, ex[6][2] = {{0, 1}, {0, 1}, {2, 3}, {0, 2}, {1, 0}, {4, 5}};
+  static const double P[6] = {1, 0.3, 0.6, 0.5, 0.2, 0.62};
+  for (int t = 0; t < 6; t++) {
+    b.parent[t] = parent[t];
+    b.score[t] = (float)log(P[t]);
+    b.logp[t] = 0;
+    b.accepted[t] = t == 0;
+    b.ids[t * 2] = (uint16_t)ex[t][0], b.ids[t * 2 + 1] = (uint16_t)ex[t][1];
+    b.logits[t * 2] = amoe_f16_from_f32(1.0f), b.logits[t * 2 + 1] = amoe_f16_from_f32(0.5f);
+  }
+  CHECK(amoe_block_finish(&b, AMOE_CHECK_TREE, &e) == AMOE_OK, "%s", e.msg);
+  static char scratch[1 << 16];
+  amoe_policy_row er, eg;
+  amoe_policy_init(&er, amoe_draft_find("ecospec"), 0);
+  amoe_policy_init(&eg, amoe_draft_find("ecospec-global"), 0);
+  amoe_policy_set(&er, "predictor_accuracy", 1);
+  amoe_policy_set(&eg, "predictor_accuracy", 1);
+  CHECK(er.dparam[2] == 0.1, "epsilon defaults to 0.1, not %g", er.dparam[2]);
+  static const int order[5] = {1, 4, 3, 2, 5}, global[5] = {5, 2, 3, 1, 4};
+  for (int w = 0; w < 2; w++)
+    for (int budget = 2; budget <= 6; budget++) {
+      sp.workload.nodes = budget;
+      amoe_dctx c = {.b = &b, .spec = &sp, .row = w ? &eg : &er, .nodes = budget, .scratch = scratch};
+      int out[6], want[6] = {0}, nw = 1;
+      uint8_t in[6] = {1};
+      for (int i = 0; i < budget - 1; i++) in[(w ? global : order)[i]] = 1;
+      for (int t = 1; t < 6; t++)
+        if (in[t]) want[nw++] = t;
+      const int n = w ? amoe_draft_ecospec_global(&c, out) : amoe_draft_ecospec(&c, out);
+      CHECK(n == nw && !memcmp(out, want, sizeof(int) * (size_t)n), "%s at a budget of %d: %d nodes, the %dth %d",
+            w ? "ecospec-global" : "ecospec", budget, n, n > 1 ? n - 1 : 0, out[n > 1 ? n - 1 : 0]);
+    }
+  /* the stop, from the cost function's own c and T0 */
+  amoe_cost_pass_ctx pc;
+  amoe_cost_pass_init(&pc, &sp.model, &sp.hw, &sp.engine, &sp.parallel, 0, 0, 6, sp.workload.depth, 0);
+  const amoe_layer_counts base = {2, 0, 1, 2 * amoe_cost_expert_at(pc.ec, 1)};
+  const double cexp = amoe_cost_expert_marginal(&pc, &base, 1, 0);
+  const double T = amoe_cost_pass_begin(&pc).total + amoe_cost_layer(&pc, &base).total + 2 * cexp;
+  const double edge = 2 * cexp * 2.6 / T; /* the P5 at which adding 5 keeps the rate */
+  CHECK(edge < 0.1, "the fixed part should dominate here (edge %g)", edge);
+  for (int q = 0; q < 2; q++) {
+    b.score[5] = (float)log(q ? 1.2 * edge : 0.8 * edge);
+    sp.workload.nodes = 6;
+    amoe_dctx c = {.b = &b, .spec = &sp, .row = &er, .nodes = 6, .scratch = scratch};
+    int out[6];
+    const int n = amoe_draft_ecospec(&c, out);
+    CHECK(n == (q ? 6 : 5), "P5 %.2f of the edge: %d nodes (5 iff the stop refuses it)", q ? 1.2 : 0.8, n);
+  }
+  /* the predictor's forward: a dense 0.6B model, weights read once */
+  const double want = fmax(2 * 0.6e9 / sp.hw.hbm_bw, 2 * 0.6e9 * 6 / sp.hw.peak_flops) + sp.hw.draft_step_fixed_s;
+  CHECK(fabs(amoe_draft_ecospec_cost(&er, &sp, 6) - want) < 1e-15, "predictor cost %g, want %g",
+        amoe_draft_ecospec_cost(&er, &sp, 6), want);
+  amoe_block_free(&b);
+}
+
 int main(void) {
   acceptmoe_top8();
   hostile_blocks();
@@ -604,6 +693,7 @@ int main(void) {
   router_probabilities();
   router_kinds_by_hand();
   hand_block();
+  ecospec_by_hand();
   properties();
   return check_done();
 }

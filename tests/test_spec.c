@@ -16,7 +16,7 @@ int main(void) {
                             "model: {preset: qwen3-30b-a3b, top_k: 4}\n"
                             "hardware: {preset: h200, h2d_bw: 5.5e10}\n"
                             "workload: {blocks: 10, tree: {nodes: 32}}\n"
-                            "policies: [natural, {verifier: moe-spec, budget: 16}, {draft: ecospec, lambda: 2}]\n"
+                            "policies: [natural, {verifier: moe-spec, budget: 16}, {draft: ecospec, epsilon: 2}]\n"
                             "sweep: {offload.slots_per_layer: [16, 32], acceptance_model.kappa: [0, 0.1, 0.2]}\n");
   char *sets[] = {"workload.seed=7", "model.top_k=6"};
   CHECK(amoe_experiment_load(&x, p, sets, 2, &d) == AMOE_OK, "load: %s", d.n ? d.msgs[0] : "");
@@ -27,7 +27,7 @@ int main(void) {
             x.base.workload.depth == 5 && x.base.workload.top_m == 32,
         "workload defaults and overrides");
   CHECK(x.base.npolicies == 3 && !strcmp(x.base.policies[1].label, "moe-spec/B=16") &&
-            !strcmp(x.base.policies[2].label, "ecospec/lambda=2/acc=0.8"),
+            !strcmp(x.base.policies[2].label, "ecospec/acc=0.8/eps=2"),
         "policy rows and labels");
   CHECK(amoe_experiment_points(&x) == 6, "2 x 3 sweep points");
   CHECK(amoe_experiment_point(&x, 4, &s, &d) == AMOE_OK, "point 4");

@@ -92,7 +92,7 @@ int main(void) {
   CHECK(!strcmp(x.base.policies[4].label, "root-only"), "label %s", x.base.policies[4].label);
   CHECK(!strcmp(x.base.policies[1].label, "window/w=12"), "label %s", x.base.policies[1].label);
   CHECK(!strcmp(x.base.policies[2].label, "window/w=10/off=30"), "label %s", x.base.policies[2].label);
-  CHECK(!strcmp(x.base.policies[3].label, "ecospec/lambda=0.5/acc=0.8+window/w=9"), "label %s",
+  CHECK(!strcmp(x.base.policies[3].label, "ecospec/acc=0.8+window/w=9"), "label %s",
         x.base.policies[3].label);
   CHECK(x.base.policies[1].vparam[1] == 0, "offset defaults to 0");
   CHECK(amoe_policy_budget(&x.base.policies[2]) == 10, "width is the budget column");

@@ -31,6 +31,11 @@ double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps, int tp
   return steps * (m->draft_head_bytes / tp / hw->hbm_bw + hw->draft_step_fixed_s);
 }
 
+double amoe_cost_dense_model(const amoe_hw *hw, double params, int n) {
+  if (!(params > 0)) return 0;
+  return mx(2.0 * params / hw->hbm_bw, 2.0 * params * n / hw->peak_flops) + hw->draft_step_fixed_s;
+}
+
 double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw) {
   if (!(small_bw > 0) || !(large_bw > 0)) return 0;
   return mx(bytes / small_bw - bytes / large_bw, 0);

@@ -118,6 +118,10 @@ static inline void amoe_cost_pass_add(amoe_pass_time *t, const amoe_layer_time *
 }
 /* What one more executed expert serving `tokens` tokens adds to a layer
  * that already runs `c` (fetched: it is not resident). */
+/* One forward of a dense model of `params` bf16 parameters over n tokens
+ * (a predictor beside the draft): its weights read once, 2 FLOPs per
+ * parameter per token, and the fixed cost of a small model's step. */
+double amoe_cost_dense_model(const amoe_hw *hw, double params, int n);
 double amoe_cost_expert_marginal(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c, int tokens, int fetched);
 
 #endif

@@ -422,6 +422,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
   amoe_cost_pass_init(&pc, M, HW, &s->engine, &s->parallel, rs->cache != NULL, s->offload.overlap, nn,
                       rs->draft->mtp ? 0 : depth, s->workload.context_tokens);
   if (rs->draft->mtp) pc.draft = mtp_draft_s(s, rs, b, w, nn);
+  if (rs->draft->draft_cost) pc.draft += rs->draft->draft_cost(rs->row, s, b->n);
   pass_sums sum = {0};
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const amoe_expert_coef ec = pc.ec;

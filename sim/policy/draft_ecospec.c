@@ -1,16 +1,27 @@
-/* ecospec: cost-aware greedy draft selection (docs/design.md §6). Starting from the
- * root, repeatedly add the frontier node with the highest
- *   score = accept_likelihood(t) - λ · Σ_l Σ_{e ∈ P_t,l \ C_l} c_l,e / Σ_l k·c_l
- * where accept_likelihood = exp(cumulative draft score), P the predicted route
- * (the natural route with each expert replaced, with probability
- * 1 - predictor_accuracy, by the most popular expert so far that is not in it),
- * C_l the covered experts (the root's predicted route, and the resident set
- * under offload) and c the per-expert cost (HBM, or PCIe when not resident).
- * On several GPUs an uncovered expert costs what it adds to the busiest
- * group of its layer: HBM times the rise of the largest group's count (a
- * replicated expert on its least loaded copy's group), so experts on idle
- * groups are free. Stops at the node budget. Verification stays natural:
- * lossless. */
+/* ecospec: EcoSpec's draft selection as its paper builds it (docs/design.md
+ * §6). A predictor gives each candidate node's experts per layer, P_t,l:
+ * the natural route with each expert replaced, with probability
+ * 1 - predictor_accuracy, by the most popular expert so far that is not in
+ * it (counter-based coins, the same for every row). A buffer B_l holds the
+ * experts the verification set already covers, first the root's. The tree
+ * grows from the root: of the frontier (children of chosen nodes) it takes
+ * the candidate of highest
+ *   S(t) = P(t) / (ΔCost(t) + ε),
+ * P(t) = exp(cumulative draft score) (its path probability), ΔCost(t) the
+ * predicted marginal expert time of its experts not in the buffer, by the
+ * one cost function: an expert's device time, its launches, a fetch when it
+ * is not resident, or on several GPUs what it adds to its layer's busiest
+ * group; 0 for an expert already covered. ε = epsilon × one expert's
+ * time. The chosen node's experts join the buffer.
+ * ecospec-global (the ablation) ranks by the whole predicted cost of the
+ * candidate's experts, covered or not.
+ * Stop: at the node budget, or when the best candidate would lower the
+ * predicted rate, P(t) / ΔCost(t) < E[τ] / T with E[τ] = 1 + Σ P over the
+ * chosen nodes and T the predicted pass (the budget's fixed parts, the
+ * root's experts, and every ΔCost taken so far); ΔCost here is the
+ * marginal one for both rows, as the pass pays it. Verification stays
+ * natural: lossless. The predictor's forward is a draft-side cost
+ * (amoe_draft_ecospec_cost). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,14 +51,29 @@ void amoe_draft_ecospec_observe(void *state, int layer, const uint8_t *X, int ex
   for (int x = 0; x < experts; x++) pop[x] += X[x];
 }
 
-int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
+/* The row's parameters, in its table row's order (policy.c). */
+enum { P_ACCURACY = 0, P_PREDICTOR_B = 1, P_EPSILON = 2 };
+
+double amoe_draft_ecospec_cost(const amoe_policy_row *row, const amoe_spec *s, int candidates) {
+  return amoe_cost_dense_model(&s->hw, row->dparam[P_PREDICTOR_B] * 1e9, candidates);
+}
+
+/* The group a new expert x of layer l lands on: its copy on the least
+ * loaded group (cnt: the layer's experts per group so far). */
+static int group_of(const struct amoe_layout *lay, int l, int x, const int *cnt) {
+  int cg[64];
+  const int nc = amoe_layout_copies(lay, l, x, cg);
+  int g = cg[0];
+  for (int q = 1; q < nc; q++) g = cnt[cg[q]] < cnt[g] ? cg[q] : g;
+  return g;
+}
+
+/* ecospec and ecospec-global: global 1 ranks by a candidate's whole
+ * predicted expert cost. */
+static int choose(const amoe_dctx *c, int *out, int global) {
   const amoe_block *b = c->b;
   const amoe_spec *s = c->spec;
   const int n = b->n, L = b->layers, E = b->experts, k = s->model.top_k;
-  if (n <= c->nodes) {
-    for (int t = 0; t < n; t++) out[t] = t;
-    return n;
-  }
   /* scratch layout */
   char *p = c->scratch;
   uint16_t *pred = (uint16_t *)p;  p += (size_t)n * L * k * sizeof(uint16_t);
@@ -55,7 +81,7 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
   uint8_t *cov = (uint8_t *)p;     p += (size_t)L * E;
   uint8_t *state = (uint8_t *)p;   p += (size_t)n; /* 0 out, 1 frontier, 2 chosen */
   const int G = c->layout ? amoe_layout_groups(c->layout) : 0;
-  int gcnt[AMOE_MAX_LAYERS][64], gmax[AMOE_MAX_LAYERS], tmp[64], cg[64]; /* covered experts per (layer, group) */
+  int gcnt[AMOE_MAX_LAYERS][64], gmax[AMOE_MAX_LAYERS], tmp[64]; /* covered experts per (layer, group) */
   /* popularity ranking per layer (requests so far; ties: lower id) */
   pop_pair pp[AMOE_MAX_EXPERTS];
   for (int l = 0; l < L; l++) {
@@ -65,7 +91,7 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
     for (int x = 0; x < E; x++) rank[(size_t)l * E + x] = (uint16_t)pp[x].id;
   }
   /* predicted routes, with counter-based coins (same for every row) */
-  double acc = c->row->dparam[1]; /* predictor_accuracy */
+  const double acc = c->row->dparam[P_ACCURACY];
   for (int t = 0; t < n; t++)
     for (int l = 0; l < L; l++) {
       const uint16_t *nat = amoe_block_ids(b, l, t);
@@ -90,38 +116,41 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
   amoe_cost_pass_init(&pc, &s->model, &s->hw, &s->engine, &s->parallel, c->resident != NULL, s->offload.overlap, c->nodes,
                       s->workload.depth, s->workload.context_tokens);
   const amoe_layer_counts base = {k, 0, 1, k * amoe_cost_expert_at(pc.ec, 1)};
-  double c_hbm = amoe_cost_expert_marginal(&pc, &base, 1, 0);
-  double c_pcie = amoe_cost_expert_marginal(&pc, &base, 1, 1);
-  double norm = (double)L * k * c_hbm;
+  const double c_hbm = amoe_cost_expert_marginal(&pc, &base, 1, 0), c_pcie = amoe_cost_expert_marginal(&pc, &base, 1, 1);
+  const double eps = c->row->dparam[P_EPSILON] * c_hbm;
+  /* the buffer: the root's predicted experts; T: the predicted pass */
   memset(cov, 0, (size_t)L * E);
+  double T = amoe_cost_pass_begin(&pc).total;
   for (int l = 0; l < L; l++) {
-    if (c->resident)
-      for (int x = 0; x < E; x++) cov[(size_t)l * E + x] = c->resident[l][x];
-    for (int j = 0; j < k; j++) cov[(size_t)l * E + pred[(size_t)l * k + j]] = 1; /* the root's */
-  }
-  if (G) /* the covered experts on their groups */
-    for (int l = 0; l < L; l++) {
+    amoe_layer_counts lc = base;
+    for (int j = 0; j < k; j++) {
+      const int x = pred[(size_t)l * k + j];
+      if (!cov[(size_t)l * E + x] && c->resident && !c->resident[l][x]) lc.fetched += 1;
+      cov[(size_t)l * E + x] = 1;
+    }
+    if (G) { /* the root's experts on their groups */
       for (int g = 0; g < G; g++) gcnt[l][g] = 0;
       gmax[l] = 0;
       for (int x = 0; x < E; x++)
         if (cov[(size_t)l * E + x]) {
-          const int nc = amoe_layout_copies(c->layout, l, x, cg);
-          int g = cg[0];
-          for (int q = 1; q < nc; q++) g = gcnt[l][cg[q]] < gcnt[l][g] ? cg[q] : g;
+          const int g = group_of(c->layout, l, x, gcnt[l]);
           if (++gcnt[l][g] > gmax[l]) gmax[l] = gcnt[l][g];
         }
+      lc.expert_s = gmax[l] * amoe_cost_expert_at(pc.ec, 1) / pc.moe_tp;
     }
+    T += amoe_cost_layer(&pc, &lc).total;
+  }
   memset(state, 0, (size_t)n);
   state[0] = 2;
   for (int t = 1; t < n; t++)
     if (b->parent[t] == 0) state[t] = 1;
-  double lambda = c->row->dparam[0]; /* lambda */
+  double etau = 1;
   for (int chosen = 1; chosen < c->nodes; chosen++) {
     int best = -1;
-    double bs = -INFINITY;
+    double bs = -INFINITY, best_d = 0;
     for (int t = 1; t < n; t++) {
       if (state[t] != 1) continue;
-      double pen = 0;
+      double d = 0, whole = 0; /* its marginal and its whole predicted cost */
       for (int l = 0; l < L; l++) {
         const uint16_t *pr = pred + ((size_t)t * L + l) * k;
         if (G) { /* what its uncovered experts add to the busiest group */
@@ -129,34 +158,38 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
           for (int g = 0; g < G; g++) tmp[g] = gcnt[l][g];
           for (int j = 0; j < k; j++)
             if (!cov[(size_t)l * E + pr[j]]) {
-              const int nc = amoe_layout_copies(c->layout, l, pr[j], cg);
-              int g = cg[0];
-              for (int q = 1; q < nc; q++) g = tmp[cg[q]] < tmp[g] ? cg[q] : g;
+              const int g = group_of(c->layout, l, pr[j], tmp);
               if (++tmp[g] > mx) mx = tmp[g];
             }
-          pen += (mx - gmax[l]) * c_hbm;
+          d += (mx - gmax[l]) * c_hbm;
+          whole += k * c_hbm / G; /* an even spread */
           continue;
         }
-        for (int j = 0; j < k; j++)
-          if (!cov[(size_t)l * E + pr[j]])
-            pen += c->resident && !c->resident[l][pr[j]] ? c_pcie : c_hbm;
+        for (int j = 0; j < k; j++) {
+          const double ce = c->resident && !c->resident[l][pr[j]] ? c_pcie : c_hbm;
+          whole += ce;
+          if (!cov[(size_t)l * E + pr[j]]) d += ce;
+        }
       }
-      double sc = exp(b->score[t]) - lambda * pen / norm;
+      const double P = exp(b->score[t]), sc = P / ((global ? whole : d) + eps);
       if (sc > bs) { /* strict: ties keep the earlier node */
         bs = sc;
         best = t;
+        best_d = d;
       }
     }
     if (best < 0) break;
+    const double P = exp(b->score[best]);
+    if (P * T < best_d * etau) break; /* it would lower E[τ] / T */
+    etau += P;
+    T += best_d;
     state[best] = 2;
     for (int l = 0; l < L; l++) {
       const uint16_t *pr = pred + ((size_t)best * L + l) * k;
       for (int j = 0; j < k; j++) {
         const size_t ix = (size_t)l * E + pr[j];
         if (G && !cov[ix]) {
-          const int nc = amoe_layout_copies(c->layout, l, pr[j], cg);
-          int g = cg[0];
-          for (int q = 1; q < nc; q++) g = gcnt[l][cg[q]] < gcnt[l][g] ? cg[q] : g;
+          const int g = group_of(c->layout, l, pr[j], gcnt[l]);
           if (++gcnt[l][g] > gmax[l]) gmax[l] = gcnt[l][g];
         }
         cov[ix] = 1;
@@ -165,8 +198,12 @@ int amoe_draft_ecospec(const amoe_dctx *c, int *out) {
     for (int t = best + 1; t < n; t++)
       if (b->parent[t] == best) state[t] = 1;
   }
+  if (c->predicted) c->predicted[0] = etau, c->predicted[1] = T;
   int m = 0;
   for (int t = 0; t < n; t++)
     if (state[t] == 2) out[m++] = t;
   return m;
 }
+
+int amoe_draft_ecospec(const amoe_dctx *c, int *out) { return choose(c, out, 0); }
+int amoe_draft_ecospec_global(const amoe_dctx *c, int *out) { return choose(c, out, 1); }

@@ -16,6 +16,14 @@
  * was chosen on a tuning seed (scripts/marginal-eval.sh, docs/validation.md) */
 #define SHARE {.key = "share", .tag = "share", .def = 0.5, .min = 1e-6, .max = 1, .shown_if_default = 1}
 
+/* ecospec's predictor: the share of its experts it gets right, its size
+ * (billions of dense parameters: the paper's predictors are 0.6-1.5B), and
+ * ε of S = P / (ΔCost + ε) in units of one expert's time. */
+#define ECOSPEC_PARAMS                                                                                        \
+  {.key = "predictor_accuracy", .tag = "acc", .def = 0.8, .min = 0, .max = 1, .shown_if_default = 1},        \
+      {.key = "predictor_b", .tag = "pred", .def = 0.6, .min = 0, .max = 1000},                               \
+      {.key = "epsilon", .tag = "eps", .def = 0.1, .min = 1e-9, .max = 1e6}
+
 amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE] = {
     /* every verifier but natural also needs the natural top-k probabilities
      * (displaced mass); moe-spec weighs every stored entry */
@@ -46,14 +54,16 @@ amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
      .description = "EAGLE-2/3: the root and the best nodes - 1 candidates by cumulative draft score"},
     {.name = "autoregressive", .choose = amoe_draft_autoregressive, .one_token_per_pass = 1,
      .description = "no speculation: natural's committed tokens decoded one forward pass each"},
-    {.name = "ecospec",
-     .params = {{.key = "lambda", .tag = "lambda", .def = 0.5, .min = 0, .max = 1e6, .shown_if_default = 1},
-                {.key = "predictor_accuracy", .tag = "acc", .def = 0.8, .min = 0, .max = 1, .shown_if_default = 1}},
-     .choose = amoe_draft_ecospec,
-     .state_bytes = amoe_draft_ecospec_state_bytes,
-     .observe = amoe_draft_ecospec_observe,
-     .description = "EcoSpec: greedy nodes by accept likelihood against the cost of new experts (on several GPUs, "
-                    "what they add to the busiest group); lossless"},
+    {.name = "ecospec", .params = {ECOSPEC_PARAMS}, .choose = amoe_draft_ecospec,
+     .state_bytes = amoe_draft_ecospec_state_bytes, .observe = amoe_draft_ecospec_observe,
+     .draft_cost = amoe_draft_ecospec_cost,
+     .description = "EcoSpec: the tree grown from the root by acceptance likelihood over the predicted marginal cost "
+                    "of the experts a node adds to the buffer (fetch, busiest GPU; 0 when covered), stopping where a "
+                    "node would lower the predicted rate; lossless"},
+    {.name = "ecospec-global", .params = {ECOSPEC_PARAMS}, .choose = amoe_draft_ecospec_global,
+     .state_bytes = amoe_draft_ecospec_state_bytes, .observe = amoe_draft_ecospec_observe,
+     .draft_cost = amoe_draft_ecospec_cost,
+     .description = "ecospec ranking nodes by the whole predicted cost of their experts, covered or not: the ablation"},
     {.name = "evict", .choose = amoe_draft_evict, .reads_union_table = 1,
      .description = "the prefix of the EAGLE order with the most expected committed tokens per predicted second; "
                     "lossless"},

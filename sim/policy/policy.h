@@ -100,6 +100,9 @@ typedef struct {
   /* 1: each verified node after the root was drafted by one forward of the
    * target's MTP module (a decoder layer and the head), not by a draft head */
   int mtp;
+  /* a draft-side cost per pass beside the draft model's steps (ecospec's
+   * predictor over the block's candidates), or NULL */
+  double (*draft_cost)(const amoe_policy_row *row, const amoe_spec *s, int candidates);
   const char *description; /* one line for `acceptmoe policies` */
 } amoe_draft_def;
 
@@ -190,6 +193,8 @@ int amoe_draft_mtp(const amoe_dctx *c, int *out);
 void amoe_acceptmoe_utilities(const amoe_vctx *c, double beta, double *u);
 void amoe_acceptmoe_utilities_generic(const amoe_vctx *c, double beta, double *u);
 int amoe_draft_ecospec(const amoe_dctx *c, int *out);
+int amoe_draft_ecospec_global(const amoe_dctx *c, int *out);
+double amoe_draft_ecospec_cost(const amoe_policy_row *row, const amoe_spec *s, int candidates);
 size_t amoe_draft_ecospec_state_bytes(int layers, int experts);
 void amoe_draft_ecospec_observe(void *state, int layer, const uint8_t *X, int experts);
 int amoe_draft_evict(const amoe_dctx *c, int *out);
