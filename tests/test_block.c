@@ -95,6 +95,15 @@ static void test_set_full(void) {
   }
 }
 
+/* Two one-layer, one-node blocks of E experts and m stored logits: a
+ * fast path's output and its plain twin's. */
+static void one_row_pair(amoe_block *a, amoe_block *b, int E, int m) {
+  amoe_err e;
+  amoe_block_init(a, 1, E, m);
+  amoe_block_init(b, 1, E, m);
+  CHECK(amoe_block_reserve(a, 1, &e) == AMOE_OK && amoe_block_reserve(b, 1, &e) == AMOE_OK, "%s", e.msg);
+}
+
 /* The vector selection (where this CPU has it) against the portable one,
  * bit for bit, on ordinary, coarse (many ties) and special values: -0,
  * f16 subnormals, overflow to ±inf, NaN. */
@@ -108,10 +117,7 @@ static void test_set_full_versions(void) {
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     const int E = shapes[s][0], m = shapes[s][1];
     amoe_block a, b;
-    amoe_err e;
-    amoe_block_init(&a, 1, E, m);
-    amoe_block_init(&b, 1, E, m);
-    CHECK(amoe_block_reserve(&a, 1, &e) == AMOE_OK && amoe_block_reserve(&b, 1, &e) == AMOE_OK, "%s", e.msg);
+    one_row_pair(&a, &b, E, m);
     static const float special[] = {-0.0f, 0.0f, 1e-7f, -3e-6f, 6.1e-5f, 7e4f, -7e4f, 65519.0f, -65520.0f};
     float z[AMOE_MAX_EXPERTS];
     for (int trial = 0; trial < 300; trial++) {
@@ -151,10 +157,7 @@ static void test_scale_versions(void) {
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     const int E = shapes[s][0], m = shapes[s][1];
     amoe_block a, b;
-    amoe_err e;
-    amoe_block_init(&a, 1, E, m);
-    amoe_block_init(&b, 1, E, m);
-    CHECK(amoe_block_reserve(&a, 1, &e) == AMOE_OK && amoe_block_reserve(&b, 1, &e) == AMOE_OK, "%s", e.msg);
+    one_row_pair(&a, &b, E, m);
     float z[AMOE_MAX_EXPERTS];
     for (int trial = 0; trial < 200; trial++) {
       const int kind = trial % 3;

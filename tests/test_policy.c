@@ -15,6 +15,21 @@
 #define K 2
 
 /* Node t routes to experts a (logit 0) and b (logit za); the rest -1e4. */
+/* A small model on round hardware for the draft tests: layers × experts,
+ * top-k, every cost term plain. */
+static void tiny_spec(amoe_spec *sp, int layers, int experts, int k) {
+  memset(sp, 0, sizeof *sp);
+  sp->model.layers = sp->model.moe_layers = layers;
+  sp->model.experts = experts;
+  sp->model.top_k = k;
+  sp->model.hidden = 64;
+  sp->model.moe_intermediate = 64;
+  sp->hw.hbm_bw = 1e12;
+  sp->hw.h2d_bw = 1e10;
+  sp->hw.peak_flops = 1e14;
+  sp->hw.moe_eta = 1;
+}
+
 static void node(amoe_block *b, int t, int parent, int acc, int a, int bb, float zb) {
   float z[E];
   for (int x = 0; x < E; x++) z[x] = -1e4f;
@@ -145,19 +160,11 @@ static void properties(void) {
       static char scratch[1 << 20];
       amoe_dctx dc = {.b = &b, .row = &row, .nodes = p.nodes, .scratch = scratch};
       nn = amoe_draft_eagle(&dc, nodes);
-      { /* draft properties: ecospec with λ = 0 is EAGLE's best-first order;
-         * ecospec and evict give connected trees within the budget; evict
-         * keeps a prefix of EAGLE's selection */
+      { /* draft properties: ecospec, ecospec-global and evict give
+         * connected trees within the budget; evict keeps a prefix of
+         * EAGLE's selection */
         static amoe_spec sp;
-        sp.model.layers = sp.model.moe_layers = 3;
-        sp.model.experts = 32;
-        sp.model.top_k = 4;
-        sp.model.hidden = 64;
-        sp.model.moe_intermediate = 64;
-        sp.hw.hbm_bw = 1e12;
-        sp.hw.h2d_bw = 1e10;
-        sp.hw.peak_flops = 1e14;
-        sp.hw.moe_eta = 1;
+        tiny_spec(&sp, 3, 32, 4);
         sp.workload.seed = 9;
         sp.workload.nodes = p.nodes;
         amoe_policy_row er, eg;
@@ -615,15 +622,7 @@ static void acceptmoe_top8(void) {
  * T = T0 + 2c; node 5 (ΔCost 2c) is refused iff P5·T < 2c·2.6. */
 static void ecospec_by_hand(void) {
   static amoe_spec sp;
-  sp.model.layers = sp.model.moe_layers = 1;
-  sp.model.experts = 8;
-  sp.model.top_k = 2;
-  sp.model.hidden = 64;
-  sp.model.moe_intermediate = 64;
-  sp.hw.hbm_bw = 1e12;
-  sp.hw.h2d_bw = 1e10;
-  sp.hw.peak_flops = 1e14;
-  sp.hw.moe_eta = 1;
+  tiny_spec(&sp, 1, 8, 2);
   sp.hw.step_s = 1e-3; /* a pass's fixed part, so the rates run as the table says */
   sp.hw.draft_step_fixed_s = 2e-5;
   sp.workload.seed = 3;

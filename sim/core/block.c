@@ -283,24 +283,27 @@ amoe_status amoe_block_stash(amoe_block *dst, const amoe_block *src, amoe_err *e
 #endif
 }
 
+/* Entry h after p (the stored entry before it) in the stored order: p when
+ * p is -inf (below -inf there is nothing: masked experts tie); else, where
+ * h would rise above p, or tie it though the order is strict, one binary16
+ * step below p (or p itself for a tie the order allows), skipping -0. */
+static inline amoe_f16 after(amoe_f16 p, amoe_f16 h, int strict) {
+  const uint32_t kp = amoe_f16_key(p), kh = amoe_f16_key(h);
+  if (p == 0xfc00) return 0xfc00;
+  if (kh > kp || (strict && kh == kp)) {
+    const uint32_t k = strict ? kp - 1 : kp;
+    h = amoe_f16_of_key(k);
+    if (h == 0x8000) h = amoe_f16_of_key(k - 1);
+  }
+  return h;
+}
+
 void amoe_f16_store_ordered(const float *zf, const uint16_t *ids, int n, amoe_f16 *out) {
   for (int j = 0; j < n; j++) {
     amoe_f16 h = amoe_f16_from_f32(zf[j]);
     if (h == 0x8000) h = 0; /* -0 is not a stored logit */
-    if (j > 0) {
-      const amoe_f16 p = out[j - 1];
-      /* equal floats keep a tie only where the id rule orders them as given */
-      const int strict = zf[j] < zf[j - 1] || ids[j] < ids[j - 1];
-      const uint32_t kp = amoe_f16_key(p), kh = amoe_f16_key(h);
-      if (p == 0xfc00) {
-        h = 0xfc00; /* below -inf there is nothing: masked experts tie */
-      } else if (kh > kp || (strict && kh == kp)) {
-        uint32_t k = strict ? kp - 1 : kp;
-        h = amoe_f16_of_key(k);
-        if (h == 0x8000) h = amoe_f16_of_key(k - 1); /* skip -0 */
-      }
-    }
-    out[j] = h;
+    /* equal floats keep a tie only where the id rule orders them as given */
+    out[j] = j > 0 ? after(out[j - 1], h, zf[j] < zf[j - 1] || ids[j] < ids[j - 1]) : h;
   }
 }
 
@@ -308,19 +311,8 @@ void amoe_f16_store_ordered(const float *zf, const uint16_t *ids, int n, amoe_f1
 static inline uint32_t stored_key(amoe_f16 z) { return amoe_f16_key(z == 0x8000 ? 0 : z); }
 
 void amoe_f16_fix_order(amoe_f16 *h, const amoe_f16 *old, const uint16_t *ids, int n) {
-  for (int j = 1; j < n; j++) {
-    const amoe_f16 p = h[j - 1];
-    /* a tie stays only where the old logits tied and the id rule orders them as given */
-    const int strict = stored_key(old[j]) < stored_key(old[j - 1]) || ids[j] < ids[j - 1];
-    const uint32_t kp = amoe_f16_key(p), kh = amoe_f16_key(h[j]);
-    if (p == 0xfc00) {
-      h[j] = 0xfc00; /* below -inf there is nothing: masked experts tie */
-    } else if (kh > kp || (strict && kh == kp)) {
-      const uint32_t k = strict ? kp - 1 : kp;
-      h[j] = amoe_f16_of_key(k);
-      if (h[j] == 0x8000) h[j] = amoe_f16_of_key(k - 1); /* skip -0 */
-    }
-  }
+  for (int j = 1; j < n; j++) /* a tie stays only where the old logits tied and the id rule orders them as given */
+    h[j] = after(h[j - 1], h[j], stored_key(old[j]) < stored_key(old[j - 1]) || ids[j] < ids[j - 1]);
 }
 
 void amoe_block_scale_logits_generic(amoe_block *b, int l, int t, float scale) {

@@ -130,14 +130,19 @@ static void probs_top(const amoe_block *b, int l, int t, int router, int k, floa
 }
 
 static void probs_nodes(const amoe_block *b, int l, const int *nodes, int n, int router, int k, float *out, int vec) {
+  int i = 0;
 #ifdef AMOE_X86_PATHS
-  if (vec && k == 8 && b->lm >= 8 && (renormalises(router) ? router != AMOE_ROUTER_SIGMOID_NORM : b->softmax_inv != NULL)) {
-    amoe_x86_softmax_top8_nodes(amoe_block_logits(b, l, 0), nodes, n, b->lm,
-                                renormalises(router) ? NULL : b->softmax_inv + (size_t)l * b->n, out);
-    return;
+  if (vec && k == 8 && b->lm >= 8) {
+    if (renormalises(router) && router != AMOE_ROUTER_SIGMOID_NORM) { /* eight nodes a step; the rest below */
+      i = n - n % 8;
+      amoe_x86_softmax_top8_nodes(amoe_block_logits(b, l, 0), nodes, i, b->lm, NULL, out);
+    } else if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv) {
+      amoe_x86_softmax_top8_nodes(amoe_block_logits(b, l, 0), nodes, n, b->lm, b->softmax_inv + (size_t)l * b->n, out);
+      return;
+    }
   }
 #endif
-  for (int i = 0; i < n; i++) {
+  for (; i < n; i++) {
     const int t = nodes ? nodes[i] : i;
     probs_top(b, l, t, router, k, out + (size_t)t * k, vec);
   }

@@ -89,7 +89,8 @@ __attribute__((target("avx2,f16c"))) static inline __m256 node_diffs(const amoe_
 /* The listed nodes of a layer (m logits apart), node t's at out[t·8]:
  * four nodes a step, so that four exponentials' chains (each ~25
  * dependent operations) are in flight together. inv NULL: each node's
- * eight renormalised over themselves (the normalising router kinds). */
+ * eight renormalised over themselves (the normalising router kinds), for
+ * n a multiple of 8; route/router.c does the rest. */
 __attribute__((target("avx2,f16c"))) void amoe_x86_softmax_top8_nodes(const amoe_f16 *z, const int *nodes, int n,
                                                                          int m, const float *inv, float *out) {
   int i = 0;
@@ -118,16 +119,9 @@ __attribute__((target("avx2,f16c"))) void amoe_x86_softmax_top8_nodes(const amoe
     for (int q = 0; q < 4; q++)
       _mm256_storeu_ps(out + (size_t)t[q] * 8, _mm256_mul_ps(x[q], _mm256_set1_ps(inv[t[q]])));
   }
-  for (; i < n; i++) {
+  for (; inv && i < n; i++) {
     const int t = nodes ? nodes[i] : i;
-    float *o = out + (size_t)t * 8;
-    amoe_x86_softmax_top8(z + (size_t)t * m, inv ? inv[t] : 1.0f, o);
-    if (!inv) {
-      float s = 0;
-      for (int j = 0; j < 8; j++) s += o[j];
-      const float rr = s > 0 ? 1.0f / s : 0.0f;
-      for (int j = 0; j < 8; j++) o[j] *= rr;
-    }
+    amoe_x86_softmax_top8(z + (size_t)t * m, inv[t], out + (size_t)t * 8);
   }
 }
 #endif

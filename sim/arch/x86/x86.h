@@ -77,7 +77,8 @@ void amoe_x86_sigmoid(const amoe_f16 *z, int n, float *out);
 void amoe_x86_softmax_top8(const amoe_f16 *z, float inv, float *out);
 /* the same for the listed nodes of a layer (m logits apart; nodes NULL:
  * 0..n-1), node t's at out[t·8], four nodes a step; inv NULL: the eight
- * renormalised over themselves (route/router.c's topk_inv), eight a step */
+ * renormalised over themselves (route/router.c's topk_inv), eight a step,
+ * n a multiple of 8 */
 void amoe_x86_softmax_top8_nodes(const amoe_f16 *z, const int *nodes, int n, int m, const float *inv, float *out);
 
 /* policy/verifier_acceptmoe.c's utility loop for top-8 (acceptmoe_x86.c) */
