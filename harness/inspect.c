@@ -197,15 +197,10 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
         memcpy(s.routes + ((size_t)s.ntok * L + l) * k, id, (size_t)k * sizeof *id);
         for (int j = 0; j < k; j++) pop[(size_t)l * E + id[j]] += 1;
         if (b.logits && b.lm == b.m) { /* the score shape: softmax over the stored logits */
-          double zs = 0, zh = 0, zk = 0;
-          const double z0 = amoe_f16_to_f32(z[0]);
-          for (int j = 0; j < b.m; j++) {
-            const double zj = amoe_f16_to_f32(z[j]) - z0, ex = exp(zj);
-            zs += ex;
-            zh += ex * zj;
-            if (j < k) zk += ex;
-          }
-          ent[l] += log(zs) - zh / zs; /* −Σ p ln p with p = e^zj / zs */
+          double zd[AMOE_MAX_EXPERTS], zs, zk = 0;
+          for (int j = 0; j < b.m; j++) zd[j] = amoe_f16_to_f32(z[j]);
+          ent[l] += amoe_router_entropy(zd, b.m, zd[0], &zs); /* stored in order: z[0] the largest */
+          for (int j = 0; j < k; j++) zk += exp(zd[j] - zd[0]);
           kmass += zk / zs;
         }
         if (k >= 2) { /* the top-1 weight renormalised over the top-k, as the router weighs them */

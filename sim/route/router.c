@@ -2,6 +2,7 @@
 #include "clones.h"
 #include "x86.h"
 
+#include <math.h>
 #include <string.h>
 
 /* e^x for the router: Cody-Waite reduction to r in [-ln2/2, ln2/2], a
@@ -60,6 +61,17 @@ static int vec_paths(void) {
 float amoe_router_softmax_inv(const amoe_f16 *z, int m) {
   float ex[AMOE_MAX_EXPERTS];
   return softmax_exps(z, m, ex, vec_paths());
+}
+
+double amoe_router_entropy(const double *z, int n, double zmax, double *norm) {
+  double sum = 0, zsum = 0;
+  for (int j = 0; j < n; j++) {
+    const double d = z[j] - zmax, w = exp(d);
+    sum += w;
+    zsum += d * w;
+  }
+  *norm = sum;
+  return log(sum) - zsum / sum; /* −Σ p ln p with p = e^d / sum */
 }
 
 /* Sigmoid scores of n entries, each on its own (so any n of them give the

@@ -36,6 +36,11 @@ void amoe_router_probs_nodes_generic(const amoe_block *b, int l, const int *node
 /* The softmax normaliser of m stored logits z (z[0] the largest):
  * 1 / Σ_j e^(z_j − z_0), exactly as amoe_router_probs computes it. */
 float amoe_router_softmax_inv(const amoe_f16 *z, int m);
+/* The entropy (nats) of the softmax over z[0..n), computed from
+ * z − zmax (zmax: their maximum); *norm gets Σ e^(z − zmax), by which a
+ * caller turns e^(z_j − zmax) into probabilities (inspect's score shape,
+ * a capture's full logits). */
+double amoe_router_entropy(const double *z, int n, double zmax, double *norm);
 /* AMOE_OK when the block carries no normalisers or each equals its
  * recomputation (bit for bit); else names the first that does not. */
 amoe_status amoe_router_check_inv(const amoe_block *b, amoe_err *e);

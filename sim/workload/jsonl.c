@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "router.h"
 #include "sort.h"
 
 typedef struct {
@@ -50,15 +51,13 @@ static int shape_add(amoe_jsonl_reader *r, int layer, const float *lg, const uin
     r->shape_n = calloc((size_t)r->layers, sizeof *r->shape_n);
     if (!r->shape_h || !r->shape_k || !r->shape_n) return 0;
   }
-  double mx = lg[0], sum = 0, zsum = 0, top = 0;
-  for (int x = 1; x < r->experts; x++) mx = lg[x] > mx ? lg[x] : mx;
+  double z[AMOE_MAX_EXPERTS], mx = lg[0], sum, top = 0;
   for (int x = 0; x < r->experts; x++) {
-    const double z = lg[x] - mx, w = exp(z);
-    sum += w;
-    zsum += z * w;
+    z[x] = lg[x];
+    mx = lg[x] > mx ? lg[x] : mx;
   }
+  r->shape_h[layer] += amoe_router_entropy(z, r->experts, mx, &sum);
   for (int j = 0; j < k; j++) top += exp(lg[ids[j]] - mx);
-  r->shape_h[layer] += log(sum) - zsum / sum; /* −Σ p ln p */
   r->shape_k[layer] += top / sum;
   r->shape_n[layer]++;
   return 1;
