@@ -23,7 +23,7 @@ __attribute__((target("avx2"))) static inline __m256i prev16(__m256i v, __m256i 
 __attribute__((target("avx2,f16c"))) int amoe_x86_scale_logits(amoe_f16 *z, const uint16_t *id, int m, float scale) {
   amoe_f16 old[AMOE_MAX_EXPERTS]; /* for the order fix, or to put back at a NaN */
   const __m256 s = _mm256_set1_ps(scale);
-  const int R = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  enum { R = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }; /* an immediate: clang wants a constant */
   __m256i pn = _mm256_setzero_si256(), po = pn, pi = pn, bad = pn, ok = _mm256_set1_epi16(-1);
   for (int c = 0; c < m / 16; c++) {
     const __m256i o = _mm256_loadu_si256((const __m256i *)(const void *)(z + 16 * c));
