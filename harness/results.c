@@ -321,13 +321,19 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
   json_object_set_new(pj, "acceptance_seed", json_integer((json_int_t)s->workload.seed));
   json_object_set_new(pj, "commitment", json_string(pt->commitment));
   json_object_set_new(pj, "acceptance_model", json_pack("{s:f,s:f}", "kappa", s->kappa, "margin_min", s->margin_min));
-  static const char *const moe_kernels[] = {"fused", "per-expert"};
-  json_object_set_new(pj, "engine",
-                      json_pack("{s:b,s:b,s:s,s:f,s:f,s:f,s:f}", "cuda_graphs", s->engine.cuda_graphs > 0,
-                                "overlap_scheduler", s->engine.overlap_scheduler > 0, "moe_kernels",
-                                moe_kernels[s->engine.moe_kernels == AMOE_MOE_PER_EXPERT], "kernels_per_layer",
-                                s->engine.kernels_per_layer, "launch_s", s->hw.launch_s, "readback_s", s->hw.readback_s,
-                                "step_host_s", s->hw.step_host_s));
+  const amoe_engine *eng = &s->engine;
+  json_t *ej = json_pack("{s:b,s:b,s:s,s:f,s:f,s:f,s:f}", "cuda_graphs", eng->cuda_graphs > 0, "overlap_scheduler",
+                         eng->overlap_scheduler > 0, "moe_kernels", amoe_moe_kernels_names[eng->moe_kernels],
+                         "kernels_per_layer", eng->kernels_per_layer, "launch_s", amoe_engine_launch_s(eng, &s->hw),
+                         "readback_s", s->hw.readback_s, "step_host_s", amoe_engine_step_host_s(eng, &s->hw));
+  if (eng->name[0]) json_object_set_new(ej, "preset", json_string(eng->name));
+  if (eng->host_overlap) json_object_set_new(ej, "host_overlap", json_true());
+  if (eng->moe_kernels == AMOE_MOE_LOOP) {
+    json_object_set_new(ej, "visits", json_string(amoe_visits_names[eng->visits]));
+    json_object_set_new(ej, "expert_host_s", json_real(eng->expert_host_s));
+    json_object_set_new(ej, "visit_host_s", json_real(eng->visit_host_s));
+  }
+  json_object_set_new(pj, "engine", ej);
   if (pt->offline) {
     json_t *tab = json_array();
     for (int d = 0; d < pt->offline->n; d++) json_array_append_new(tab, json_real(pt->offline->p[d]));

@@ -63,7 +63,6 @@ static const char *const RESETS[] = {"run", "request", NULL};
 static const char *const PREFILLS[] = {"through", "bypass", NULL}; /* amoe_prefill_mode order */
 static const char *const PLACEMENTS[] = {"contiguous", "round-robin", "balanced", "file", NULL}; /* amoe_placement_kind */
 static const char *const MOE_COMMS[] = {"all-reduce", "all-to-all", NULL};                     /* amoe_moe_comm */
-static const char *const MOE_KERNELS[] = {"fused", "per-expert", NULL}; /* amoe_moe_kernels order */
 
 typedef struct {
   const char *path;
@@ -137,6 +136,8 @@ static const krow KEYS[] = {
     {"hardware.interconnect.dispatch_s", T_DBL, F(hw.ic.dispatch_s), 0, 1, NULL, 0, 0},
     {"hardware.interconnect.combine_s", T_DBL, F(hw.ic.combine_s), 0, 1, NULL, 0, 0},
     {"hardware.interconnect.layer_sync_s", T_DBL, F(hw.ic.layer_sync_s), 0, 1, NULL, 0, 0},
+    {"hardware.interconnect.hop_latency_s", T_DBL, F(hw.ic.hop_latency_s), 0, 1, NULL, 0, 0},
+    {"hardware.interconnect.hop_bw", T_DBL, F(hw.ic.hop_bw), 0, BIG, NULL, 0, 0},
     {"hardware.overlap_scheduler", T_BOOL, F(hw.overlap_scheduler), 0, 0, NULL, 0, 0},
     {"parallel.attention_tp", T_INT, F(parallel.attention_tp), 0, 64, NULL, 0, 0},
     {"parallel.moe_ep", T_INT, F(parallel.moe_ep), 0, 64, NULL, 0, 0},
@@ -145,11 +146,19 @@ static const krow KEYS[] = {
     {"parallel.placement_file", T_STR, F(parallel.placement_file), 0, 0, NULL, 1, 0},
     {"parallel.redundant", T_INT, F(parallel.redundant), 0, AMOE_MAX_EXPERTS, NULL, 0, 0},
     {"parallel.moe_comm", T_ENUM, F(parallel.moe_comm), 0, 0, MOE_COMMS, 0, 0},
+    {"parallel.pipeline", T_INT, F(parallel.pipeline), 0, 64, NULL, 0, 0},
     {"engine.cuda_graphs", T_BOOL, F(engine.cuda_graphs), 0, 0, NULL, 0, 0},
     {"engine.overlap_scheduler", T_BOOL, F(engine.overlap_scheduler), 0, 0, NULL, 0, 0},
-    {"engine.moe_kernels", T_ENUM, F(engine.moe_kernels), 0, 0, MOE_KERNELS, 0, 0},
+    {"engine.name", T_STR, F(engine.name), 0, 0, NULL, 1, 0},
+    {"engine.moe_kernels", T_ENUM, F(engine.moe_kernels), 0, 0, amoe_moe_kernels_names, 0, 0},
     {"engine.kernels_per_layer", T_DBL, F(engine.kernels_per_layer), 0, 1e4, NULL, 0, 0},
     {"engine.kernels_per_expert", T_DBL, F(engine.kernels_per_expert), 0, 1e4, NULL, 0, 0},
+    {"engine.visits", T_ENUM, F(engine.visits), 0, 0, amoe_visits_names, 0, 0},
+    {"engine.expert_host_s", T_DBL, F(engine.expert_host_s), 0, 1, NULL, 0, 0},
+    {"engine.visit_host_s", T_DBL, F(engine.visit_host_s), 0, 1, NULL, 0, 0},
+    {"engine.host_overlap", T_BOOL, F(engine.host_overlap), 0, 0, NULL, 0, 0},
+    {"engine.launch_s", T_DBL, F(engine.launch_s), 0, 1, NULL, 0, 0},
+    {"engine.step_host_s", T_DBL, F(engine.step_host_s), 0, 1, NULL, 0, 0},
     {"workload.source", T_ENUM, F(workload.source), 0, 0, SOURCES, 0, 0},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0},
     {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0},
@@ -425,30 +434,37 @@ void amoe_presets_dir(char *out, size_t n, const char *kind, const char *spec_pa
 
 static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int preset);
 
-/* hardware.interconnect: NAME, a preset of workloads/interconnect/ */
-static int load_interconnect(amoe_spec *s, const char *name, const char *where, amoe_diag *d) {
+static void engine_defaults(amoe_engine *e);
+
+/* A preset of one section: hardware.interconnect: NAME (workloads/interconnect/)
+ * or engine: NAME (workloads/engines/). The section starts from its defaults. */
+static int load_section_preset(amoe_spec *s, const char *kind, const char *prefix, const char *name,
+                               const char *where, amoe_diag *d) {
   char dir[AMOE_PATH_MAX], path[AMOE_PATH_MAX + 160];
-  amoe_presets_dir(dir, sizeof dir, "interconnect", NULL);
+  const int ic = !strcmp(prefix, "hardware.interconnect");
+  amoe_presets_dir(dir, sizeof dir, kind, NULL);
   for (const char *c = name; *c; c++)
     if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.')) {
-      amoe_diag_add(d, "%s: '%s' is not an interconnect preset name", where, name);
+      amoe_diag_add(d, "%s: '%s' is not an %s preset name", where, name, ic ? "interconnect" : "engine");
       return 0;
     }
   snprintf(path, sizeof path, "%s/%s.yaml", dir, name);
   struct stat sb;
   if (stat(path, &sb) != 0) {
-    amoe_diag_add(d, "%s: unknown interconnect preset '%s' (no %s)", where, name, path);
+    amoe_diag_add(d, "%s: unknown %s preset '%s' (no %s)", where, ic ? "interconnect" : "engine", name, path);
     return 0;
   }
   ydoc y;
   int before = d->n;
   if (!load_file(&y, path, d)) return 0;
   yaml_node_t *root = yaml_document_get_root_node(&y.doc);
-  memset(&s->hw.ic, 0, sizeof s->hw.ic);
+  if (ic) memset(&s->hw.ic, 0, sizeof s->hw.ic);
+  else engine_defaults(&s->engine);
   if (!root || root->type != YAML_MAPPING_NODE) amoe_diag_add(d, "%s: a preset must be a mapping", path);
-  else walk(&y, root, "hardware.interconnect", s, 1);
+  else walk(&y, root, prefix, s, 1);
   yaml_document_delete(&y.doc);
-  if (!s->hw.ic.name[0]) snprintf(s->hw.ic.name, sizeof s->hw.ic.name, "%s", name);
+  char *nm = ic ? s->hw.ic.name : s->engine.name;
+  if (!nm[0]) snprintf(nm, AMOE_NAME_MAX, "%s", name);
   return d->n == before;
 }
 
@@ -818,9 +834,23 @@ static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, in
     if (!strcmp(path, "model.preset") || !strcmp(path, "hardware.preset")) continue;
     if (!strcmp(path, "hardware.interconnect") && v->type == YAML_SCALAR_NODE) { /* a preset name */
       at(y, v, w, sizeof w);
-      load_interconnect(s, scalar(v), w, y->d);
+      load_section_preset(s, "interconnect", "hardware.interconnect", scalar(v), w, y->d);
       continue;
     }
+    if (!strcmp(path, "engine.preset")) continue; /* loaded before the mapping's other keys, below */
+    if (!strcmp(path, "engine") && v->type == YAML_SCALAR_NODE) { /* engine: NAME, a preset of workloads/engines/ */
+      at(y, v, w, sizeof w);
+      load_section_preset(s, "engines", "engine", scalar(v), w, y->d);
+      continue;
+    }
+    if (!strcmp(path, "engine") && v->type == YAML_MAPPING_NODE) /* engine: {preset: NAME, KEY: ...}: the preset first */
+      for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top; q++) {
+        yaml_node_t *qk = yaml_document_get_node(&y->doc, q->key), *qv = yaml_document_get_node(&y->doc, q->value);
+        if (qk->type != YAML_SCALAR_NODE || strcmp(scalar(qk), "preset")) continue;
+        at(y, qv, w, sizeof w);
+        if (qv->type != YAML_SCALAR_NODE) amoe_diag_add(y->d, "%s: engine.preset must be a name", w);
+        else load_section_preset(s, "engines", "engine", scalar(qv), w, y->d);
+      }
     if (!strcmp(path, "model") || !strcmp(path, "hardware")) {
       parse_preset_node(y, v, s, path[0] == 'h');
       continue;
@@ -864,6 +894,22 @@ static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, in
   }
 }
 
+/* The engine without a preset: the hardware preset's mode; kernel counts of
+ * a C++ engine measured at ~790 launches per decoded token of
+ * Qwen3-30B-A3B's 48 layers (real-data costs/engine_modes.csv: 16 per
+ * layer, one of them the fused MoE call), and ~4.5 per expert where an
+ * offload path runs one expert at a time ((3,091 − 632 copies − 790 + 48)
+ * / (48 · 8)); launches added to the device time (docs/validation.md). */
+static void engine_defaults(amoe_engine *e) {
+  memset(e, 0, sizeof *e);
+  e->cuda_graphs = -1;
+  e->overlap_scheduler = -1;
+  e->moe_kernels = AMOE_MOE_FUSED;
+  e->kernels_per_layer = 15;
+  e->kernels_per_expert = 4.5;
+  e->visits = AMOE_VISIT_HIT; /* launch_s, step_host_s 0: the hardware preset's */
+}
+
 /* ------------------------------------------------------------ public */
 
 void amoe_spec_defaults(amoe_spec *s) {
@@ -887,16 +933,7 @@ void amoe_spec_defaults(amoe_spec *s) {
   s->commitment.seed = 0; /* 0: workload.seed + 1000 */
   s->offload.slots_per_layer = 48;
   s->offload.policy = AMOE_CACHE_LRU;
-  /* the engine: the hardware preset's mode; kernel counts of a C++ engine
-   * measured at ~790 launches per decoded token of Qwen3-30B-A3B's 48
-   * layers (real-data costs/engine_modes.csv: 16 per layer, one of them the
-   * fused MoE call), and ~4.5 per expert where an offload path runs one
-   * expert at a time ((3,091 − 632 copies − 790 + 48) / (48 · 8)) */
-  s->engine.cuda_graphs = -1;
-  s->engine.overlap_scheduler = -1;
-  s->engine.moe_kernels = AMOE_MOE_FUSED;
-  s->engine.kernels_per_layer = 15;
-  s->engine.kernels_per_expert = 4.5;
+  engine_defaults(&s->engine);
   s->hw.moe_eta = 1; /* a hardware shape given in full without it: streaming at hbm_bw */
   s->hw.cuda_graphs = s->hw.overlap_scheduler = 1;
   s->hw.gpus = 1;
@@ -916,7 +953,11 @@ static int spec_set(amoe_spec *s, const char *key, const char *value, const char
     return d->n == before;
   }
   if (!strcmp(key, "hardware.interconnect")) {
-    load_interconnect(s, value, where, d);
+    load_section_preset(s, "interconnect", "hardware.interconnect", value, where, d);
+    return d->n == before;
+  }
+  if (!strcmp(key, "engine") || !strcmp(key, "engine.preset")) {
+    load_section_preset(s, "engines", "engine", value, where, d);
     return d->n == before;
   }
   if (dot && (!strncmp(key, "offload.", 8))) s->offload.enabled = 1;
@@ -1039,14 +1080,23 @@ static int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   { /* the layout over the node's GPUs (docs/design.md §16) */
     amoe_parallel *p = &s->parallel;
     const int g = s->hw.gpus > 0 ? s->hw.gpus : 1;
-    if (!p->attention_tp) p->attention_tp = g;
+    if (!p->pipeline) p->pipeline = 1;
+    if (p->pipeline > 1 && (p->attention_tp > 1 || p->moe_ep > 1 || p->moe_tp > 1 || g != p->pipeline))
+      amoe_diag_add(d, "%s: parallel.pipeline (%d) puts each stage of layers on one GPU: hardware.gpus must be %d "
+                       "and parallel.attention_tp, moe_ep and moe_tp 1", where, p->pipeline, p->pipeline);
+    if (p->pipeline > s->model.layers && s->model.layers > 0)
+      amoe_diag_add(d, "%s: parallel.pipeline (%d) exceeds the model's %d layers", where, p->pipeline, s->model.layers);
+    if (p->pipeline > 1 && !(s->hw.ic.hop_bw > 0))
+      amoe_diag_add(d, "%s: parallel.pipeline needs the interconnect's hop_latency_s and hop_bw "
+                       "(hardware.interconnect: nvlink4 | pcie5)", where);
+    if (!p->attention_tp) p->attention_tp = g / p->pipeline > 0 ? g / p->pipeline : 1;
     if (!p->moe_ep && !p->moe_tp) p->moe_ep = p->attention_tp, p->moe_tp = 1;
     else if (!p->moe_ep) p->moe_ep = p->attention_tp / p->moe_tp > 0 ? p->attention_tp / p->moe_tp : 1;
     else if (!p->moe_tp) p->moe_tp = p->attention_tp / p->moe_ep > 0 ? p->attention_tp / p->moe_ep : 1;
     if (p->moe_ep * p->moe_tp != p->attention_tp)
       amoe_diag_add(d, "%s: parallel.moe_ep (%d) x parallel.moe_tp (%d) = %d must equal parallel.attention_tp (%d)",
                     where, p->moe_ep, p->moe_tp, p->moe_ep * p->moe_tp, p->attention_tp);
-    if (p->attention_tp != g)
+    if (p->pipeline <= 1 && p->attention_tp != g)
       amoe_diag_add(d, "%s: parallel.attention_tp (%d) must equal hardware.gpus (%d)", where, p->attention_tp, g);
     if (s->model.experts && p->moe_ep > s->model.experts)
       amoe_diag_add(d, "%s: parallel.moe_ep (%d) exceeds the model's %d experts", where, p->moe_ep, s->model.experts);
@@ -1059,6 +1109,11 @@ static int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   }
   if (s->engine.cuda_graphs < 0) s->engine.cuda_graphs = s->hw.cuda_graphs;
   if (s->engine.overlap_scheduler < 0) s->engine.overlap_scheduler = s->hw.overlap_scheduler;
+  if (s->engine.moe_kernels == AMOE_MOE_LOOP && s->engine.cuda_graphs)
+    amoe_diag_add(d, "%s: engine.moe_kernels: loop synchronises at every expert, so it cannot run under CUDA graphs "
+                     "(set engine.cuda_graphs: false)", where);
+  if (s->engine.moe_kernels != AMOE_MOE_LOOP && s->engine.visits != AMOE_VISIT_HIT)
+    amoe_diag_add(d, "%s: engine.visits is the loop's (engine.moe_kernels: loop)", where);
   if (s->commitment.seed == 0) s->commitment.seed = s->workload.seed + 1000;
   if (s->model.routing.skew.n == 0 && s->model.experts > 0) { /* the fitted default for the expert count */
     s->model.routing.skew.n = 1;

@@ -444,6 +444,30 @@ expect 2 "backend runs one GPU; this spec lays the model over 8" -- "$A" run tes
 "$A" run tests/fixtures/golden.yaml --set hardware.gpus=1 --set parallel.attention_tp=1 --set parallel.moe_ep=1 \
   --set parallel.moe_tp=1 --out "$T/one" --quiet >/dev/null 2>&1
 cmp -s "$T/one/summary.csv" "$T/g1/summary.csv" && ok || bad "one GPU stated in full differs from the default"
+# a pipeline of stages: P = 1 stated is today's run byte for byte; its errors name the keys
+"$A" run tests/fixtures/golden.yaml --set parallel.pipeline=1 --out "$T/pp1" --quiet >/dev/null 2>&1
+cmp -s "$T/pp1/summary.csv" "$T/g1/summary.csv" && ok || bad "parallel.pipeline: 1 differs from the default"
+expect 2 "parallel.pipeline \(4\) puts each stage of layers on one GPU: hardware.gpus must be 4" -- "$A" run \
+  tests/fixtures/golden.yaml --set hardware.gpus=8 --set hardware.interconnect=nvlink4 --set parallel.pipeline=4 \
+  --out "$T/bad" --quiet
+expect 2 "parallel.pipeline needs the interconnect's hop_latency_s and hop_bw" -- "$A" run tests/fixtures/golden.yaml \
+  --set hardware.gpus=2 --set hardware.interconnect=nvlink4 --set hardware.interconnect.hop_bw=0 \
+  --set parallel.pipeline=2 --out "$T/bad" --quiet
+"$A" run tests/fixtures/golden.yaml --set hardware.gpus=2 --set hardware.interconnect=nvlink4 --set parallel.pipeline=2 \
+  --out "$T/pp2" --quiet >/dev/null 2>&1
+if [ -s "$T/pp2/summary.csv" ] && ! cmp -s "$T/pp2/summary.csv" "$T/g1/summary.csv"; then ok
+else bad "parallel.pipeline: 2 ran like one GPU or not at all"; fi
+# an engine preset: loaded by name, overridden key by key, its mistakes named
+"$A" run tests/fixtures/golden.yaml --set engine=hf-transformers-4.57 --set engine.visits=all-skip --out "$T/hf" \
+  --quiet >/dev/null 2>&1
+if grep -q '"preset": "hf-transformers-4.57"' "$T/hf/meta.json" && grep -q '"visits": "all-skip"' "$T/hf/meta.json" &&
+   grep -q 'moe_kernels: loop' "$T/hf/spec.resolved.yaml"; then ok
+else bad "engine preset or its override missing from meta.json / spec.resolved.yaml"; fi
+expect 2 "unknown engine preset 'hf-transformers-9'" -- "$A" run tests/fixtures/golden.yaml \
+  --set engine=hf-transformers-9 --out "$T/bad" --quiet
+expect 2 "engine.moe_kernels: loop synchronises at every expert, so it cannot run under CUDA graphs" -- "$A" run \
+  tests/fixtures/golden.yaml --set engine=hf-transformers-4.57 --set engine.cuda_graphs=true --out "$T/bad" --quiet
+expect 2 "engine.visits is the loop's" -- "$A" run tests/fixtures/golden.yaml --set engine.visits=all --out "$T/bad" --quiet
 # ... and on 8 GPUs each layer's busiest group (layers.csv) averages to the summary's
 "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 --set hardware.interconnect=nvlink4 --set parallel.attention_tp=8 \
   --set parallel.moe_ep=8 --set workload.blocks=20 --set 'policies=[natural, acceptmoe]' \

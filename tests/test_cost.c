@@ -267,6 +267,75 @@ static void eager_by_hand(amoe_source *src, double T) {
         "one more expert: its bytes and its two launches");
 }
 
+/* Hugging Face transformers' expert loop (engine.moe_kernels: loop) on the
+ * hand-made block: no fused call (T less t0 1e-6); launches 10 per layer
+ * and 44 fixed ((1 dense layer + 3 draft steps) · 11) at 1e-6, added; each
+ * of the 6 executed experts takes max(expert_host_s, its 2e-3 device time),
+ * and with visits all or all-skip each of the 4 others its host time. */
+static void loop_engine_by_hand(amoe_source *src, double T) {
+  static amoe_offline offline;
+  amoe_err e;
+  amoe_row_result rows[1];
+  const double base = T - 1e-6 + 54e-6;
+  struct {
+    int visits, overlap;
+    double expert_host, launch, want;
+  } cases[] = {
+      {AMOE_VISIT_HIT, 0, 1e-3, 0, base},                  /* the device is longer: host issue hidden */
+      {AMOE_VISIT_HIT, 0, 3e-3, 0, base + 6e-3},           /* 6 · 3e-3 issue against 12e-3 device */
+      {AMOE_VISIT_ALL, 0, 3e-3, 0, base + 6e-3 + 12e-3},   /* and 4 empty experts run their kernels */
+      {AMOE_VISIT_ALL_SKIP, 0, 3e-3, 0, base + 6e-3 + 2e-3}, /* or are only visited, 5e-4 each */
+      {AMOE_VISIT_HIT, 1, 3e-3, 0, T - 1e-6 + 6e-3},       /* host_overlap: the launches hide under the device */
+      {AMOE_VISIT_HIT, 0, 1e-3, 2e-6, T - 1e-6 + 108e-6},  /* the engine's own launch_s */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    amoe_spec s = spec();
+    s.engine.cuda_graphs = 0;
+    s.engine.moe_kernels = AMOE_MOE_LOOP;
+    s.engine.kernels_per_layer = 10;
+    s.engine.visits = cases[i].visits;
+    s.engine.host_overlap = cases[i].overlap;
+    s.engine.expert_host_s = cases[i].expert_host;
+    s.engine.visit_host_s = 5e-4;
+    s.engine.launch_s = cases[i].launch;
+    CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(fabs(rows[0].tot.t_total - cases[i].want) < 1e-12, "loop case %zu: total %.12g, by hand %.12g", i,
+          rows[0].tot.t_total, cases[i].want);
+    amoe_row_result_free(&rows[0]);
+    if (i == 1) { /* one more expert costs what its issue adds: 3e-3 (host 1e-3 more, device 2e-3) */
+      amoe_cost_pass_ctx pc;
+      amoe_cost_pass_init(&pc, &s.model, &s.hw, &s.engine, NULL, 0, 0, 4, 2, s.workload.context_tokens);
+      const amoe_layer_counts lc = {6, 0, 1, 6 * pc.ec.mem_s};
+      CHECK(fabs(amoe_cost_expert_marginal(&pc, &lc, 1, 0) - 3e-3) < 1e-15, "loop: one more expert %.12g",
+            amoe_cost_expert_marginal(&pc, &lc, 1, 0));
+    }
+  }
+}
+
+/* parallel.pipeline: 2 stages on 2 GPUs: the pass of one GPU plus one hop
+ * of the 4 tokens' hidden states (1e-5 + 4 · 100 · 2 / 1e9), in comm; no
+ * collectives. Pipeline 1 is the one-GPU run itself. */
+static void pipeline_by_hand(amoe_source *src, double T) {
+  static amoe_offline offline;
+  amoe_err e;
+  amoe_row_result rows[2];
+  amoe_spec s = spec();
+  s.parallel.attention_tp = s.parallel.moe_ep = s.parallel.moe_tp = 1;
+  s.parallel.pipeline = 1;
+  CHECK(amoe_run(&s, &offline, src, NULL, &rows[0], &e) == AMOE_OK, "%s", e.msg);
+  s.hw.gpus = 2;
+  s.parallel.pipeline = 2;
+  s.hw.ic.hop_latency_s = 1e-5;
+  s.hw.ic.hop_bw = 1e9;
+  s.hw.ic.allreduce_latency_s = s.hw.ic.layer_sync_s = 1; /* unused: a pipeline has no collectives */
+  CHECK(amoe_run(&s, &offline, src, NULL, &rows[1], &e) == AMOE_OK, "%s", e.msg);
+  const double hop = 1e-5 + 4 * 100 * 2 / 1e9;
+  CHECK(fabs(rows[0].tot.t_total - T) < 1e-12, "pipeline 1: %.12g, one GPU %.12g", rows[0].tot.t_total, T);
+  CHECK(fabs(rows[1].tot.t_total - (T + hop)) < 1e-12 && fabs(rows[1].tot.t_comm - hop) < 1e-15,
+        "pipeline 2: total %.12g (by hand %.12g), comm %.12g", rows[1].tot.t_total, T + hop, rows[1].tot.t_comm);
+  for (int i = 0; i < 2; i++) amoe_row_result_free(&rows[i]);
+}
+
 /* evict's prediction of the pass it chooses equals the time the run then
  * charges, when its union table is exact for the block (resident, every
  * expert memory-bound): EAGLE order 0, 1, 2, 3 unites 2, 4, 5, 6 experts. */
@@ -416,6 +485,8 @@ int main(void) {
         "a smaller margin or a larger perturbation flips more often");
   autoregressive_by_hand(src, spec());
   eager_by_hand(src, T);
+  loop_engine_by_hand(src, T);
+  pipeline_by_hand(src, T);
   evict_predicts_what_is_charged(src);
   amoe_source_close(src);
   remove(path);

@@ -7,6 +7,8 @@
 
 const char *const amoe_router_names[] = {"softmax", "sigmoid-normalized", "softmax-normalized", "softmax-topk",
                                          NULL};
+const char *const amoe_moe_kernels_names[] = {"fused", "per-expert", "loop", NULL};
+const char *const amoe_visits_names[] = {"hit", "all", "all-skip", NULL};
 
 double amoe_model_shared_expert_bytes(const amoe_model *m) {
   return 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;

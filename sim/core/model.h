@@ -123,6 +123,8 @@ typedef struct {
     double allreduce_bw;        /* bus bandwidth of a large one, bytes/s */
     double dispatch_s, combine_s; /* an all-to-all engine's token dispatch and combine per MoE layer */
     double layer_sync_s;  /* per decoder layer beyond its collectives: the GPUs' synchronisation and imbalance (fitted) */
+    double hop_latency_s; /* parallel.pipeline: one hidden-state copy between stages, beyond its bytes */
+    double hop_bw;        /* its bytes/s */
   } ic;
 } amoe_hw;
 
@@ -137,24 +139,49 @@ typedef struct {
   int placement;                    /* amoe_placement_kind */
   int redundant;                    /* balanced: extra copies of the hottest experts per layer */
   int moe_comm;                     /* amoe_moe_comm */
+  int pipeline;                     /* P contiguous stages of layers, one GPU each (attention_tp 1); 0 until resolved: 1 */
   char placement_file[1024];        /* placement: file */
 } amoe_parallel;
 
-/* How the engine executes a pass (`engine:` in a spec, docs/design.md §9).
- * Eager (cuda_graphs 0): every kernel is a host launch of launch_s, and at
- * batch 1 the launches add to the device time rather than hide under it
- * (the fit in docs/validation.md). Kernel counts: kernels_per_layer for a
- * decoder layer's attention, norms and router; the MoE part one call per
- * wave (fused) or kernels_per_expert per executed expert (per-expert); one
- * launch per expert copy. */
-typedef enum { AMOE_MOE_FUSED = 0, AMOE_MOE_PER_EXPERT = 1 } amoe_moe_kernels;
+/* How the engine executes a pass (`engine:` in a spec, or an engine preset of
+ * workloads/engines/; docs/design.md §9). Eager (cuda_graphs 0): every
+ * kernel is a host launch of launch_s. Kernel counts: kernels_per_layer for
+ * a decoder layer's attention, norms and router; the MoE part one call per
+ * wave (fused), kernels_per_expert per executed expert (per-expert), or a
+ * host loop over experts that synchronises at each one it visits (loop:
+ * Hugging Face transformers), where an executed expert costs expert_host_s
+ * of host time and a visited expert that runs nothing visit_host_s; one
+ * launch per expert copy. host_overlap: a layer's host work without a
+ * synchronisation runs ahead of the device, so it takes max(host, device);
+ * otherwise (the fit of docs/validation.md for a C++ engine at batch 1) they
+ * add. */
+typedef enum { AMOE_MOE_FUSED = 0, AMOE_MOE_PER_EXPERT = 1, AMOE_MOE_LOOP = 2 } amoe_moe_kernels;
+/* Which experts a loop visits: the hit ones; every expert, running its
+ * kernels even with no tokens; every expert, skipping the empty ones. */
+typedef enum { AMOE_VISIT_HIT = 0, AMOE_VISIT_ALL = 1, AMOE_VISIT_ALL_SKIP = 2 } amoe_visits;
+extern const char *const amoe_moe_kernels_names[]; /* by amoe_moe_kernels, NULL-terminated */
+extern const char *const amoe_visits_names[];      /* by amoe_visits */
 typedef struct {
-  int cuda_graphs;        /* -1 until resolved: the hardware preset's */
-  int overlap_scheduler;  /* -1 until resolved: the hardware preset's */
-  int moe_kernels;        /* amoe_moe_kernels */
+  char name[AMOE_NAME_MAX]; /* the engine preset, or "" */
+  int cuda_graphs;          /* -1 until resolved: the hardware preset's */
+  int overlap_scheduler;    /* -1 until resolved: the hardware preset's */
+  int moe_kernels;          /* amoe_moe_kernels */
   double kernels_per_layer;
   double kernels_per_expert;
+  int visits;               /* loop: amoe_visits */
+  double expert_host_s;     /* loop: host time of an executed expert (its kernels, its visit's synchronisation) */
+  double visit_host_s;      /* loop: host time of a visited expert that runs nothing */
+  int host_overlap;         /* 1: a synchronisation-free layer takes max(host, device) */
+  double launch_s;          /* 0: the hardware preset's */
+  double step_host_s;       /* 0: the hardware preset's */
 } amoe_engine;
+/* The engine's launch and step host time, or the hardware's where it sets none. */
+static inline double amoe_engine_launch_s(const amoe_engine *e, const amoe_hw *hw) {
+  return e->launch_s > 0 ? e->launch_s : hw->launch_s;
+}
+static inline double amoe_engine_step_host_s(const amoe_engine *e, const amoe_hw *hw) {
+  return e->step_host_s > 0 ? e->step_host_s : hw->step_host_s;
+}
 
 /* Bytes of one routed expert: the explicit value if set, else bf16 3·d·f·2. */
 static inline double amoe_model_expert_bytes(const amoe_model *m) {

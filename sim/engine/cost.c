@@ -18,6 +18,10 @@ double amoe_cost_allreduce(const amoe_model *m, const amoe_hw *hw, int n) {
   return hw->ic.allreduce_latency_s + (hw->ic.allreduce_bw > 0 ? n * (double)m->hidden * 2.0 / hw->ic.allreduce_bw : 0);
 }
 
+double amoe_cost_hop(const amoe_model *m, const amoe_hw *hw, int n) {
+  return hw->ic.hop_latency_s + (hw->ic.hop_bw > 0 ? n * (double)m->hidden * 2.0 / hw->ic.hop_bw : 0);
+}
+
 double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, double fetched) {
   return fetched * (amoe_model_expert_bytes(m) / hw->h2d_bw + hw->copy_latency_s);
 }
@@ -64,15 +68,24 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_model *m, const amoe_
     p->comm = (par->moe_comm == AMOE_COMM_ALL_TO_ALL ? ar + hw->ic.dispatch_s + hw->ic.combine_s : 2 * ar) + sync;
     p->rest_comm = dense_layers * (2 * ar + sync) + steps * (2 * amoe_cost_allreduce(m, hw, 1) + sync);
   }
+  if (par && par->pipeline > 1) /* a hidden-state copy from each stage to the next; no collectives */
+    p->rest_comm += (par->pipeline - 1) * amoe_cost_hop(m, hw, tokens);
   p->dense_host = 0;
   p->host = 0;
+  const double launch = amoe_engine_launch_s(eng, hw);
   if (p->eager) {
     /* a decoder layer's kernels (the dense MLP one more), the head's one
      * already in rest, each draft step a one-layer model with its head */
-    p->dense_host = eng->kernels_per_layer * hw->launch_s;
-    p->host = (dense_layers * (eng->kernels_per_layer + 1) + steps * (eng->kernels_per_layer + 1)) * hw->launch_s;
+    p->dense_host = eng->kernels_per_layer * launch;
+    const double fixed_host = (dense_layers * (eng->kernels_per_layer + 1) + steps * (eng->kernels_per_layer + 1)) * launch;
+    if (eng->host_overlap) { /* the dense-only layers and draft steps run under their launches */
+      const double dev = p->rest - amoe_cost_head(m, hw, tokens, tp) + p->draft;
+      p->host = fixed_host > dev ? fixed_host - dev : 0;
+    } else {
+      p->host = fixed_host;
+    }
   }
-  if (!eng->overlap_scheduler) p->host += hw->step_host_s;
+  if (!eng->overlap_scheduler) p->host += amoe_engine_step_host_s(eng, hw);
 }
 
 amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c) {
@@ -86,10 +99,27 @@ amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_co
   }
   t.comm = p->comm;
   t.host = 0;
+  if (p->eng->moe_kernels == AMOE_MOE_LOOP) {
+    /* one synchronisation per visited expert serialises the experts: an
+     * executed one takes its host issue or its device time, whichever is
+     * longer; a visited empty one its own host time; no fused call */
+    const amoe_engine *e = p->eng;
+    const double empty = e->visits == AMOE_VISIT_HIT ? 0 : p->m->experts - c->executed;
+    const double issue = c->executed * e->expert_host_s;
+    t.moe = c->expert_s;
+    t.host = (issue > c->expert_s ? issue - c->expert_s : 0) +
+             empty * (e->visits == AMOE_VISIT_ALL ? e->expert_host_s : e->visit_host_s);
+  }
   if (p->eager) {
+    const amoe_moe_kernels mk = (amoe_moe_kernels)p->eng->moe_kernels;
     const double moe_kernels =
-        p->eng->moe_kernels == AMOE_MOE_PER_EXPERT ? c->executed * p->eng->kernels_per_expert : (double)c->waves;
-    t.host = p->dense_host + (moe_kernels + c->fetched) * p->hw->launch_s;
+        mk == AMOE_MOE_PER_EXPERT ? c->executed * p->eng->kernels_per_expert : mk == AMOE_MOE_LOOP ? 0 : (double)c->waves;
+    const double launches = p->dense_host + (moe_kernels + c->fetched) * amoe_engine_launch_s(p->eng, p->hw);
+    if (p->eng->host_overlap) { /* the layer's dense part runs under its launches */
+      t.host += launches > t.dense ? launches - t.dense : 0;
+    } else {
+      t.host += launches;
+    }
   }
   t.total = t.dense + t.moe + t.fetch + t.host + t.comm;
   return t;

@@ -34,6 +34,8 @@ static inline double amoe_cost_expert(const amoe_model *m, const amoe_hw *hw, in
 }
 /* Fixed part of a MoE layer run in `waves` fused-MoE calls. */
 static inline double amoe_cost_moe_fixed(const amoe_hw *hw, int waves) { return waves * hw->moe_t0_s; }
+/* parallel.pipeline: n tokens' hidden states (bf16) copied from one stage's GPU to the next. */
+double amoe_cost_hop(const amoe_model *m, const amoe_hw *hw, int n);
 /* H2D transfer of `fetched` experts, each a copy of its own. */
 double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, double fetched);
 /* copy_latency_s from measurement (calibrate-hw): a copy of `bytes` ran at
@@ -93,7 +95,9 @@ typedef struct {
 
 /* A pass of `tokens` tokens after a draft tree of depth `depth` (0: none),
  * under the engine `eng` (resolved: cuda_graphs and overlap_scheduler 0 or 1)
- * and the layout `par` over hw->gpus GPUs (NULL: one GPU); offload: expert
+ * and the layout `par` over hw->gpus GPUs (NULL: one GPU; a pipeline of P
+ * stages runs its layers one stage after another, so its pass is one GPU's
+ * plus P − 1 hops, in comm); offload: expert
  * caches (fetches and the per-layer read-back); fetch_overlap: copies hide
  * behind the layer's dense part. */
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng,
