@@ -12,7 +12,7 @@
  * one cost function: an expert's device time, its launches, a fetch when it
  * is not resident, or on several GPUs what it adds to its layer's busiest
  * group; 0 for an expert already covered. ε = epsilon × one expert's
- * time. The chosen node's experts join the buffer.
+ * device time. The chosen node's experts join the buffer.
  * ecospec-global (the ablation) ranks by the whole predicted cost of the
  * candidate's experts, covered or not.
  * Stop: at the node budget, or when the best candidate would lower the
@@ -117,7 +117,9 @@ static int choose(const amoe_dctx *c, int *out, int global) {
                       s->workload.depth, s->workload.context_tokens);
   const amoe_layer_counts base = {k, 0, 1, k * amoe_cost_expert_at(pc.ec, 1)};
   const double c_hbm = amoe_cost_expert_marginal(&pc, &base, 1, 0), c_pcie = amoe_cost_expert_marginal(&pc, &base, 1, 1);
-  const double eps = c->row->dparam[P_EPSILON] * c_hbm;
+  /* ε in one expert's device time: never 0, even where an engine's host
+   * loop makes an executed expert cost no more than a visited one */
+  const double eps = c->row->dparam[P_EPSILON] * pc.ec.mem_s;
   /* the buffer: the root's predicted experts; T: the predicted pass */
   memset(cov, 0, (size_t)L * E);
   double T = amoe_cost_pass_begin(&pc).total;
