@@ -331,7 +331,7 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
   double pred1[NN], predx[NN], worst = 0;
   for (int i = 0; i < NN; i++) {
     amoe_cost_pass_ctx pc;
-    amoe_cost_pass_init(&pc, &s->model, &fit, &graphs, NULL, 0, 0, ns[i], 0, 0);
+    amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s->model, .hw = &fit, .engine = &graphs, .tokens = ns[i]});
     pc.ec.mem_s = bytes / (eta * d2d); /* (the harness's bf16 experts, whatever the preset's format) */
     const amoe_layer_counts one = {1, 0, 1, amoe_cost_expert_at(pc.ec, ns[i])},
                             many = {X, 0, 1, X * amoe_cost_expert_at(pc.ec, ns[i])};

@@ -370,6 +370,12 @@ else
   echo "no python3: skipped the routing-safetensors checks"
 fi
 
+# the README's example table is what the quickstart run prints
+"$A" run workloads/specs/quickstart.yaml --out "$T/qs" 2>/dev/null | grep '^|' >"$T/qs.table"
+awk '/^Example \(`scripts\/quickstart.sh`/ { on = 1; next } on && /^\|/ { print; got = 1; next } got { exit }' README.md >"$T/readme.table"
+if [ -s "$T/qs.table" ] && cmp -s "$T/qs.table" "$T/readme.table"; then ok
+else bad "README.md's example table differs from the quickstart run: $(diff "$T/readme.table" "$T/qs.table" | head -4)"; fi
+
 # the bad-input catalogue (tests/bad-inputs/README.md): exact message and
 # exit status for each class of mistake, and an earlier result left as it was
 B=tests/bad-inputs

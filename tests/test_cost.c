@@ -257,7 +257,8 @@ static void eager_by_hand(amoe_source *src, double T) {
   amoe_row_result_free(&rows[0]);
   /* the shared function on the same counts */
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &s.model, &s.hw, &s.engine, NULL, 0, 0, 4, 2, s.workload.context_tokens);
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .tokens = 4,
+      .depth = 2, .context = s.workload.context_tokens});
   const amoe_layer_counts lc = {6, 0, 1, 6 * pc.ec.mem_s};
   const amoe_pass_time pt = amoe_cost_pass(&pc, &lc, 1);
   CHECK(fabs(pt.total - (T + 66e-6)) < 1e-12 &&
@@ -304,7 +305,8 @@ static void loop_engine_by_hand(amoe_source *src, double T) {
     amoe_row_result_free(&rows[0]);
     if (i == 1) { /* one more expert costs what its issue adds: 3e-3 (host 1e-3 more, device 2e-3) */
       amoe_cost_pass_ctx pc;
-      amoe_cost_pass_init(&pc, &s.model, &s.hw, &s.engine, NULL, 0, 0, 4, 2, s.workload.context_tokens);
+      amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .tokens = 4,
+          .depth = 2, .context = s.workload.context_tokens});
       const amoe_layer_counts lc = {6, 0, 1, 6 * pc.ec.mem_s};
       CHECK(fabs(amoe_cost_expert_marginal(&pc, &lc, 1, 0) - 3e-3) < 1e-15, "loop: one more expert %.12g",
             amoe_cost_expert_marginal(&pc, &lc, 1, 0));

@@ -105,7 +105,8 @@ static void guarantees(void) {
         for (int with_layout = 0; with_layout < 2; with_layout++) {
           const amoe_layout *L = with_layout ? lay : NULL;
           amoe_cost_pass_ctx pc;
-          amoe_cost_pass_init(&pc, &s.model, &s.hw, &s.engine, NULL, 1, 0, b.n, 5, 10);
+          amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .offload = 1,
+              .tokens = b.n, .depth = 5, .context = 10});
           const amoe_policy_row arow = marginal_row("marginal", 1); /* (acceptmoe reads beta only) */
           amoe_vctx c = {.b = &b, .layer = l, .k = KK, .experts = EX, .router = 0, .nodes = nodes, .nn = b.n,
                          .level_count = level, .commitment = p, .commitment_n = 6, .resident = res, .row = &arow,
@@ -198,7 +199,8 @@ static void hand_worked(void) {
   const double p[3] = {1, 0.5, 0.25}, mass[3] = {1, 1.2, 0.4};
   const uint8_t res[10] = {1, 1, 1, 0, 1, 0, 1, 1, 1, 1};
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &s.model, &s.hw, &s.engine, NULL, 1, 0, 4, 2, 10);
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .offload = 1,
+      .tokens = 4, .depth = 2, .context = 10});
   double sc[5 * 10 + 4], pi[4];
   int isc[20];
   struct {

@@ -664,7 +664,8 @@ static void ecospec_by_hand(void) {
     }
   /* the stop, from the cost function's own c and T0 */
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &sp.model, &sp.hw, &sp.engine, &sp.parallel, 0, 0, 6, sp.workload.depth, 0);
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &sp.model, .hw = &sp.hw, .engine = &sp.engine,
+      .parallel = &sp.parallel, .tokens = 6, .depth = sp.workload.depth});
   const amoe_layer_counts base = {2, 0, 1, 2 * amoe_cost_expert_at(pc.ec, 1)};
   const double cexp = amoe_cost_expert_marginal(&pc, &base, 1, 0);
   const double T = amoe_cost_pass_begin(&pc).total + amoe_cost_layer(&pc, &base).total + 2 * cexp;

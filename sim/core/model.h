@@ -132,6 +132,7 @@ typedef struct {
  * attention, dense layers, shared experts and the head tensor-parallel over
  * attention_tp GPUs; the routed experts placed on moe_ep groups, each split
  * over moe_tp GPUs (moe_ep · moe_tp = attention_tp = gpus). */
+#define AMOE_MAX_GPUS 64 /* hardware.gpus, and so the expert groups of a layout */
 typedef enum { AMOE_PLACE_CONTIGUOUS = 0, AMOE_PLACE_ROUND_ROBIN = 1, AMOE_PLACE_BALANCED = 2, AMOE_PLACE_FILE = 3 } amoe_placement_kind;
 typedef enum { AMOE_COMM_ALL_REDUCE = 0, AMOE_COMM_ALL_TO_ALL = 1 } amoe_moe_comm;
 typedef struct {

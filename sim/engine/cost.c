@@ -45,16 +45,20 @@ double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw
   return mx(bytes / small_bw - bytes / large_bw, 0);
 }
 
-void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng,
-                         const amoe_parallel *par, int offload, int fetch_overlap, int tokens, int depth, int context) {
+void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
+  const amoe_model *m = sh->model;
+  const amoe_hw *hw = sh->hw;
+  const amoe_engine *eng = sh->engine;
+  const amoe_parallel *par = sh->parallel;
+  const int tokens = sh->tokens, depth = sh->depth, context = sh->context;
   const int tp = par && par->attention_tp > 1 ? par->attention_tp : 1;
   p->m = m;
   p->hw = hw;
   p->eng = eng;
   p->ec = amoe_cost_expert_coef(m, hw);
   p->tokens = tokens;
-  p->offload = offload;
-  p->fetch_overlap = fetch_overlap;
+  p->offload = sh->offload;
+  p->fetch_overlap = sh->fetch_overlap;
   p->eager = !eng->cuda_graphs;
   p->moe_tp = par && par->moe_tp > 1 ? par->moe_tp : 1;
   p->dense = amoe_cost_dense(m, hw, tokens, context, 1, tp);

@@ -93,15 +93,23 @@ typedef struct {
   double step, draft, dense, moe, fetch, host, comm, total;
 } amoe_pass_time;
 
-/* A pass of `tokens` tokens after a draft tree of depth `depth` (0: none),
- * under the engine `eng` (resolved: cuda_graphs and overlap_scheduler 0 or 1)
- * and the layout `par` over hw->gpus GPUs (NULL: one GPU; a pipeline of P
- * stages runs its layers one stage after another, so its pass is one GPU's
- * plus P − 1 hops, in comm); offload: expert
- * caches (fetches and the per-layer read-back); fetch_overlap: copies hide
- * behind the layer's dense part. */
-void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng,
-                         const amoe_parallel *par, int offload, int fetch_overlap, int tokens, int depth, int context);
+/* What a pass is: the model on its hardware under the engine (resolved:
+ * cuda_graphs and overlap_scheduler 0 or 1) and the layout over hw->gpus
+ * GPUs (parallel NULL: one GPU; a pipeline of P stages runs its layers one
+ * stage after another, so its pass is one GPU's plus P − 1 hops, in comm);
+ * `tokens` tokens after a draft tree of depth `depth` (0: none), reading
+ * `context` tokens of KV; offload: expert caches (fetches and the
+ * per-layer read-back); fetch_overlap: copies hide behind the layer's
+ * dense part. */
+typedef struct {
+  const amoe_model *model;
+  const amoe_hw *hw;
+  const amoe_engine *engine;
+  const amoe_parallel *parallel;
+  int tokens, depth, context;
+  int offload, fetch_overlap;
+} amoe_pass_shape;
+void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh);
 amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c);
 /* The pass: its fixed parts (amoe_cost_pass_begin) plus each of the n MoE
  * layers (amoe_cost_pass_add of its amoe_cost_layer); the run loop makes
@@ -122,10 +130,10 @@ static inline void amoe_cost_pass_add(amoe_pass_time *t, const amoe_layer_time *
 }
 /* What one more executed expert serving `tokens` tokens adds to a layer
  * that already runs `c` (fetched: it is not resident). */
+double amoe_cost_expert_marginal(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c, int tokens, int fetched);
 /* One forward of a dense model of `params` bf16 parameters over n tokens
  * (a predictor beside the draft): its weights read once, 2 FLOPs per
  * parameter per token, and the fixed cost of a small model's step. */
 double amoe_cost_dense_model(const amoe_hw *hw, double params, int n);
-double amoe_cost_expert_marginal(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c, int tokens, int fetched);
 
 #endif

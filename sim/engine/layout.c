@@ -13,7 +13,7 @@ struct amoe_layout {
 };
 
 amoe_layout *amoe_layout_new(int layers, int experts, int groups) {
-  if (layers < 1 || experts < 1 || groups < 1 || groups > 255) return NULL;
+  if (layers < 1 || experts < 1 || groups < 1 || groups > AMOE_MAX_GPUS) return NULL;
   amoe_layout *t = calloc(1, sizeof *t);
   if (!t) return NULL;
   t->layers = layers, t->experts = experts, t->groups = groups;

@@ -331,7 +331,8 @@ static __attribute__((noinline)) double mtp_draft_s(const amoe_spec *s, const ro
   const amoe_model *M = &s->model;
   const int E = b->experts, k = M->top_k, tp = s->parallel.attention_tp > 1 ? s->parallel.attention_tp : 1;
   amoe_cost_pass_ctx one;
-  amoe_cost_pass_init(&one, M, &s->hw, &s->engine, &s->parallel, 0, 0, 1, 0, s->workload.context_tokens);
+  amoe_cost_pass_init(&one, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
+      .tokens = 1, .context = s->workload.context_tokens});
   double t = 0;
   for (int i = 1; i < nn; i++) {
     const uint16_t *id = amoe_block_ids(b, b->layers - 1, w->nodes[i]);
@@ -419,8 +420,9 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
   }
   /* cost (§9) of what does not depend on the layer's experts */
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, M, HW, &s->engine, &s->parallel, rs->cache != NULL, s->offload.overlap, nn,
-                      rs->draft->mtp ? 0 : depth, s->workload.context_tokens);
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = HW, .engine = &s->engine, .parallel = &s->parallel,
+      .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = nn,
+      .depth = rs->draft->mtp ? 0 : depth, .context = s->workload.context_tokens});
   if (rs->draft->mtp) pc.draft = mtp_draft_s(s, rs, b, w, nn);
   if (rs->draft->draft_cost) pc.draft += rs->draft->draft_cost(rs->row, s, b->n);
   pass_sums sum = {0};
@@ -490,8 +492,9 @@ static amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w, int r
   const amoe_model *M = &s->model;
   const int L = M->moe_layers, E = M->experts, tokens = s->workload.prompt_tokens;
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, M, &s->hw, &s->engine, &s->parallel, rs->cache != NULL, s->offload.overlap, tokens, 0,
-                      s->workload.context_tokens);
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
+      .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
+      .context = s->workload.context_tokens});
   const int through = rs->cache && s->offload.prefill == AMOE_PREFILL_THROUGH;
   double fetched = 0;
   for (int l = 0; l < L; l++) {

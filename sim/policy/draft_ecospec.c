@@ -61,7 +61,7 @@ double amoe_draft_ecospec_cost(const amoe_policy_row *row, const amoe_spec *s, i
 /* The group a new expert x of layer l lands on: its copy on the least
  * loaded group (cnt: the layer's experts per group so far). */
 static int group_of(const struct amoe_layout *lay, int l, int x, const int *cnt) {
-  int cg[64];
+  int cg[AMOE_MAX_GPUS];
   const int nc = amoe_layout_copies(lay, l, x, cg);
   int g = cg[0];
   for (int q = 1; q < nc; q++) g = cnt[cg[q]] < cnt[g] ? cg[q] : g;
@@ -81,7 +81,7 @@ static int choose(const amoe_dctx *c, int *out, int global) {
   uint8_t *cov = (uint8_t *)p;     p += (size_t)L * E;
   uint8_t *state = (uint8_t *)p;   p += (size_t)n; /* 0 out, 1 frontier, 2 chosen */
   const int G = c->layout ? amoe_layout_groups(c->layout) : 0;
-  int gcnt[AMOE_MAX_LAYERS][64], gmax[AMOE_MAX_LAYERS], tmp[64]; /* covered experts per (layer, group) */
+  int gcnt[AMOE_MAX_LAYERS][AMOE_MAX_GPUS], gmax[AMOE_MAX_LAYERS], tmp[AMOE_MAX_GPUS]; /* covered experts per (layer, group) */
   /* popularity ranking per layer (requests so far; ties: lower id) */
   pop_pair pp[AMOE_MAX_EXPERTS];
   for (int l = 0; l < L; l++) {
@@ -113,8 +113,9 @@ static int choose(const amoe_dctx *c, int *out, int global) {
   /* costs: what one more expert for one token adds to a layer of a pass
    * of the budget's nodes, by the shared cost function (§9) */
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &s->model, &s->hw, &s->engine, &s->parallel, c->resident != NULL, s->offload.overlap, c->nodes,
-                      s->workload.depth, s->workload.context_tokens);
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s->model, .hw = &s->hw, .engine = &s->engine,
+      .parallel = &s->parallel, .offload = c->resident != NULL, .fetch_overlap = s->offload.overlap, .tokens = c->nodes,
+      .depth = s->workload.depth, .context = s->workload.context_tokens});
   const amoe_layer_counts base = {k, 0, 1, k * amoe_cost_expert_at(pc.ec, 1)};
   const double c_hbm = amoe_cost_expert_marginal(&pc, &base, 1, 0), c_pcie = amoe_cost_expert_marginal(&pc, &base, 1, 1);
   /* ε in one expert's device time: never 0, even where an engine's host

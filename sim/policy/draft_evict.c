@@ -29,7 +29,9 @@ double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) {
   const amoe_model *M = &s->model;
   const int off = s->offload.enabled;
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, M, &s->hw, &s->engine, &s->parallel, off, s->offload.overlap, n, maxd, s->workload.context_tokens);
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
+      .offload = off, .fetch_overlap = s->offload.overlap, .tokens = n, .depth = maxd,
+      .context = s->workload.context_tokens});
   const double miss = off ? 1 - fmin(1.0, (double)s->offload.slots_per_layer / M->experts) : 0;
   const double u = union_at(c, n);
   const int per = (int)ceil(n * (double)M->top_k / (u > 0 ? u : 1));
