@@ -8,6 +8,9 @@
  *   commitment a commitment file ({table: [...]})
  *   targets    a fit targets file
  *   safetensors routing-safetensors as chain blocks, every block read
+ *   placement  a parallel.placement_file (layer,expert,group lines) for a
+ *              layout of 4 layers, 16 experts, 4 groups
+ *   replay     a workload.acceptance.replay file of accept lengths
  * Each writes the input to a private temporary file (the readers take
  * paths) and reads it as the command would; any crash, leak or sanitizer
  * report is a finding. Build and run: scripts/fuzz.sh. */
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include "fit.h"
+#include "layout.h"
 #include "source.h"
 #include "spec_load.h"
 
@@ -28,6 +32,8 @@
 #define FMT_COMMITMENT 5
 #define FMT_TARGETS 6
 #define FMT_SAFETENSORS 7
+#define FMT_PLACEMENT 8
+#define FMT_REPLAY 9
 
 static const char *tmp_path(void) {
   static char p[128];
@@ -112,6 +118,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   case FMT_TARGETS: {
     amoe_fit_targets t;
     amoe_fit_targets_load(&t, path, &dg);
+    break;
+  }
+  case FMT_PLACEMENT: {
+    amoe_layout *lay = amoe_layout_new(4, 16, 4);
+    amoe_err e;
+    if (lay && amoe_layout_read(lay, path, &e) == AMOE_OK) {
+      int g[AMOE_MAX_GPUS];
+      for (int l = 0; l < 4; l++)
+        for (int x = 0; x < 16; x++) amoe_layout_copies(lay, l, x, g);
+    }
+    amoe_layout_free(lay);
+    break;
+  }
+  case FMT_REPLAY: {
+    uint16_t *r = NULL;
+    int nr = 0;
+    amoe_err e;
+    if (amoe_replay_load(path, &r, &nr, &e) == AMOE_OK)
+      for (int i = 0; i < nr; i++) (void)r[i];
+    free(r);
     break;
   }
   }
