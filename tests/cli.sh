@@ -376,6 +376,50 @@ awk '/^Example \(`scripts\/quickstart.sh`/ { on = 1; next } on && /^\|/ { print;
 if [ -s "$T/qs.table" ] && cmp -s "$T/qs.table" "$T/readme.table"; then ok
 else bad "README.md's example table differs from the quickstart run: $(diff "$T/readme.table" "$T/qs.table" | head -4)"; fi
 
+# every policy row against every source kind, resident and offloaded, on one
+# GPU, eight (EP8) and a pipeline, and under the transformers engine: the
+# rows come from `acceptmoe policies` (a required parameter at its lower
+# bound, a budget at 16 experts), so a row added later is tried too; each run must finish with a
+# result row per policy and leave no temporary file
+pol=$("$A" policies | awk '/^drafts/{k="draft";next} /^verifiers/{k="verifier";next}
+  /^  [a-z]/{if(n)print n"}"; n="{"k": "$1; next} /required,/{split($3,r,".");sub(":","",$1); n=n", "$1": "($1=="budget"?16:r[1])} END{print n"}"}' |
+  grep -v -e '{draft: eagle}' -e '{verifier: natural}' | paste -sd, -)
+pol="natural, $pol" # (eagle draft and natural verifier: the one natural row)
+npol=$(awk -F'},' '{print NF + 0}' <<<"$pol")
+cat >"$T/mx.yaml" <<YAML
+name: matrix
+model: {preset: olmoe-1b-7b, top_k: 8}
+hardware: h200
+workload: {blocks: 8, seed: 3, tree: {depth: 4, top_k: 6, nodes: 24}, acceptance: {tau: 3.0}}
+commitment: {calibrate: {blocks: 20, seed: 4}}
+policies: [$pol]
+YAML
+"$A" gen "$T/mx.yaml" -o "$T/mx.amt" >/dev/null 2>&1
+"$A" gen "$T/mx.yaml" -o "$T/mx.jsonl" >/dev/null 2>&1
+srcs=("synthetic|" "trace|--set workload.source=trace --set workload.path=$T/mx.amt"
+  "blocks-jsonl|--set workload.source=blocks-jsonl --set workload.path=$T/mx.jsonl"
+  "routing-jsonl|--set workload.source=routing-jsonl --set workload.path=tests/bad-inputs/ragged-routing.jsonl --set workload.window=4")
+[ -s "$T/rr.safetensors" ] && srcs+=("routing-safetensors|--set workload.source=routing-safetensors --set workload.path=$T/rr.safetensors --set workload.window=4")
+lays=("one GPU|" "EP8|--set hardware.gpus=8 --set hardware.interconnect=nvlink4"
+  "pipeline 2|--set hardware.gpus=2 --set hardware.interconnect=nvlink4 --set parallel.pipeline=2"
+  "transformers|--set engine=hf-transformers-4.57")
+tried=0 failed=""
+for sr in "${srcs[@]}"; do
+  for ly in "${lays[@]}"; do
+    for off in resident offload; do
+      read -r -a a1 <<<"${sr#*|}"; read -r -a a2 <<<"${ly#*|}"
+      o=(); [ $off = offload ] && o=(--set offload.slots_per_layer=24)
+      rm -rf "$T/mx"
+      if "$A" run "$T/mx.yaml" ${a1[@]+"${a1[@]}"} ${a2[@]+"${a2[@]}"} ${o[@]+"${o[@]}"} --out "$T/mx" --quiet \
+           >/dev/null 2>"$T/mx.err" &&
+         [ "$(($(wc -l <"$T/mx/summary.csv") - 1))" -ge "$npol" ] && ! ls "$T"/mx/*.tmp.* >/dev/null 2>&1; then
+        tried=$((tried + 1))
+      else failed+=" [${sr%%|*} / ${ly%%|*} / $off: $(head -c 300 "$T/mx.err")]"; fi
+    done
+  done
+done
+[ -z "$failed" ] && [ "$tried" -ge 32 ] && ok || bad "policy x source matrix ($tried runs passed):$failed"
+
 # the bad-input catalogue (tests/bad-inputs/README.md): exact message and
 # exit status for each class of mistake, and an earlier result left as it was
 B=tests/bad-inputs
