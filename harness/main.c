@@ -864,8 +864,9 @@ static int cmd_policies(int argc, char **argv) {
       const amoe_param_def *pd = w ? amoe_verifier_table[i].params : amoe_draft_table[i].params;
       printf("  %-15s %s\n", name, what ? what : "");
       for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++) {
-        if (isnan(pd[j].def)) printf("  %-15s   %s: required, %g..%g%s\n", "", pd[j].key, pd[j].min, pd[j].max,
-                                     pd[j].expert_count ? " (experts per layer)" : "");
+        if (isnan(pd[j].def))
+          printf("  %-15s   %s: required (e.g. %g), %g..%g%s\n", "", pd[j].key, pd[j].example, pd[j].min, pd[j].max,
+                 pd[j].expert_count ? " (experts per layer)" : "");
         else printf("  %-15s   %s: default %g, %g..%g\n", "", pd[j].key, pd[j].def, pd[j].min, pd[j].max);
       }
     }

@@ -378,11 +378,11 @@ else bad "README.md's example table differs from the quickstart run: $(diff "$T/
 
 # every policy row against every source kind, resident and offloaded, on one
 # GPU, eight (EP8) and a pipeline, and under the transformers engine: the
-# rows come from `acceptmoe policies` (a required parameter at its lower
-# bound, a budget at 16 experts), so a row added later is tried too; each run must finish with a
+# rows come from `acceptmoe policies` (a required parameter at its
+# example), so a row added later is tried too; each run must finish with a
 # result row per policy and leave no temporary file
 pol=$("$A" policies | awk '/^drafts/{k="draft";next} /^verifiers/{k="verifier";next}
-  /^  [a-z]/{if(n)print n"}"; n="{"k": "$1; next} /required,/{split($3,r,".");sub(":","",$1); n=n", "$1": "($1=="budget"?16:r[1])} END{print n"}"}' |
+  /^  [a-z]/{if(n)print n"}"; n="{"k": "$1; next} /required /{sub(":","",$1); sub(/^\(e.g./,"",$3); sub(/\),$/,"",$4); n=n", "$1": "$4} END{print n"}"}' |
   grep -v -e '{draft: eagle}' -e '{verifier: natural}' | paste -sd, -)
 pol="natural, $pol" # (eagle draft and natural verifier: the one natural row)
 npol=$(awk -F'},' '{print NF + 0}' <<<"$pol")

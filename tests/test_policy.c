@@ -51,12 +51,28 @@ static int set_eq(const uint8_t *S, const int *want, int n) {
   return 1;
 }
 
-/* A row for verifier v at its defaults, budget B where it takes one. */
+/* A row for verifier v at its defaults, each required parameter at its
+ * example, and budget B where it takes one (B > 0). */
 static amoe_policy_row row_for(int v, double budget) {
   amoe_policy_row r;
-  amoe_policy_init(&r, 0, v);
-  amoe_policy_set(&r, "budget", budget);
+  amoe_policy_init_examples(&r, 0, v);
+  if (budget > 0) amoe_policy_set(&r, "budget", budget);
   return r;
+}
+
+/* Every required parameter has an example within its range, so the loops
+ * above and `acceptmoe policies` can give a row a working value. */
+static void examples_in_range(void) {
+  for (int w = 0; w < 2; w++) {
+    const int n = w ? amoe_verifier_rows() : amoe_draft_rows();
+    for (int i = 0; i < n; i++) {
+      const amoe_param_def *p = w ? amoe_verifier_table[i].params : amoe_draft_table[i].params;
+      for (int j = 0; j < AMOE_MAX_PARAMS && p[j].key; j++)
+        CHECK(!isnan(p[j].def) || (p[j].example >= p[j].min && p[j].example <= p[j].max && p[j].example > 0),
+              "%s: required %s has no example in %g..%g (%g)", w ? amoe_verifier_table[i].name : amoe_draft_table[i].name,
+              p[j].key, p[j].min, p[j].max, p[j].example);
+    }
+  }
 }
 
 static void select_with(const amoe_verifier_def *v, const amoe_block *b, const amoe_policy_row *row,
@@ -687,6 +703,7 @@ static void ecospec_by_hand(void) {
 }
 
 int main(void) {
+  examples_in_range();
   acceptmoe_top8();
   hostile_blocks();
   ranking_helpers();

@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* A budget B: the number of experts per layer a fixed-size verifier keeps. */
-#define BUDGET {.key = "budget", .tag = "B", .def = NAN, .min = 1, .max = AMOE_MAX_EXPERTS, .integer = 1, \
+#define BUDGET {.key = "budget", .tag = "B", .def = NAN, .example = 32, .min = 1, .max = AMOE_MAX_EXPERTS, .integer = 1, \
                 .expert_count = 1, .shown_if_default = 1}
 /* β weighs the commitment p̂ (AcceptMoE); shown only when not 0.5. */
 #define BETA {.key = "beta", .tag = "beta", .def = 0.5, .min = 0, .max = 100}
@@ -68,7 +68,7 @@ amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
      .description = "the prefix of the EAGLE order with the most expected committed tokens per predicted second; "
                     "lossless"},
     {.name = "mtp",
-     .params = {{.key = "tokens", .tag = "N", .def = NAN, .min = 1, .max = 16, .integer = 1, .shown_if_default = 1}},
+     .params = {{.key = "tokens", .tag = "N", .def = NAN, .example = 3, .min = 1, .max = 16, .integer = 1, .shown_if_default = 1}},
      .choose = amoe_draft_mtp,
      .mtp = 1,
      .description = "a chain of N tokens from the target's multi-token-prediction module (DeepSeek)"},
@@ -126,6 +126,15 @@ void amoe_policy_init(amoe_policy_row *r, int draft, int verifier) {
   for (int w = 0; w < 2; w++) {
     const amoe_param_def *p = params_of(r, w);
     for (int i = 0; i < AMOE_MAX_PARAMS && p[i].key; i++) (w ? r->vparam : r->dparam)[i] = isnan(p[i].def) ? 0 : p[i].def;
+  }
+}
+
+void amoe_policy_init_examples(amoe_policy_row *r, int draft, int verifier) {
+  amoe_policy_init(r, draft, verifier);
+  for (int w = 0; w < 2; w++) {
+    const amoe_param_def *p = params_of(r, w);
+    for (int i = 0; i < AMOE_MAX_PARAMS && p[i].key; i++)
+      if (isnan(p[i].def)) (w ? r->vparam : r->dparam)[i] = p[i].example;
   }
 }
 

@@ -22,6 +22,7 @@ typedef struct {
   const char *key;
   const char *tag;
   double def;                /* the default; NAN: the spec must give it */
+  double example;            /* a required one's typical value (tests, `acceptmoe policies`) */
   double min, max;           /* the allowed range */
   int integer;               /* 1: a whole number */
   int expert_count;          /* 1: also within top_k..experts of the model (a budget) */
@@ -127,6 +128,8 @@ int amoe_draft_add(const amoe_draft_def *def);
 /* A row of the spec: the pairing of draft and verifier with every
  * parameter at its default (a required one at 0, to be set). */
 void amoe_policy_init(amoe_policy_row *r, int draft, int verifier);
+/* The same with a required parameter at its example value. */
+void amoe_policy_init_examples(amoe_policy_row *r, int draft, int verifier);
 /* The definition of parameter `key` of the row's draft (*which = 0) or
  * verifier (1), and its index; NULL when neither takes it. */
 const amoe_param_def *amoe_policy_param(const amoe_policy_row *r, const char *key, int *which, int *index);
