@@ -30,62 +30,28 @@
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 
-static const char USAGE[] =
+static const char USAGE_HEAD[] =
     "usage: acceptmoe COMMAND [options]\n"
     "\n"
     "Simulates what a Mixture-of-Experts model pays to verify speculative draft\n"
     "trees under different expert-selection and draft policies.\n"
     "\n"
-    "commands:\n"
-    "  run SPEC.yaml [--set KEY=VALUE]... [--out DIR] [--blocks-csv] [--dump-selection FILE] [--quiet] [--shard I/N]\n"
-    "               [--backend cpu|cublas-loop|cublas-grouped|skinny] [--repeats N] [--cold] [--profile]\n"
-    "      run every policy of the spec (and every sweep point); write\n"
-    "      results/<name>/{summary.csv,layers.csv,meta.json,spec.resolved.yaml}.\n"
-    "      --backend also executes every block's MoE layers with real kernels\n"
-    "      and adds measured beside predicted expert time per block\n"
-    "      (--cold flushes the L2 before each timed run; the CUDA backends are\n"
-    "      loaded then, from this build's cuda/libamoe_moe_cuda.so or\n"
-    "      ACCEPTMOE_CUDA_MODULE)\n"
-    "      --shard I/N runs only the sweep points p with p mod N = I (a partial\n"
-    "      result for `merge`; scripts/sweep-parallel.sh, scripts/sweep-slurm.sh)\n"
-    "  merge DIR... --out DIR\n"
-    "      join the partial results of a sharded run, byte for byte as one run\n"
-    "  gen SPEC.yaml [--set KEY=VALUE]... -o FILE.amt|FILE.jsonl\n"
-    "      write the spec's workload as a trace (.amt) or blocks-jsonl\n"
-    "  import --format blocks-jsonl|routing-jsonl|routing-safetensors IN --model PRESET [--window W | --hybrid] -o FILE.amt\n"
-    "      convert an interchange file or a real routing trace to .amt: a real\n"
-    "      trace as chain blocks of W tokens (default 8), or with --hybrid as\n"
-    "      generated draft trees whose accepted path carries the real routes\n"
-    "  inspect FILE [--format blocks-jsonl|routing-jsonl|routing-safetensors --model PRESET] [--window W | --hybrid] [--json]\n"
-    "      FILE is an .amt trace, a JSONL file or a spec; prints window-union\n"
-    "      curves, the accept-length histogram, expert popularity, reuse\n"
-    "      distance and how stable a block's top experts are from block to block\n"
-    "  fit SPEC.yaml (--target TARGETS.yaml | --trace FILE [--format routing-jsonl] [--window W])\n"
-    "      [--blocks N] [--set KEY=VALUE]... [-o FILE]\n"
-    "      fit the spec's model's routing structure (locality per layer, request\n"
-    "      concentration and its drift) to target statistics or to a real trace's; prints\n"
-    "      achieved vs target and the `routing:` section for the model preset\n"
-    "  calibrate SPEC.yaml [--set KEY=VALUE]... [-o FILE]\n"
-    "      estimate the commitment table p_d on the spec's calibration workload\n"
-    "  calibrate-hw SPEC.yaml [--backend skinny|cublas-loop|cublas-grouped] [--compute-backend B] [-o FILE]\n"
-    "      on a GPU: measure copy and pinned H2D bandwidth and per-expert time at\n"
-    "      the spec's model shape, cold; fit hbm_bw, h2d_bw, moe_t0_s and moe_eta\n"
-    "      from --backend (default skinny) and peak_flops from --compute-backend\n"
-    "      (default cublas-loop: tensor cores); write results/calibration/<hw>.yaml\n"
-    "      (used by later runs; ACCEPTMOE_CALIBRATION=off ignores it)\n"
-    "  presets\n"
-    "      list model, hardware and interconnect presets\n"
-    "  policies\n"
-    "      list every draft and verifier policy with its parameters\n"
+    "commands:\n";
+static const char USAGE_TAIL[] =
     "\n"
-    "run, gen, inspect and calibrate take --threads N (generator threads; default:\n"
-    "the processors, at most 8). Results do not depend on it.\n"
+    "--threads N sets the generator threads (default: the processors, at most 8);\n"
+    "results do not depend on it.\n"
     "\n"
     "Keys for --set are the spec's dotted keys, e.g. --set model.top_k=4,\n"
     "--set offload.slots_per_layer=32, --set workload.blocks=200. See docs/spec.md.\n";
+static void usage(FILE *f);
+
+/* The command being run: the options it takes (parse_opts refuses the rest). */
+static const char *g_command, *g_options;
 
 static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "acceptmoe: ");
+  if (g_command) fprintf(stderr, "acceptmoe %s: ", g_command);
+  else fprintf(stderr, "acceptmoe: ");
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\n(see acceptmoe --help)\n");
   return EXIT_USAGE;
@@ -124,12 +90,23 @@ typedef struct {
   int shard_i, shard_n; /* run --shard I/N: the sweep points p with p mod N = I */
 } opts;
 
+/* Whether the running command's row lists option `a`. */
+static int option_allowed(const char *a) {
+  if (!g_options) return 1;
+  const size_t n = strlen(a);
+  for (const char *p = g_options; (p = strstr(p, a)); p += n)
+    if ((p == g_options || p[-1] == ' ') && (p[n] == ' ' || !p[n])) return 1;
+  return 0;
+}
+
 static int parse_opts(int argc, char **argv, opts *o) {
   memset(o, 0, sizeof *o);
   o->shard_n = 1;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
 #define NEXT() (i + 1 < argc ? argv[++i] : NULL)
+    if (a[0] == '-' && a[1] && !option_allowed(strncmp(a, "--set=", 6) ? a : "--set"))
+      return usage_error("%s is not an option of this command", a);
     if (!strcmp(a, "--set")) {
       const char *v = NEXT();
       if (!v) return usage_error("--set needs KEY=VALUE%s", "");
@@ -825,8 +802,8 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 static int cmd_presets(int argc, char **argv) {
   (void)argc, (void)argv;
-  const char *kinds[3] = {"models", "hw", "interconnect"};
-  for (int k = 0; k < 3; k++) {
+  const char *kinds[4] = {"models", "hw", "interconnect", "engines"};
+  for (int k = 0; k < 4; k++) {
     char dir[AMOE_PATH_MAX];
     amoe_presets_dir(dir, sizeof dir, kinds[k], NULL);
     printf("%s (%s):\n", kinds[k], dir);
@@ -874,19 +851,82 @@ static int cmd_policies(int argc, char **argv) {
   return 0;
 }
 
-/* The commands: one row each. */
+/* The commands: one row each, with its synopsis, what it does and the
+ * options it takes (the usage text is written from these rows). */
 static const struct {
   const char *name;
   int (*run)(int argc, char **argv);
+  const char *synopsis, *help, *options;
 } COMMANDS[] = {
-    {"run", cmd_run},         {"gen", cmd_gen},         {"import", cmd_import},     {"inspect", cmd_inspect},
-    {"calibrate", cmd_calibrate}, {"fit", cmd_fit},     {"merge", cmd_merge},       {"presets", cmd_presets},
-    {"policies", cmd_policies}, {"calibrate-hw", cmd_calibrate_hw},
+    {"run", cmd_run,
+     "SPEC.yaml [--set KEY=VALUE]... [--out DIR] [--blocks-csv] [--dump-selection FILE] [--quiet] [--shard I/N]\n"
+     "               [--backend cpu|cublas-loop|cublas-grouped|skinny] [--repeats N] [--cold] [--profile] [--threads N]",
+     "run every policy of the spec (and every sweep point); write\n"
+     "results/<name>/{summary.csv,layers.csv,meta.json,spec.resolved.yaml}.\n"
+     "--backend also executes every block's MoE layers with real kernels\n"
+     "and adds measured beside predicted expert time per block\n"
+     "(--cold flushes the L2 before each timed run; the CUDA backends are\n"
+     "loaded then, from this build's cuda/libamoe_moe_cuda.so or\n"
+     "ACCEPTMOE_CUDA_MODULE)\n"
+     "--shard I/N runs only the sweep points p with p mod N = I (a partial\n"
+     "result for `merge`; scripts/sweep-parallel.sh, scripts/sweep-slurm.sh)",
+     "--set --out -o --blocks-csv --dump-selection --quiet -q --shard --backend --repeats --cold --profile --threads"},
+    {"merge", cmd_merge, "DIR... --out DIR", "join the partial results of a sharded run, byte for byte as one run",
+     "--out -o"},
+    {"gen", cmd_gen, "SPEC.yaml [--set KEY=VALUE]... [--threads N] [--quiet] -o FILE.amt|FILE.jsonl",
+     "write the spec's workload as a trace (.amt) or blocks-jsonl", "--set --out -o --threads --quiet -q"},
+    {"import", cmd_import,
+     "--format blocks-jsonl|routing-jsonl|routing-safetensors IN --model PRESET [--window W | --hybrid] [--quiet]\n"
+     "               -o FILE.amt",
+     "convert an interchange file or a real routing trace to .amt: a real\n"
+     "trace as chain blocks of W tokens (default 8), or with --hybrid as\n"
+     "generated draft trees whose accepted path carries the real routes",
+     "--format --model --window --hybrid --out -o --quiet -q --threads"},
+    {"inspect", cmd_inspect,
+     "FILE [--format blocks-jsonl|routing-jsonl|routing-safetensors --model PRESET] [--window W | --hybrid] [--json]\n"
+     "               [--quiet]",
+     "FILE is an .amt trace, a JSONL file or a spec; prints window-union\n"
+     "curves, the accept-length histogram, expert popularity, reuse\n"
+     "distance and how stable a block's top experts are from block to block",
+     "--format --model --window --hybrid --json --set --threads --quiet -q"},
+    {"fit", cmd_fit,
+     "SPEC.yaml (--target TARGETS.yaml | --trace FILE [--format routing-jsonl] [--window W])\n"
+     "               [--blocks N] [--set KEY=VALUE]... [-o FILE]",
+     "fit the spec's model's routing structure (locality per layer, request\n"
+     "concentration and its drift) to target statistics or to a real trace's; prints\n"
+     "achieved vs target and the `routing:` section for the model preset",
+     "--target --trace --format --window --blocks --set --out -o --quiet -q --threads"},
+    {"calibrate", cmd_calibrate, "SPEC.yaml [--set KEY=VALUE]... [--quiet] [-o FILE]",
+     "estimate the commitment table p_d on the spec's calibration workload", "--set --out -o --threads --quiet -q"},
+    {"calibrate-hw", cmd_calibrate_hw,
+     "SPEC.yaml [--set KEY=VALUE]... [--backend skinny|cublas-loop|cublas-grouped] [--compute-backend B] [-o FILE]",
+     "on a GPU: measure copy and pinned H2D bandwidth and per-expert time at\n"
+     "the spec's model shape, cold; fit hbm_bw, h2d_bw, moe_t0_s and moe_eta\n"
+     "from --backend (default skinny) and peak_flops from --compute-backend\n"
+     "(default cublas-loop: tensor cores); write results/calibration/<hw>.yaml\n"
+     "(used by later runs; ACCEPTMOE_CALIBRATION=off ignores it)",
+     "--set --backend --compute-backend --out -o"},
+    {"presets", cmd_presets, "", "list model, hardware, interconnect and engine presets", ""},
+    {"policies", cmd_policies, "", "list every draft and verifier policy with its parameters", ""},
 };
+#define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+static void usage(FILE *f) {
+  fputs(USAGE_HEAD, f);
+  for (size_t i = 0; i < NCOMMANDS; i++) {
+    fprintf(f, "  %s%s%s\n", COMMANDS[i].name, COMMANDS[i].synopsis[0] ? " " : "", COMMANDS[i].synopsis);
+    for (const char *h = COMMANDS[i].help; *h;) { /* each line of the help indented */
+      const size_t n = strcspn(h, "\n");
+      fprintf(f, "      %.*s\n", (int)n, h);
+      h += n + (h[n] == '\n');
+    }
+  }
+  fputs(USAGE_TAIL, f);
+}
 
 int main(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-    fputs(USAGE, argc < 2 ? stderr : stdout);
+    usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? EXIT_USAGE : 0;
   }
   if (!strcmp(argv[1], "--version")) {
@@ -902,10 +942,14 @@ int main(int argc, char **argv) {
   const char *c = argv[1];
   for (int i = 2; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      fputs(USAGE, stdout);
+      usage(stdout);
       return 0;
     }
-  for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-    if (!strcmp(c, COMMANDS[i].name)) return COMMANDS[i].run(argc - 2, argv + 2);
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(c, COMMANDS[i].name)) {
+      g_command = c, g_options = COMMANDS[i].options;
+      if (!g_options[0] && argc > 2) return usage_error("takes no arguments ('%s')", argv[2]);
+      return COMMANDS[i].run(argc - 2, argv + 2);
+    }
   return usage_error("unknown command '%s'", c);
 }

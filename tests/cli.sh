@@ -370,6 +370,17 @@ else
   echo "no python3: skipped the routing-safetensors checks"
 fi
 
+# each command takes the options its row states and refuses the others,
+# and every option its synopsis shows is one it takes
+expect 2 "acceptmoe gen: --backend is not an option of this command" -- \
+  "$A" gen workloads/specs/quickstart.yaml --backend nonsense --repeats 3 -o "$T/x.amt"
+expect 2 "acceptmoe policies: takes no arguments" -- "$A" policies --json
+miss=""
+while read -r cmd opt; do
+  "$A" "$cmd" "$opt" </dev/null 2>&1 | grep -q "is not an option" && miss+=" $cmd $opt"
+done < <("$A" --help | awk '/^  [a-z]/{cmd=$1} /^  [a-z]/||/^               /{for(i=1;i<=NF;i++){t=$i; gsub(/[][(|)]/," ",t); n=split(t,w," "); for(j=1;j<=n;j++) if(w[j] ~ /^-/) print cmd, w[j]}}' | sort -u)
+[ -z "$miss" ] && ok || bad "options in the usage that their command refuses:$miss"
+
 # the README's example table is what the quickstart run prints
 "$A" run workloads/specs/quickstart.yaml --out "$T/qs" 2>/dev/null | grep '^|' >"$T/qs.table"
 awk '/^Example \(`scripts\/quickstart.sh`/ { on = 1; next } on && /^\|/ { print; got = 1; next } got { exit }' README.md >"$T/readme.table"
@@ -592,7 +603,7 @@ fi
 
 # the registry of policies: every row, its description and parameters
 expect 0 "mtp +a chain of N tokens" -- "$A" policies
-expect 0 "budget: required, 1\.\.1024 \(experts per layer\)" -- "$A" policies
+expect 0 "budget: required \(e\.g\. 32\), 1\.\.1024 \(experts per layer\)" -- "$A" policies
 expect 0 "interconnect \(" -- "$A" presets
 # every long command stops on SIGINT or SIGTERM with exit 130 and writes nothing
 for c in "fit workloads/specs/fit-olmoe.yaml --target workloads/targets/olmoe-1b-7b.yaml --blocks 300 -o $T/int-fit.yaml" \
