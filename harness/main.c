@@ -546,14 +546,9 @@ static int cmd_gen(int argc, char **argv) {
 
 /* The source a --format names, or -1. */
 static int source_of_format(const char *format) {
-  static const struct {
-    const char *name;
-    int source;
-  } formats[] = {{"blocks-jsonl", AMOE_SRC_BLOCKS_JSONL},
-                 {"routing-jsonl", AMOE_SRC_ROUTING_JSONL},
-                 {"routing-safetensors", AMOE_SRC_ROUTING_SAFETENSORS}};
-  for (size_t i = 0; format && i < sizeof formats / sizeof formats[0]; i++)
-    if (!strcmp(format, formats[i].name)) return formats[i].source;
+  static const int files[] = {AMOE_SRC_BLOCKS_JSONL, AMOE_SRC_ROUTING_JSONL, AMOE_SRC_ROUTING_SAFETENSORS};
+  for (size_t i = 0; format && i < sizeof files / sizeof files[0]; i++)
+    if (!strcmp(format, amoe_source_kind_names[files[i]])) return files[i];
   return -1;
 }
 

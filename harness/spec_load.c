@@ -52,18 +52,6 @@ void amoe_diag_free(amoe_diag *d) {
  * or n = 0): a workload.routing override that names nothing. */
 typedef enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_ENUM, T_DVEC } ktype;
 
-static const char *const FORMATS[] = {"bf16", "fp8-block128", "mxfp4", NULL};
-static const char *const SOURCES[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl", "routing-safetensors",
-                                      NULL};
-static const char *const ROUTING_BLOCKS[] = {"chain", "hybrid", NULL};
-static const char *const CACHES[] = {"lru", "lfu", "belady", "lfru", "min", NULL}; /* amoe_cache_policy order */
-static const char *const ORDERS[] = {"hits-first", "ascending", NULL};
-static const char *const OVERFLOWS[] = {"evict", "bypass", NULL};
-static const char *const RESETS[] = {"run", "request", NULL};
-static const char *const PREFILLS[] = {"through", "bypass", NULL}; /* amoe_prefill_mode order */
-static const char *const PLACEMENTS[] = {"contiguous", "round-robin", "balanced", "file", NULL}; /* amoe_placement_kind */
-static const char *const MOE_COMMS[] = {"all-reduce", "all-to-all", NULL};                     /* amoe_moe_comm */
-
 typedef struct {
   const char *path;
   ktype type;
@@ -106,7 +94,7 @@ static const krow KEYS[] = {
     {"model.moe_intermediate", T_INT, F(model.moe_intermediate), 1, 1 << 20, NULL, 0, 0},
     {"model.dense_intermediate", T_INT, F(model.dense_intermediate), 0, 1 << 22, NULL, 0, 0},
     {"model.router", T_ENUM, F(model.router), 0, 0, amoe_router_names, 0, 0},
-    {"model.weight_format", T_ENUM, F(model.weight_format), 0, 0, FORMATS, 0, 0},
+    {"model.weight_format", T_ENUM, F(model.weight_format), 0, 0, amoe_weight_fmt_names, 0, 0},
     {"model.expert_bytes", T_DBL, F(model.expert_bytes), 0, BIG, NULL, 0, 0},
     {"model.attn_bytes_per_layer", T_DBL, F(model.attn_bytes_per_layer), 0, BIG, NULL, 0, 0},
     {"model.kv_bytes_per_token_layer", T_DBL, F(model.kv_bytes_per_token_layer), 0, BIG, NULL, 0, 0},
@@ -142,10 +130,10 @@ static const krow KEYS[] = {
     {"parallel.attention_tp", T_INT, F(parallel.attention_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0},
     {"parallel.moe_ep", T_INT, F(parallel.moe_ep), 0, AMOE_MAX_GPUS, NULL, 0, 0},
     {"parallel.moe_tp", T_INT, F(parallel.moe_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0},
-    {"parallel.placement", T_ENUM, F(parallel.placement), 0, 0, PLACEMENTS, 0, 0},
+    {"parallel.placement", T_ENUM, F(parallel.placement), 0, 0, amoe_placement_names, 0, 0},
     {"parallel.placement_file", T_STR, F(parallel.placement_file), 0, 0, NULL, 1, 0},
     {"parallel.redundant", T_INT, F(parallel.redundant), 0, AMOE_MAX_EXPERTS, NULL, 0, 0},
-    {"parallel.moe_comm", T_ENUM, F(parallel.moe_comm), 0, 0, MOE_COMMS, 0, 0},
+    {"parallel.moe_comm", T_ENUM, F(parallel.moe_comm), 0, 0, amoe_moe_comm_names, 0, 0},
     {"parallel.pipeline", T_INT, F(parallel.pipeline), 0, AMOE_MAX_GPUS, NULL, 0, 0},
     {"engine.cuda_graphs", T_BOOL, F(engine.cuda_graphs), 0, 0, NULL, 0, 0},
     {"engine.overlap_scheduler", T_BOOL, F(engine.overlap_scheduler), 0, 0, NULL, 0, 0},
@@ -159,10 +147,10 @@ static const krow KEYS[] = {
     {"engine.host_overlap", T_BOOL, F(engine.host_overlap), 0, 0, NULL, 0, 0},
     {"engine.launch_s", T_DBL, F(engine.launch_s), 0, 1, NULL, 0, 0},
     {"engine.step_host_s", T_DBL, F(engine.step_host_s), 0, 1, NULL, 0, 0},
-    {"workload.source", T_ENUM, F(workload.source), 0, 0, SOURCES, 0, 0},
+    {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0},
     {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0},
-    {"workload.routing_blocks", T_ENUM, F(workload.routing_blocks), 0, 0, ROUTING_BLOCKS, 0, 0},
+    {"workload.routing_blocks", T_ENUM, F(workload.routing_blocks), 0, 0, amoe_routing_blocks_names, 0, 0},
     {"workload.blocks", T_INT, F(workload.blocks), 0, 2e9, NULL, 0, 0},
     {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0, 0},
     {"workload.prompt_tokens", T_INT, F(workload.prompt_tokens), 0, 1e6, NULL, 0, 0},
@@ -180,12 +168,12 @@ static const krow KEYS[] = {
     {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0, 0},
     {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1, 0},
     {"offload.slots_per_layer", T_INT, F(offload.slots_per_layer), 1, AMOE_MAX_EXPERTS, NULL, 0, 0},
-    {"offload.policy", T_ENUM, F(offload.policy), 0, 0, CACHES, 0, 0},
-    {"offload.order", T_ENUM, F(offload.order), 0, 0, ORDERS, 0, 0},
-    {"offload.overflow", T_ENUM, F(offload.overflow), 0, 0, OVERFLOWS, 0, 0},
-    {"offload.reset", T_ENUM, F(offload.reset), 0, 0, RESETS, 0, 0},
+    {"offload.policy", T_ENUM, F(offload.policy), 0, 0, amoe_cache_policy_names, 0, 0},
+    {"offload.order", T_ENUM, F(offload.order), 0, 0, amoe_cache_order_names, 0, 0},
+    {"offload.overflow", T_ENUM, F(offload.overflow), 0, 0, amoe_cache_overflow_names, 0, 0},
+    {"offload.reset", T_ENUM, F(offload.reset), 0, 0, amoe_cache_reset_names, 0, 0},
     {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0, 0},
-    {"offload.prefill", T_ENUM, F(offload.prefill), 0, 0, PREFILLS, 0, 0},
+    {"offload.prefill", T_ENUM, F(offload.prefill), 0, 0, amoe_prefill_names, 0, 0},
     {"offload.host_overhead_per_layer_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 1}, /* now hardware.readback_s */
     {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0, 0},
     {"acceptance_model.margin_min", T_DBL, F(margin_min), 0, 100, NULL, 0, 0},
@@ -1044,7 +1032,7 @@ static int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   if (!s->hw.name[0] || s->hw.hbm_bw <= 0 || s->hw.h2d_bw <= 0 || s->hw.peak_flops <= 0)
     amoe_diag_add(d, "%s: hardware: required (a preset name, or hbm_bw, h2d_bw and peak_flops)", where);
   if (s->workload.source != AMOE_SRC_SYNTHETIC && !s->workload.path[0])
-    amoe_diag_add(d, "%s: workload.path is required for source %s", where, SOURCES[s->workload.source]);
+    amoe_diag_add(d, "%s: workload.path is required for source %s", where, amoe_source_kind_names[s->workload.source]);
   if (s->workload.candidates && s->workload.candidates < s->workload.nodes)
     amoe_diag_add(d, "%s: workload.tree.candidates (%d) must be >= nodes (%d)", where, s->workload.candidates,
                   s->workload.nodes);

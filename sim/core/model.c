@@ -7,6 +7,9 @@
 
 const char *const amoe_router_names[] = {"softmax", "sigmoid-normalized", "softmax-normalized", "softmax-topk",
                                          NULL};
+const char *const amoe_weight_fmt_names[] = {"bf16", "fp8-block128", "mxfp4", NULL};
+const char *const amoe_placement_names[] = {"contiguous", "round-robin", "balanced", "file", NULL};
+const char *const amoe_moe_comm_names[] = {"all-reduce", "all-to-all", NULL};
 const char *const amoe_moe_kernels_names[] = {"fused", "per-expert", "loop", NULL};
 const char *const amoe_visits_names[] = {"hit", "all", "all-skip", NULL};
 

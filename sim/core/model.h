@@ -26,6 +26,7 @@ typedef enum {
 /* Names in amoe_router order, NULL-terminated (the spec key model.router). */
 extern const char *const amoe_router_names[];
 typedef enum { AMOE_FMT_BF16 = 0, AMOE_FMT_FP8_BLOCK128 = 1, AMOE_FMT_MXFP4 = 2 } amoe_weight_fmt;
+extern const char *const amoe_weight_fmt_names[]; /* by amoe_weight_fmt, NULL-terminated */
 
 /* A value per MoE layer: n = 0 unset (the default), 1 the same at every
  * layer, else one per layer (n = moe_layers, checked by the spec loader). */
@@ -135,6 +136,8 @@ typedef struct {
 #define AMOE_MAX_GPUS 64 /* hardware.gpus, and so the expert groups of a layout */
 typedef enum { AMOE_PLACE_CONTIGUOUS = 0, AMOE_PLACE_ROUND_ROBIN = 1, AMOE_PLACE_BALANCED = 2, AMOE_PLACE_FILE = 3 } amoe_placement_kind;
 typedef enum { AMOE_COMM_ALL_REDUCE = 0, AMOE_COMM_ALL_TO_ALL = 1 } amoe_moe_comm;
+extern const char *const amoe_placement_names[]; /* by amoe_placement_kind, NULL-terminated */
+extern const char *const amoe_moe_comm_names[];  /* by amoe_moe_comm */
 typedef struct {
   int attention_tp, moe_ep, moe_tp; /* 0 until resolved from hardware.gpus */
   int placement;                    /* amoe_placement_kind */

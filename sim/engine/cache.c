@@ -199,20 +199,25 @@ static double key_belady(amoe_cache *c, int l, int e) {
   const uint64_t nu = next_use(c, l, e);
   return nu == UINT64_MAX ? -HUGE_VAL : -(double)nu; /* never again: first */
 }
+const char *const amoe_cache_policy_names[] = {[AMOE_CACHE_LRU] = "lru", [AMOE_CACHE_LFU] = "lfu",
+                                               [AMOE_CACHE_BELADY] = "belady", [AMOE_CACHE_LFRU] = "lfru",
+                                               [AMOE_CACHE_MIN] = "min", [AMOE_CACHE_MIN + 1] = NULL};
+const char *const amoe_cache_order_names[] = {"hits-first", "ascending", NULL};
+const char *const amoe_cache_overflow_names[] = {"evict", "bypass", NULL};
+const char *const amoe_cache_reset_names[] = {"run", "request", NULL};
 static const struct {
-  const char *name;
   victim_key key;
   int needs_future; /* reads the request log of an earlier run */
 } POLICY[] = {
-    [AMOE_CACHE_LRU] = {"lru", NULL, 0},
-    [AMOE_CACHE_LFU] = {"lfu", key_lfu, 0},
-    [AMOE_CACHE_BELADY] = {"belady", key_belady, 1},
-    [AMOE_CACHE_LFRU] = {"lfru", key_lfru, 0},
-    [AMOE_CACHE_MIN] = {"min", NULL, 1},
+    [AMOE_CACHE_LRU] = {NULL, 0},
+    [AMOE_CACHE_LFU] = {key_lfu, 0},
+    [AMOE_CACHE_BELADY] = {key_belady, 1},
+    [AMOE_CACHE_LFRU] = {key_lfru, 0},
+    [AMOE_CACHE_MIN] = {NULL, 1},
 };
 
 const char *amoe_cache_policy_name(int policy) {
-  return policy >= 0 && policy < (int)(sizeof POLICY / sizeof POLICY[0]) ? POLICY[policy].name : NULL;
+  return policy >= 0 && policy < (int)(sizeof POLICY / sizeof POLICY[0]) ? amoe_cache_policy_names[policy] : NULL;
 }
 
 int amoe_cache_policy_needs_future(int policy) {

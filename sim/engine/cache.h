@@ -43,6 +43,12 @@ typedef enum {
 } amoe_cache_policy;
 typedef enum { AMOE_ORDER_HITS_FIRST = 0, AMOE_ORDER_ASCENDING = 1 } amoe_cache_order;
 typedef enum { AMOE_OVERFLOW_EVICT = 0, AMOE_OVERFLOW_BYPASS = 1 } amoe_cache_overflow;
+/* The spec's names, by enum value, NULL-terminated: offload.policy,
+ * offload.order, offload.overflow, and offload.reset (0 run, 1 request). */
+extern const char *const amoe_cache_policy_names[];
+extern const char *const amoe_cache_order_names[];
+extern const char *const amoe_cache_overflow_names[];
+extern const char *const amoe_cache_reset_names[];
 
 /* The spec's name of a replacement policy (NULL: no such row). */
 const char *amoe_cache_policy_name(int policy);

@@ -13,6 +13,11 @@
 #include "jsonl.h"
 #include "trace.h"
 
+const char *const amoe_source_kind_names[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl",
+                                              "routing-safetensors", NULL};
+const char *const amoe_routing_blocks_names[] = {"chain", "hybrid", NULL};
+const char *const amoe_prefill_names[] = {"through", "bypass", NULL};
+
 /* The generator's per-layer parameters, which its amoe_gen_params point into. */
 typedef struct {
   double locality[AMOE_MAX_LAYERS], request_bias[AMOE_MAX_LAYERS], skew[AMOE_MAX_LAYERS], score_scale[AMOE_MAX_LAYERS];
@@ -281,14 +286,16 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
       st = open_generator(s, &p, 1, e);
       if (st == AMOE_OK) {
         s->hybrid = 1;
-        json_t *o = json_pack("{s:s, s:s, s:i, s:s}", "source", "routing-jsonl", "blocks", "hybrid", "m", s->m,
+        json_t *o = json_pack("{s:s, s:s, s:i, s:s}", "source", amoe_source_kind_names[AMOE_SRC_ROUTING_JSONL], "blocks",
+                              amoe_routing_blocks_names[AMOE_ROUTING_HYBRID], "m", s->m,
                               "note", amoe_jsonl_note(s->jsonl));
         json_object_set_new(o, "siblings", gen_provenance(s, &p));
         json_text(buf, sizeof buf, o);
       }
     } else if (st == AMOE_OK) {
       snprintf(buf, sizeof buf, "{\"source\":\"%s\",\"m\":%d,\"window\":%d,\"note\":\"%s\"}",
-               w->source == AMOE_SRC_BLOCKS_JSONL ? "blocks-jsonl" : "routing-jsonl", s->m, w->window,
+               amoe_source_kind_names[w->source == AMOE_SRC_BLOCKS_JSONL ? AMOE_SRC_BLOCKS_JSONL : AMOE_SRC_ROUTING_JSONL],
+               s->m, w->window,
                amoe_jsonl_note(s->jsonl));
     }
   }

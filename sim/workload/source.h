@@ -9,6 +9,12 @@
 #include "err.h"
 #include "spec.h"
 
+/* The spec's names, by enum value, NULL-terminated: workload.source
+ * (amoe_source_kind), workload.routing_blocks (amoe_routing_blocks). */
+extern const char *const amoe_source_kind_names[];
+extern const char *const amoe_routing_blocks_names[];
+extern const char *const amoe_prefill_names[]; /* offload.prefill, by amoe_prefill_mode */
+
 typedef struct amoe_source amoe_source;
 
 /* Opens the spec's workload. For file sources the model's (moe_layers,
