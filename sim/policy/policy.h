@@ -110,7 +110,7 @@ typedef struct {
 /* Row 0 of each table is the default (eagle, natural); their pairing is
  * the baseline every speedup is measured against. The built-in rows are in
  * policy.c; amoe_*_add appends one at run time (the toy verifier of
- * tests/test_policy.c is added so), up to AMOE_MAX_TABLE rows. */
+ * tests/test_toy_policy.c is added so), up to AMOE_MAX_TABLE rows. */
 #define AMOE_MAX_TABLE 16
 extern amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE];
 /* The rows in use (the named ones). */
@@ -159,8 +159,9 @@ double amoe_effective_rank_packed(double *q, int c);
 /* ceil(amoe_effective_rank_packed(q, c) - eps) (0 when c is 0), q kept
  * (computed on a copy in scratch, c doubles). */
 int amoe_effective_rank_ceil(const double *q, int c, double eps, double *scratch);
-/* Keeps in S the `count` experts with the highest value (ties: lower id),
- * among those with cand[e] != 0 (cand NULL = all). */
+/* Sets S[e] = 1 for the `count` experts of highest value (ties: lower id)
+ * among those with cand[e] != 0 (cand NULL = all); S's other entries are
+ * left as they are. */
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
 /* The same in portable C: the reference the vector version
  * (arch/x86/policy_x86.c) is tested against. */
