@@ -376,7 +376,7 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
   char how[AMOE_PATH_MAX + 128];
   AMOE_TRY(offline_tables(s, o->quiet, &offline, &reads_commitment, how, sizeof how, e)); /* 1 */
   double *load = NULL; /* a balanced placement's long-run load, from the calibration workload */
-  if (((s->hw.gpus > 1 && s->parallel.pipeline <= 1) || s->parallel.moe_tp > 1) && s->parallel.placement == AMOE_PLACE_BALANCED) {
+  if (amoe_parallel_has_groups(&s->parallel, s->hw.gpus) && s->parallel.placement == AMOE_PLACE_BALANCED) {
     load = malloc((size_t)s->model.moe_layers * s->model.experts * sizeof *load);
     if (!load) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
     amoe_workload_spec w = s->workload;

@@ -742,12 +742,19 @@ static void parse_commitment(ydoc *y, yaml_node_t *n, amoe_spec *s) {
   }
 }
 
-static void parse_preset_node(ydoc *y, yaml_node_t *v, amoe_spec *s, int hw) {
+/* A section's preset by name: model, hardware or engine. */
+static void load_named(amoe_spec *s, const char *sect, const char *name, const char *where, amoe_diag *d) {
+  if (!strcmp(sect, "engine")) load_section_preset(s, "engines", "engine", name, where, d);
+  else load_preset(s, sect[0] == 'h', name, where, d);
+}
+
+/* model:, hardware: or engine: as a preset name, or a mapping whose
+ * `preset` is loaded first and its other keys set over it. */
+static void parse_preset_node(ydoc *y, yaml_node_t *v, amoe_spec *s, const char *sect) {
   char w[AMOE_PATH_MAX + 64];
   at(y, v, w, sizeof w);
-  const char *sect = hw ? "hardware" : "model";
   if (v->type == YAML_SCALAR_NODE) {
-    load_preset(s, hw, scalar(v), w, y->d);
+    load_named(s, sect, scalar(v), w, y->d);
     return;
   }
   if (v->type != YAML_MAPPING_NODE) {
@@ -759,9 +766,9 @@ static void parse_preset_node(ydoc *y, yaml_node_t *v, amoe_spec *s, int hw) {
     if (k->type == YAML_SCALAR_NODE && !strcmp(scalar(k), "preset")) {
       at(y, x, w, sizeof w);
       if (x->type != YAML_SCALAR_NODE)
-        amoe_diag_add(y->d, "%s: preset must be a name", w);
+        amoe_diag_add(y->d, "%s: %s.preset must be a name", w, sect);
       else
-        load_preset(s, hw, scalar(x), w, y->d);
+        load_named(s, sect, scalar(x), w, y->d);
     }
   }
   walk(y, v, sect, s, 0);
@@ -819,28 +826,14 @@ static void walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, in
       snprintf(path, sizeof path, "%s", key);
     if (preset && (!strcmp(key, "source") || !strcmp(key, "sources") || !strcmp(key, "notes") ||
                    !strcmp(key, "measured"))) continue;
-    if (!strcmp(path, "model.preset") || !strcmp(path, "hardware.preset")) continue;
+    if (!strcmp(path, "model.preset") || !strcmp(path, "hardware.preset") || !strcmp(path, "engine.preset")) continue;
     if (!strcmp(path, "hardware.interconnect") && v->type == YAML_SCALAR_NODE) { /* a preset name */
       at(y, v, w, sizeof w);
       load_section_preset(s, "interconnect", "hardware.interconnect", scalar(v), w, y->d);
       continue;
     }
-    if (!strcmp(path, "engine.preset")) continue; /* loaded before the mapping's other keys, below */
-    if (!strcmp(path, "engine") && v->type == YAML_SCALAR_NODE) { /* engine: NAME, a preset of workloads/engines/ */
-      at(y, v, w, sizeof w);
-      load_section_preset(s, "engines", "engine", scalar(v), w, y->d);
-      continue;
-    }
-    if (!strcmp(path, "engine") && v->type == YAML_MAPPING_NODE) /* engine: {preset: NAME, KEY: ...}: the preset first */
-      for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top; q++) {
-        yaml_node_t *qk = yaml_document_get_node(&y->doc, q->key), *qv = yaml_document_get_node(&y->doc, q->value);
-        if (qk->type != YAML_SCALAR_NODE || strcmp(scalar(qk), "preset")) continue;
-        at(y, qv, w, sizeof w);
-        if (qv->type != YAML_SCALAR_NODE) amoe_diag_add(y->d, "%s: engine.preset must be a name", w);
-        else load_section_preset(s, "engines", "engine", scalar(qv), w, y->d);
-      }
-    if (!strcmp(path, "model") || !strcmp(path, "hardware")) {
-      parse_preset_node(y, v, s, path[0] == 'h');
+    if (!strcmp(path, "model") || !strcmp(path, "hardware") || !strcmp(path, "engine")) {
+      parse_preset_node(y, v, s, path);
       continue;
     }
     if (!strcmp(path, "policies")) {
@@ -936,16 +929,16 @@ static int spec_set(amoe_spec *s, const char *key, const char *value, const char
   /* Build a one-key YAML document so every key goes through the same walk. */
   ydoc y;
   const char *dot = strrchr(key, '.');
-  if (!strcmp(key, "model") || !strcmp(key, "hardware")) {
-    load_preset(s, key[0] == 'h', value, where, d);
+  if (!strcmp(key, "model") || !strcmp(key, "hardware") || !strcmp(key, "engine")) {
+    load_named(s, key, value, where, d);
     return d->n == before;
   }
   if (!strcmp(key, "hardware.interconnect")) {
     load_section_preset(s, "interconnect", "hardware.interconnect", value, where, d);
     return d->n == before;
   }
-  if (!strcmp(key, "engine") || !strcmp(key, "engine.preset")) {
-    load_section_preset(s, "engines", "engine", value, where, d);
+  if (!strcmp(key, "engine.preset")) {
+    load_named(s, "engine", value, where, d);
     return d->n == before;
   }
   if (dot && (!strncmp(key, "offload.", 8))) s->offload.enabled = 1;

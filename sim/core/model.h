@@ -146,6 +146,11 @@ typedef struct {
   int pipeline;                     /* P contiguous stages of layers, one GPU each (attention_tp 1); 0 until resolved: 1 */
   char placement_file[1024];        /* placement: file */
 } amoe_parallel;
+/* Whether a pass lays its experts over groups of GPUs (a layout of §16):
+ * several GPUs not in a pipeline, or an expert split over several. */
+static inline int amoe_parallel_has_groups(const amoe_parallel *p, int gpus) {
+  return (gpus > 1 && p->pipeline <= 1) || p->moe_tp > 1;
+}
 
 /* How the engine executes a pass (`engine:` in a spec, or an engine preset of
  * workloads/engines/; docs/design.md §9). Eager (cuda_graphs 0): every

@@ -65,7 +65,8 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   const int steps = amoe_cost_draft_steps(depth), dense_layers = m->layers - m->moe_layers;
   p->step = hw->step_s;
   p->draft = amoe_cost_draft(m, hw, steps, tp);
-  p->rest = amoe_cost_head(m, hw, tokens, tp) + dense_layers * amoe_cost_dense(m, hw, tokens, context, 0, tp);
+  const double dense_only = dense_layers * amoe_cost_dense(m, hw, tokens, context, 0, tp);
+  p->rest = amoe_cost_head(m, hw, tokens, tp) + dense_only;
   p->comm = p->rest_comm = 0;
   if (tp > 1) { /* after attention and after the MLP or MoE; a draft step is one layer */
     const double ar = amoe_cost_allreduce(m, hw, tokens), sync = hw->ic.layer_sync_s;
@@ -83,7 +84,7 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
     p->dense_host = eng->kernels_per_layer * launch;
     const double fixed_host = (dense_layers * (eng->kernels_per_layer + 1) + steps * (eng->kernels_per_layer + 1)) * launch;
     if (eng->host_overlap) { /* the dense-only layers and draft steps run under their launches */
-      const double dev = p->rest - amoe_cost_head(m, hw, tokens, tp) + p->draft;
+      const double dev = dense_only + p->draft;
       p->host = fixed_host > dev ? fixed_host - dev : 0;
     } else {
       p->host = fixed_host;
