@@ -37,7 +37,9 @@
  *       anchor can be reached with locality 0.95: noise caps how alike
  *       adjacent tokens route, and the data do not separate the two further.
  * They are fitted in turn, in rounds, until none moves by 0.01 (at most
- * 8), since concentration raises overlap too. */
+ * 16), since concentration raises overlap too; from the second round on
+ * each round goes halfway to what it fitted, since the request bias and
+ * the skew each overshoot the other's target. */
 #ifndef AMOE_FIT_H
 #define AMOE_FIT_H
 

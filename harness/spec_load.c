@@ -123,7 +123,7 @@ static const krow KEYS[] = {
     {"hardware.interconnect.allreduce_bw", T_DBL, F(hw.ic.allreduce_bw), 0, BIG, NULL, 0, 0},
     {"hardware.interconnect.dispatch_s", T_DBL, F(hw.ic.dispatch_s), 0, 1, NULL, 0, 0},
     {"hardware.interconnect.combine_s", T_DBL, F(hw.ic.combine_s), 0, 1, NULL, 0, 0},
-    {"hardware.interconnect.layer_sync_s", T_DBL, F(hw.ic.layer_sync_s), 0, 1, NULL, 0, 0},
+    {"hardware.interconnect.layer_sync_per_peer_s", T_DBL, F(hw.ic.layer_sync_per_peer_s), 0, 1, NULL, 0, 0},
     {"hardware.interconnect.hop_latency_s", T_DBL, F(hw.ic.hop_latency_s), 0, 1, NULL, 0, 0},
     {"hardware.interconnect.hop_bw", T_DBL, F(hw.ic.hop_bw), 0, BIG, NULL, 0, 0},
     {"hardware.overlap_scheduler", T_BOOL, F(hw.overlap_scheduler), 0, 0, NULL, 0, 0},

@@ -6,12 +6,13 @@ measurements in real-data/multi-gpu/step_times.csv.
    NVSwitch-connected H100s (the kind batch-1 engines use), latency + bytes /
    bus bandwidth by least squares over the sizes a batch-1 pass sends (up to
    1 MB: 64 tokens x 7168 x 2 B is 0.9 MB).
-2. layer_sync_s (with --sim BINARY): the fixed time per decoder layer beyond
-   bytes, kernels and all-reduces, from the step times of DeepSeek-R1 FP8 on
-   8 H200s (TensorRT-LLM, batch 1): runs workloads/specs/multigpu-fit-deepseek.yaml
-   with layer_sync_s at 0 and takes the mean per-layer shortfall over the
-   expert-parallel rows (EP4, EP8: the layouts batch-1 engines choose); the
-   TP8 row is shown, not fitted.
+2. layer_sync_per_peer_s (with --sim BINARY): the fixed time per decoder layer
+   and GPU beyond the first, beyond bytes, kernels and all-reduces, from the
+   step times of DeepSeek-R1 FP8 on 8 H200s (TensorRT-LLM, batch 1): runs
+   workloads/specs/multigpu-fit-deepseek.yaml with it at 0 and takes the mean
+   per-layer shortfall over the expert-parallel rows (EP4, EP8: the layouts
+   batch-1 engines choose) over the 7 peers of attention TP8; the TP8 row is
+   shown, not fitted.
 
 Plain Python; prints the fits, their residuals and the preset lines.
 
@@ -27,7 +28,7 @@ SIZES = [2e3, 16e3, 128e3, 1e6, 2e6, 4e6]  # bytes: 2 KB / 16 KB / 128 KB / 1 MB
 
 
 def step_fit(sim, rows):
-    """layer_sync_s from the simulator's step times at layer_sync_s 0."""
+    """layer_sync_per_peer_s from the simulator's step times at 0."""
     step = next((r for r in rows if r["setting"].startswith("TRT-LLM; batch 1; ISL 1600; attention TP8 + MoE TP8")), None)
     meas = {1: 13.78e-3, 4: 10.81e-3, 8: 11.00e-3}
     if step is None:
@@ -35,7 +36,7 @@ def step_fit(sim, rows):
     layers = 61  # DeepSeek-V3/R1 decoder layers
     with tempfile.TemporaryDirectory() as d:
         spec = os.path.join(os.path.dirname(__file__), "..", "workloads", "specs", "multigpu-fit-deepseek.yaml")
-        subprocess.run([sim, "run", spec, "--set", "hardware.interconnect.layer_sync_s=0", "--out", d, "--quiet"],
+        subprocess.run([sim, "run", spec, "--set", "hardware.interconnect.layer_sync_per_peer_s=0", "--out", d, "--quiet"],
                        check=True, stdout=subprocess.DEVNULL)
         pred = {}
         with open(os.path.join(d, "summary.csv")) as f:
@@ -48,7 +49,7 @@ def step_fit(sim, rows):
         w = pred[ep] + layers * a
         print(f"{name},{meas[ep] * 1e3:.2f},{pred[ep] * 1e3:.2f},{w * 1e3:.2f},{100 * (w - meas[ep]) / meas[ep]:+.1f}%"
               f"{'' if ep > 1 else ' (not fitted)'}")
-    print(f"layer_sync_s: {a:.3g}")
+    print(f"layer_sync_per_peer_s: {a / 7:.3g}  (attention TP8: 7 peers; {a:.3g} s per layer)")
 
 
 def main():

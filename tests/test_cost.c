@@ -329,7 +329,7 @@ static void pipeline_by_hand(amoe_source *src, double T) {
   s.parallel.pipeline = 2;
   s.hw.ic.hop_latency_s = 1e-5;
   s.hw.ic.hop_bw = 1e9;
-  s.hw.ic.allreduce_latency_s = s.hw.ic.layer_sync_s = 1; /* unused: a pipeline has no collectives */
+  s.hw.ic.allreduce_latency_s = s.hw.ic.layer_sync_per_peer_s = 1; /* unused: a pipeline has no collectives */
   CHECK(amoe_run(&s, &offline, src, NULL, &rows[1], &e) == AMOE_OK, "%s", e.msg);
   const double hop = 1e-5 + 4 * 100 * 2 / 1e9;
   CHECK(fabs(rows[0].tot.t_total - T) < 1e-12, "pipeline 1: %.12g, one GPU %.12g", rows[0].tot.t_total, T);
@@ -385,7 +385,31 @@ static void hit_rates_by_hand(void) {
   remove(path);
 }
 
+/* The per-layer sync grows with the GPUs a collective waits for: on g GPUs
+ * of attention TP a MoE layer pays two all-reduces and (g − 1) ·
+ * layer_sync_per_peer_s; a dense layer and a draft step the same. */
+static void sync_per_peer_by_hand(void) {
+  amoe_spec s = spec();
+  s.hw.ic.allreduce_latency_s = 1e-5;
+  s.hw.ic.allreduce_bw = 1e9;
+  s.hw.ic.layer_sync_per_peer_s = 3e-6;
+  const int gpus[3] = {2, 4, 8};
+  for (int i = 0; i < 3; i++) {
+    s.hw.gpus = s.parallel.attention_tp = s.parallel.moe_tp = gpus[i];
+    s.parallel.moe_ep = 1;
+    amoe_cost_pass_ctx pc;
+    amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine,
+                                                .parallel = &s.parallel, .tokens = 4, .depth = 2});
+    /* all-reduce of 4 tokens: 1e-5 + 4 · 100 · 2 / 1e9; of 1 token 1e-5 + 2e-7 */
+    const double ar4 = 1e-5 + 8e-7, ar1 = 1e-5 + 2e-7, sync = 3e-6 * (gpus[i] - 1);
+    const double comm = 2 * ar4 + sync, rest = 1 * (2 * ar4 + sync) + 3 * (2 * ar1 + sync);
+    CHECK(fabs(pc.comm - comm) < 1e-15 && fabs(pc.rest_comm - rest) < 1e-15,
+          "%d GPUs: comm %.12g (by hand %.12g), rest %.12g (by hand %.12g)", gpus[i], pc.comm, comm, pc.rest_comm, rest);
+  }
+}
+
 int main(void) {
+  sync_per_peer_by_hand();
   executed_is_routed();
   hit_rates_by_hand();
   autoregressive_single_nodes();

@@ -21,7 +21,7 @@ static amoe_spec spec(void) {
   s.hw.gpus = 2;
   s.hw.ic.allreduce_latency_s = 1e-5;
   s.hw.ic.allreduce_bw = 1e8;
-  s.hw.ic.layer_sync_s = 1e-6;
+  s.hw.ic.layer_sync_per_peer_s = 1e-6;
   s.parallel.attention_tp = 2;
   s.parallel.moe_ep = 2;
   s.parallel.moe_tp = 1;

@@ -123,7 +123,8 @@ typedef struct {
     double allreduce_latency_s; /* a small all-reduce */
     double allreduce_bw;        /* bus bandwidth of a large one, bytes/s */
     double dispatch_s, combine_s; /* an all-to-all engine's token dispatch and combine per MoE layer */
-    double layer_sync_s;  /* per decoder layer beyond its collectives: the GPUs' synchronisation and imbalance (fitted) */
+    double layer_sync_per_peer_s; /* per decoder layer and GPU beyond the first of its collectives: their
+                                     synchronisation and imbalance (fitted; a layer of g GPUs pays g − 1 of it) */
     double hop_latency_s; /* parallel.pipeline: one hidden-state copy between stages, beyond its bytes */
     double hop_bw;        /* its bytes/s */
   } ic;

@@ -69,7 +69,9 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   p->rest = amoe_cost_head(m, hw, tokens, tp) + dense_only;
   p->comm = p->rest_comm = 0;
   if (tp > 1) { /* after attention and after the MLP or MoE; a draft step is one layer */
-    const double ar = amoe_cost_allreduce(m, hw, tokens), sync = hw->ic.layer_sync_s;
+    /* the sync grows with the GPUs a collective waits for: TP2 and TP4 on one
+     * engine fit one coefficient per peer (docs/validation.md) */
+    const double ar = amoe_cost_allreduce(m, hw, tokens), sync = hw->ic.layer_sync_per_peer_s * (tp - 1);
     p->comm = (par->moe_comm == AMOE_COMM_ALL_TO_ALL ? ar + hw->ic.dispatch_s + hw->ic.combine_s : 2 * ar) + sync;
     p->rest_comm = dense_layers * (2 * ar + sync) + steps * (2 * amoe_cost_allreduce(m, hw, 1) + sync);
   }
