@@ -2,7 +2,8 @@
 # Installs the Debian packages acceptmoe needs, if any is missing.
 set -euo pipefail
 pkgs=(cmake make gcc g++ clang time parallel slurm-wlm munge python3-torch pkg-config libyaml-dev libjansson-dev libbenchmark-dev
-  gnuplot-nox)
+  gnuplot-nox python3-venv python3-regex python3-tqdm python3-filelock python3-yaml python3-requests python3-packaging
+  python3-fsspec python3-typing-extensions)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,4 +14,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+# Hugging Face transformers, which Debian lacks, for the hf capture converter and
+# its test (tests/hf_capture.py): pinned, into .venv beside Debian's torch (1.13;
+# transformers 4.44.2 is a release that runs on it and has Mixtral and Qwen2-MoE;
+# the venv is Debian's own python3's, whose packages these are).
+# Their other dependencies are the Debian packages above. Without network the test
+# skips; nothing else needs it.
+PYPI=(transformers==4.44.2 tokenizers==0.19.1 safetensors==0.4.5 huggingface-hub==0.24.6)
+cd "$(dirname "$0")/.."
+if ! .venv/bin/python -c "import transformers, tokenizers, safetensors, huggingface_hub" 2>/dev/null; then
+  /usr/bin/python3 -m venv --system-site-packages .venv &&
+    .venv/bin/pip install -q --no-deps "${PYPI[@]}" ||
+    echo "install-deps: could not install ${PYPI[*]} into .venv (the hf capture test will skip)" >&2
 fi
