@@ -50,68 +50,54 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int cap_n;
 } work;
 
+/* Every scratch buffer once: (member, element type, count), counts in the
+ * block's n nodes, E experts and L layers. work_fit allocates them all
+ * and work_free frees them, from this one list. */
+#define WORK_BUFFERS(BUF) \
+  BUF(nodes, int, n) \
+  BUF(path, int, n) \
+  BUF(seq, int, n) \
+  BUF(level, int, AMOE_MAX_DEPTH * 4 + 256) \
+  BUF(count, int, E) \
+  BUF(rcount, int, E + 1) /* + amoe_route_sums' spare slot */ \
+  BUF(iscratch, int, E * 2) \
+  BUF(U, uint8_t, E) \
+  BUF(S, uint8_t, E) \
+  BUF(X, uint8_t, E) \
+  BUF(F, uint8_t, E) \
+  BUF(R, uint8_t, E + 1) \
+  BUF(perturbation_sq, float, n) \
+  BUF(scratch, double, E * 5 + n) \
+  BUF(dscratch, char, amoe_draft_scratch_bytes((int)n, (int)L, (int)E)) \
+  BUF(route, uint16_t, AMOE_MAX_TOPK + 1) \
+  BUF(rt, int32_t, n * AMOE_MAX_TOPK) \
+  BUF(rw, float, n * AMOE_MAX_TOPK) \
+  BUF(pcache, float, L * n * AMOE_MAX_TOPK) \
+  BUF(pdone, uint8_t, L * n) \
+  BUF(ldone, uint8_t, L) \
+  BUF(todo, int, n) \
+  BUF(slot, int16_t, E) \
+  BUF(wave, uint16_t, E) \
+  BUF(lc, amoe_layer_counts, L)
+
 static void work_free(work *w) {
-  free(w->nodes);
-  free(w->path);
-  free(w->seq);
-  free(w->level);
-  free(w->count);
-  free(w->rcount);
-  free(w->iscratch);
-  free(w->U);
-  free(w->S);
-  free(w->X);
-  free(w->F);
-  free(w->R);
-  free(w->perturbation_sq);
-  free(w->scratch);
-  free(w->dscratch);
-  free(w->route);
-  free(w->rt);
-  free(w->rw);
-  free(w->pcache);
-  free(w->pdone);
-  free(w->ldone);
-  free(w->todo);
-  free(w->slot);
-  free(w->wave);
-  free(w->lc);
+#define WORK_FREE(f, T, cnt) free(w->f);
+  WORK_BUFFERS(WORK_FREE)
+#undef WORK_FREE
 }
 
 static amoe_status work_fit(work *w, const amoe_block *b, amoe_err *e) {
   if (b->n <= w->cap_n && w->U) return AMOE_OK;
   work_free(w);
   memset(w, 0, sizeof *w);
-  int n = b->n, E = b->experts;
-  w->cap_n = n;
-  w->nodes = malloc((size_t)n * sizeof(int));
-  w->path = malloc((size_t)n * sizeof(int));
-  w->seq = malloc((size_t)n * sizeof(int));
-  w->level = calloc(AMOE_MAX_DEPTH * 4 + 256, sizeof(int));
-  w->count = malloc((size_t)E * sizeof(int));
-  w->rcount = malloc((size_t)(E + 1) * sizeof(int)); /* + amoe_route_sums' spare slot */
-  w->iscratch = malloc((size_t)E * 2 * sizeof(int));
-  w->U = malloc((size_t)E);
-  w->S = malloc((size_t)E);
-  w->X = malloc((size_t)E);
-  w->F = malloc((size_t)E);
-  w->R = malloc((size_t)E + 1);
-  w->perturbation_sq = malloc((size_t)n * sizeof(float));
-  w->scratch = malloc(((size_t)E * 5 + n) * sizeof(double));
-  w->dscratch = malloc(amoe_draft_scratch_bytes(n, b->layers, E));
-  w->route = malloc((AMOE_MAX_TOPK + 1) * sizeof(uint16_t));
-  w->rt = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(int32_t));
-  w->pcache = malloc((size_t)b->layers * n * AMOE_MAX_TOPK * sizeof(float));
-  w->pdone = malloc((size_t)b->layers * n);
-  w->ldone = malloc((size_t)b->layers);
-  w->todo = malloc((size_t)n * sizeof(int));
-  w->rw = malloc((size_t)n * AMOE_MAX_TOPK * sizeof(float));
-  w->slot = malloc((size_t)E * sizeof *w->slot);
-  w->wave = malloc((size_t)E * sizeof *w->wave);
-  w->lc = malloc((size_t)b->layers * sizeof *w->lc);
-  if (!w->nodes || !w->level || !w->count || !w->rcount || !w->iscratch || !w->U || !w->S || !w->X || !w->F || !w->R ||
-      !w->perturbation_sq || !w->path || !w->seq || !w->scratch || !w->dscratch || !w->route || !w->rt || !w->rw || !w->pcache || !w->pdone || !w->ldone || !w->todo || !w->slot || !w->wave || !w->lc)
-    return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
+  const size_t n = (size_t)b->n, E = (size_t)b->experts, L = (size_t)b->layers;
+  w->cap_n = b->n;
+  int ok = 1;
+#define WORK_ALLOC(f, T, cnt) ok &= (w->f = malloc((size_t)(cnt) * sizeof(T))) != NULL;
+  WORK_BUFFERS(WORK_ALLOC)
+#undef WORK_ALLOC
+  if (!ok) return amoe_fail(e, AMOE_ENOMEM, "out of memory for run scratch");
+  memset(w->level, 0, (AMOE_MAX_DEPTH * 4 + 256) * sizeof(int));
   return AMOE_OK;
 }
 

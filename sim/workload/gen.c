@@ -304,6 +304,39 @@ static amoe_status calibrate(amoe_gen *g, amoe_err *e) {
   return st;
 }
 
+/* Every buffer of a generator once: (member, element type, count, whether
+ * it is there), counts in the pool's nodes P, the candidates c, L layers
+ * and E experts (ints: the limits keep them far from overflow); + 16 where
+ * normals16 fills whole steps. amoe_gen_open allocates them (zeroed) and
+ * amoe_gen_close frees them, from this list. */
+#define GEN_BUFFERS(BUF) \
+  BUF(pool, pool_node, P, 1) \
+  BUF(order, int, P, 1) \
+  BUF(kept, int, P, 1) \
+  BUF(remap, int, P, 1) \
+  BUF(frontier, int, P, 1) \
+  BUF(next_frontier, int, P + 1, 1) \
+  BUF(child_start, int, P + 1, 1) \
+  BUF(child_list, int, P, 1) \
+  BUF(subdepth, int, P, 1) \
+  BUF(verified, uint8_t, P, 1) \
+  BUF(sort_keys, uint64_t, 2 * P, 1) \
+  BUF(w, float, L * E * AMOE_GEN_DIM, 1) \
+  BUF(bias, float, L * E, 1) \
+  BUF(rho, float, L, 1) \
+  BUF(req_scale, float, L, 1) \
+  BUF(crho, float, L, 1) \
+  BUF(s_last, float, L * AMOE_GEN_DIM + 16, 1) \
+  BUF(req_bias, float, L * E + 16, p->request_bias > 0) \
+  BUF(drift, float, L * E + 16, p->request_bias > 0 && p->drift_tokens > 0) \
+  BUF(state, float, c * L * AMOE_GEN_DIM, 1) \
+  BUF(tok, float, c * AMOE_GEN_DIM, 1) \
+  BUF(shared, float, (p->depth + 2) * (p->branch + 1) * AMOE_GEN_DIM + 16, 1) \
+  BUF(rank, int, 2 * c, 1) /* ranks, then depths */ \
+  BUF(xi, float, c * AMOE_GEN_DIM + 16, 1) \
+  BUF(zfull, float, E, 1) \
+  BUF(eps, float, E + 16, 1)
+
 amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e) {
   *out = NULL;
   if (p->branch < 1 || p->branch > AMOE_MAX_TOPK)
@@ -320,37 +353,13 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->p = *p;
   int K = p->branch;
   g->pool_cap = 1 + K + (p->depth - 1) * K * K;
-  int L = p->layers, E = p->experts, c = p->candidates;
-  g->pool = calloc((size_t)g->pool_cap, sizeof *g->pool);
-  g->order = calloc((size_t)g->pool_cap, sizeof(int));
-  g->kept = calloc((size_t)g->pool_cap, sizeof(int));
-  g->remap = calloc((size_t)g->pool_cap, sizeof(int));
-  g->frontier = calloc((size_t)g->pool_cap, sizeof(int));
-  g->next_frontier = calloc((size_t)g->pool_cap + 1, sizeof(int));
-  g->child_start = calloc((size_t)g->pool_cap + 1, sizeof(int));
-  g->child_list = calloc((size_t)g->pool_cap, sizeof(int));
-  g->subdepth = calloc((size_t)g->pool_cap, sizeof(int));
-  g->verified = calloc((size_t)g->pool_cap, 1);
-  g->sort_keys = calloc(2 * (size_t)g->pool_cap, sizeof(uint64_t));
-  g->w = calloc((size_t)L * E * AMOE_GEN_DIM, sizeof(float));
-  g->bias = calloc((size_t)L * E, sizeof(float));
-  g->rho = calloc((size_t)L, sizeof(float));
-  g->req_scale = calloc((size_t)L, sizeof(float));
-  g->crho = calloc((size_t)L, sizeof(float));
-  g->s_last = calloc((size_t)L * AMOE_GEN_DIM + 16, sizeof(float)); /* + 16: normals16 fills whole steps */
-  if (p->request_bias > 0) g->req_bias = calloc((size_t)L * E + 16, sizeof(float));
-  if (p->request_bias > 0 && p->drift_tokens > 0) g->drift = calloc((size_t)L * E + 16, sizeof(float));
-  g->state = calloc((size_t)c * L * AMOE_GEN_DIM, sizeof(float));
-  g->tok = calloc((size_t)c * AMOE_GEN_DIM, sizeof(float));
-  g->shared = calloc((size_t)(p->depth + 2) * (p->branch + 1) * AMOE_GEN_DIM + 16, sizeof(float));
-  g->rank = calloc(2 * (size_t)c, sizeof(int)); /* ranks, then depths */
-  g->xi = calloc((size_t)c * AMOE_GEN_DIM + 16, sizeof(float));
-  g->zfull = calloc((size_t)E, sizeof(float));
-  g->eps = calloc((size_t)E + 16, sizeof(float));
-  if (!g->pool || !g->order || !g->kept || !g->remap || !g->frontier || !g->next_frontier ||
-      !g->child_start || !g->child_list || !g->subdepth || !g->verified || !g->sort_keys || !g->w ||
-      !g->bias || !g->rho || !g->crho || !g->req_scale || !g->s_last || !g->state || !g->tok || !g->shared || !g->rank || !g->xi || !g->zfull || !g->eps ||
-      (p->request_bias > 0 && !g->req_bias) || (p->request_bias > 0 && p->drift_tokens > 0 && !g->drift)) {
+  const int L = p->layers, E = p->experts, c = p->candidates, P = g->pool_cap;
+  int ok = 1;
+#define GEN_ALLOC(f, T, cnt, when) \
+  if (when) ok &= (g->f = calloc((size_t)(cnt), sizeof(T))) != NULL;
+  GEN_BUFFERS(GEN_ALLOC)
+#undef GEN_ALLOC
+  if (!ok) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
   }
@@ -400,33 +409,10 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
 
 void amoe_gen_close(amoe_gen *g) {
   if (!g) return;
-  free(g->pool);
-  free(g->order);
-  free(g->kept);
-  free(g->remap);
-  free(g->frontier);
-  free(g->next_frontier);
-  free(g->child_start);
-  free(g->child_list);
-  free(g->subdepth);
-  free(g->verified);
-  free(g->sort_keys);
-  free(g->w);
-  free(g->bias);
+#define GEN_FREE(f, T, cnt, when) free(g->f);
+  GEN_BUFFERS(GEN_FREE)
+#undef GEN_FREE
   free(g->score_scale);
-  free(g->rho);
-  free(g->req_scale);
-  free(g->crho);
-  free(g->s_last);
-  free(g->req_bias);
-  free(g->drift);
-  free(g->state);
-  free(g->tok);
-  free(g->shared);
-  free(g->rank);
-  free(g->xi);
-  free(g->zfull);
-  free(g->eps);
   free(g);
 }
 
