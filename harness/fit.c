@@ -561,8 +561,8 @@ static amoe_status fit_drift(amoe_spec *s, const amoe_fit_targets *t, int blocks
   return AMOE_OK;
 }
 
-amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
-                             amoe_err *e) {
+amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, int keep_drift, FILE *progress,
+                             amoe_fit_result *r, amoe_err *e) {
   memset(r, 0, sizeof *r);
   r->tree_union = NAN;
   /* the model's routing, which is what is fitted: a workload override
@@ -575,7 +575,7 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
     return amoe_fail(e, AMOE_EINVAL, "fit: entropy_layers and popularity_layers need one value per MoE layer (%d), not %d",
                      L, t->nentropy && t->nentropy != L ? t->nentropy : t->npopularity);
   if (t->nentropy) s->model.routing.score_scale.n = 0; /* the rounds fit the selection, which no scale moves */
-  if (!isnan(t->reuse_within_8)) AMOE_TRY(fit_drift(s, t, blocks, progress, r, e));
+  if (!isnan(t->reuse_within_8) && !keep_drift) AMOE_TRY(fit_drift(s, t, blocks, progress, r, e));
   else AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
   if (t->nentropy) s->workload.top_m = s->model.experts; /* the entropy is the full softmax's: every logit stored */
   AMOE_TRY(fit_scale(s, t, blocks, r, e));

@@ -88,9 +88,10 @@ typedef struct {
 
 /* Fits s->model.routing to t on `blocks` generated blocks of s's workload
  * (its seed); s->workload.locality and request_bias are reset to follow
- * the model. progress, if set, gets a line per round. */
-amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
-                             amoe_err *e);
+ * the model. keep_drift: drift_tokens stays the model's (reuse_within_8 is
+ * then reported, not fitted). progress, if set, gets a line per round. */
+amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, int keep_drift, FILE *progress,
+                             amoe_fit_result *r, amoe_err *e);
 /* Writes the fitted routing section with provenance and achieved vs target. */
 void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, const amoe_fit_result *r, int blocks,
                     const char *how);

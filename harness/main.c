@@ -86,7 +86,7 @@ static int g_threads;
 typedef struct {
   const char *out, *dump, *format, *model, *input, *backend, *compute, *target, *trace;
   char *sets[64];
-  int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads, hybrid, blocks;
+  int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads, hybrid, blocks, keep_drift;
   int shard_i, shard_n; /* run --shard I/N: the sweep points p with p mod N = I */
 } opts;
 
@@ -153,6 +153,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
         return usage_error("--blocks needs an integer in 10..1000000%s", "");
     } else if (!strcmp(a, "--hybrid")) {
       o->hybrid = 1;
+    } else if (!strcmp(a, "--keep-drift")) {
+      o->keep_drift = 1;
     } else if (!strcmp(a, "--cold")) {
       o->cold = 1;
     } else if (!strcmp(a, "--profile")) {
@@ -706,10 +708,14 @@ static int cmd_fit(int argc, char **argv) {
       snprintf(how, sizeof how, "--trace %s", o.trace);
     }
   }
+  if (!rc && o.keep_drift) {
+    const size_t n = strlen(how);
+    snprintf(how + n, sizeof how - n, " --keep-drift");
+  }
   if (!rc) {
     const int blocks = o.blocks ? o.blocks : 400;
     amoe_fit_result r;
-    amoe_status st = amoe_fit_routing(s, t, blocks, o.quiet || !isatty(2) ? NULL : stderr, &r, &e);
+    amoe_status st = amoe_fit_routing(s, t, blocks, o.keep_drift, o.quiet || !isatty(2) ? NULL : stderr, &r, &e);
     amoe_afile a = {0};
     FILE *f = stdout;
     if (!st && o.out) {
@@ -886,11 +892,13 @@ static const struct {
      "--format --model --window --hybrid --json --set --threads --quiet -q"},
     {"fit", cmd_fit,
      "SPEC.yaml (--target TARGETS.yaml | --trace FILE [--format routing-jsonl] [--window W])\n"
-     "               [--blocks N] [--set KEY=VALUE]... [-o FILE]",
+     "               [--blocks N] [--keep-drift] [--set KEY=VALUE]... [-o FILE]",
      "fit the spec's model's routing structure (locality per layer, request\n"
      "concentration and its drift) to target statistics or to a real trace's; prints\n"
-     "achieved vs target and the `routing:` section for the model preset",
-     "--target --trace --format --window --blocks --set --out -o --quiet -q --threads"},
+     "achieved vs target and the `routing:` section for the model preset.\n"
+     "--keep-drift keeps the model's drift_tokens instead of fitting it to\n"
+     "reuse_within_8 (which reruns every round at each of 8 drift trials)",
+     "--target --trace --format --window --blocks --keep-drift --set --out -o --quiet -q --threads"},
     {"calibrate", cmd_calibrate, "SPEC.yaml [--set KEY=VALUE]... [--quiet] [-o FILE]",
      "estimate the commitment table p_d on the spec's calibration workload", "--set --out -o --threads --quiet -q"},
     {"calibrate-hw", cmd_calibrate_hw,
