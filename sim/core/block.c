@@ -26,6 +26,15 @@ void amoe_block_free(amoe_block *b) {
   b->cap_n = 0;
 }
 
+void amoe_block_borrow(amoe_block *b, int layers, int experts, int m, int n) {
+  amoe_block_free(b);
+  b->owns = 0;
+  b->layers = layers;
+  b->experts = experts;
+  b->m = m;
+  b->n = n;
+}
+
 amoe_status amoe_block_reserve(amoe_block *b, int n, amoe_err *e) {
   if (n < 1 || n > AMOE_MAX_NODES)
     return amoe_fail(e, AMOE_EINVAL, "block has %d nodes (allowed 1..%d)", n, AMOE_MAX_NODES);

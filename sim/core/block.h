@@ -43,6 +43,10 @@ typedef struct {
 void amoe_block_init(amoe_block *b, int layers, int experts, int m);
 amoe_status amoe_block_reserve(amoe_block *b, int n, amoe_err *e);
 void amoe_block_free(amoe_block *b);
+/* Makes b a view of n nodes (layers x experts, m stored) whose arrays the
+ * caller points into storage b does not own (a reader's buffer): frees
+ * what b owned; the arrays, index, request and step are the caller's to set. */
+void amoe_block_borrow(amoe_block *b, int layers, int experts, int m, int n);
 
 static inline const uint16_t *amoe_block_ids(const amoe_block *b, int l, int t) {
   return b->ids + ((size_t)l * b->n + t) * b->m;

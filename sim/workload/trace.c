@@ -1,5 +1,7 @@
 #include "trace.h"
+
 #include "clones.h"
+#include "grow.h"
 #include "router.h"
 #include "x86.h"
 
@@ -125,7 +127,8 @@ struct amoe_trace_writer {
   FILE *f;
   char *path, *tmp;
   int layers, experts, top_k, m;
-  uint64_t count, cap;
+  uint64_t count;
+  size_t cap;
   uint64_t *offsets;
   unsigned char *buf;
   size_t buf_cap;
@@ -205,13 +208,9 @@ amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err
   const size_t n = (size_t)b->n, ln = (size_t)b->layers * n, lnm = ln * b->m, m = (size_t)b->m,
                k = (size_t)w->top_k;
   layout o = layout_of(AMOE_TRACE_VERSION, n, (size_t)b->layers, m, k, id_bytes(w->experts));
-  if (o.total > w->buf_cap) {
-    unsigned char *nb = realloc(w->buf, o.total);
-    if (!nb) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-    w->buf = nb;
-    w->buf_cap = o.total;
-  }
-  unsigned char *p = w->buf;
+  unsigned char *nb = amoe_grow(w->buf, &w->buf_cap, o.total, 1, o.total);
+  if (!nb) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  unsigned char *p = w->buf = nb;
   memset(p, 0, o.total);
   uint64_t idx = w->count;
   memcpy(p, &idx, 8);
@@ -232,13 +231,9 @@ amoe_status amoe_trace_write(amoe_trace_writer *w, const amoe_block *b, amoe_err
     const float inv = amoe_router_softmax_inv(b->logits + i * m, b->m);
     memcpy(p + o.inv + 4 * i, &inv, 4);
   }
-  if (w->count == w->cap) {
-    uint64_t nc = w->cap ? 2 * w->cap : 1024;
-    uint64_t *no = realloc(w->offsets, nc * 8);
-    if (!no) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-    w->offsets = no;
-    w->cap = nc;
-  }
+  uint64_t *no = amoe_grow(w->offsets, &w->cap, (size_t)w->count + 1, 8, 1024);
+  if (!no) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  w->offsets = no;
   w->offsets[w->count] = w->pos;
   unsigned char hdr[BLK_HDR];
   uint32_t nn = (uint32_t)n;
@@ -471,12 +466,9 @@ amoe_status amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   if (r->table_offset - at - bh < pb)
     return BAD("%s: block %llu at byte offset %llu: payload runs past the end of the data (truncated?)",
                r->path, (unsigned long long)bi, (unsigned long long)(at + bh));
-  if (pb > r->buf_cap) {
-    unsigned char *nb = realloc(r->buf, pb);
-    if (!nb) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-    r->buf = nb;
-    r->buf_cap = pb;
-  }
+  unsigned char *nb = amoe_grow(r->buf, &r->buf_cap, pb, 1, pb);
+  if (!nb) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  r->buf = nb;
   /* only the sections wanted: results cannot depend on bytes never read
    * (before version 4 the normalisers follow all the logits) */
   const amoe_logits want = r->version < 4 && r->want == AMOE_LOGITS_TOP ? AMOE_LOGITS_ALL : r->want;
@@ -498,29 +490,16 @@ amoe_status amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   if (idx != bi)
     return BAD("%s: block %llu at byte offset %llu: stored index %llu out of sequence", r->path,
                (unsigned long long)bi, (unsigned long long)(at + bh), (unsigned long long)idx);
-  if (n > r->depth_cap) {
-    uint8_t *nd = realloc(r->depth, n);
-    if (!nd) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-    r->depth = nd;
-    r->depth_cap = n;
-  }
-  if (idb == 1 && lnm > r->ids_cap) {
-    uint16_t *ni = realloc(r->ids, lnm * 2);
+  uint8_t *nd = amoe_grow(r->depth, &r->depth_cap, n, 1, n);
+  if (!nd) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  r->depth = nd;
+  if (idb == 1) {
+    uint16_t *ni = amoe_grow(r->ids, &r->ids_cap, lnm, 2, lnm);
     if (!ni) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
     r->ids = ni;
-    r->ids_cap = lnm;
   }
   /* point the block into our buffer */
-  if (b->owns) amoe_block_free(b);
-  free(b->depth_mem);
-  b->depth_mem = NULL;
-  b->mem = NULL;
-  b->cap_n = 0;
-  b->owns = 0;
-  b->layers = r->info.layers;
-  b->experts = r->info.experts;
-  b->m = r->info.m;
-  b->n = (int)n;
+  amoe_block_borrow(b, r->info.layers, r->info.experts, r->info.m, (int)n);
   b->index = idx;
   memcpy(&b->request, r->buf + 8, 4);
   memcpy(&b->step, r->buf + 12, 4);
@@ -534,12 +513,9 @@ amoe_status amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   if (r->version >= 4 && want == AMOE_LOGITS_TOP)
     b->lm = (int)k;
   else if (r->version >= 4 && want == AMOE_LOGITS_ALL && k < m) { /* put each node-layer's two parts together */
-    if (lnm > r->full_cap) {
-      amoe_f16 *nf = realloc(r->full, lnm * 2);
-      if (!nf) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-      r->full = nf;
-      r->full_cap = lnm;
-    }
+    amoe_f16 *nf = amoe_grow(r->full, &r->full_cap, lnm, 2, lnm);
+    if (!nf) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    r->full = nf;
     unsigned char *z = (unsigned char *)r->full;
     copy_rows(z, 2 * m, r->buf + o.top, 2 * k, ln, 2 * k);
     copy_rows(z + 2 * k, 2 * m, r->buf + o.rest, 2 * (m - k), ln, 2 * (m - k));
