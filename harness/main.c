@@ -627,7 +627,7 @@ static int cmd_inspect(int argc, char **argv) {
     if (!(rc = load_spec(&o, x)) && !(rc = spec_point(x, 0, s))) {
       /* a generated workload stores every logit here, so that the score
        * shape is the full softmax's (no selection depends on m) */
-      if (s->workload.source == AMOE_SRC_SYNTHETIC && x->top_m_auto) s->workload.top_m = s->model.experts;
+      if (s->workload.source == AMOE_SRC_SYNTHETIC && amoe_experiment_auto(x, "workload.top_m")) s->workload.top_m = s->model.experts;
       amoe_status st = amoe_source_open(&src, &s->workload, &s->model, &e);
       rc = report(st, &e);
     }

@@ -52,6 +52,17 @@ void amoe_diag_free(amoe_diag *d) {
  * or n = 0): a workload.routing override that names nothing. */
 typedef enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_ENUM, T_DVEC } ktype;
 
+/* A key left unset (0; a bool -1; a layer list empty) resolves to a default
+ * that depends on other keys: each sweep point resolves it again when one
+ * of those is swept. */
+typedef enum {
+  AUTO_NONE,
+  AUTO_BY_MODEL,  /* routing.skew, top_m: from the model */
+  AUTO_BY_NODES,  /* candidates: from tree.nodes */
+  AUTO_BY_HW,     /* the engine mode: from the hardware */
+  AUTO_BY_LAYOUT, /* the layout over the GPUs: from hardware.gpus or parallel.* */
+} kauto;
+
 typedef struct {
   const char *path;
   ktype type;
@@ -59,129 +70,160 @@ typedef struct {
   double lo, hi;
   const char *const *names;
   int nullable;
-  int alias; /* an older name of another key: read, never written */
+  int alias;   /* an older name of another key: read, never written */
+  kauto autos; /* what its default depends on (AUTO_NONE: a plain default) */
 } krow;
 
 #define F(field) offsetof(amoe_spec, field), sizeof(((amoe_spec *)0)->field)
 #define BIG 1e30
 /* model.routing.* and workload.routing.*: one set of fields and ranges, two
  * homes (a workload's override is nullable: null keeps the model's) */
-#define ROUTING_KEYS(P, R, NULLABLE)                                                        \
-  {P "locality", T_DBL, F(R.locality), 0, 0.999, NULL, NULLABLE, 0},                         \
-      {P "locality_first", T_DBL, F(R.locality_first), 0, 0.999, NULL, NULLABLE, 0},         \
-      {P "locality_last", T_DBL, F(R.locality_last), 0, 0.999, NULL, NULLABLE, 0},           \
-      {P "locality_peak", T_DBL, F(R.locality_peak), 0, 1, NULL, NULLABLE, 0},               \
-      {P "request_bias", T_DBL, F(R.request_bias), 0, 100, NULL, NULLABLE, 0},               \
-      {P "noise", T_DBL, F(R.noise), 0, 100, NULL, NULLABLE, 0},                             \
-      {P "tree_share", T_DBL, F(R.tree_share), 0, 0.99, NULL, NULLABLE, 0},                  \
-      {P "drift_tokens", T_DBL, F(R.drift_tokens), 0, 1e9, NULL, NULLABLE, 0},               \
-      {P "temperature", T_DBL, F(R.temperature), 1e-3, 1e3, NULL, NULLABLE, 0},              \
-      {P "layer_correlation", T_DBL, F(R.layer_correlation), 0, 0.999, NULL, NULLABLE, 0},   \
-      {P "skew", T_DVEC, F(R.skew), 0, 100, NULL, 1, 0},                                     \
+#define ROUTING_KEYS(P, R, NULLABLE, SKEW_AUTO)                                             \
+  {P "locality", T_DBL, F(R.locality), 0, 0.999, NULL, NULLABLE, 0, 0},                         \
+      {P "locality_first", T_DBL, F(R.locality_first), 0, 0.999, NULL, NULLABLE, 0, 0},         \
+      {P "locality_last", T_DBL, F(R.locality_last), 0, 0.999, NULL, NULLABLE, 0, 0},           \
+      {P "locality_peak", T_DBL, F(R.locality_peak), 0, 1, NULL, NULLABLE, 0, 0},               \
+      {P "request_bias", T_DBL, F(R.request_bias), 0, 100, NULL, NULLABLE, 0, 0},               \
+      {P "noise", T_DBL, F(R.noise), 0, 100, NULL, NULLABLE, 0, 0},                             \
+      {P "tree_share", T_DBL, F(R.tree_share), 0, 0.99, NULL, NULLABLE, 0, 0},                  \
+      {P "drift_tokens", T_DBL, F(R.drift_tokens), 0, 1e9, NULL, NULLABLE, 0, 0},               \
+      {P "temperature", T_DBL, F(R.temperature), 1e-3, 1e3, NULL, NULLABLE, 0, 0},              \
+      {P "layer_correlation", T_DBL, F(R.layer_correlation), 0, 0.999, NULL, NULLABLE, 0, 0},   \
+      {P "skew", T_DVEC, F(R.skew), 0, 100, NULL, 1, 0, SKEW_AUTO},                          \
   {                                                                                          \
-    P "score_scale", T_DVEC, F(R.score_scale), 1e-3, 1e3, NULL, 1, 0                         \
+    P "score_scale", T_DVEC, F(R.score_scale), 1e-3, 1e3, NULL, 1, 0, 0                      \
   }
 /* The stable keys of docs/design.md §13, in the order spec.resolved.yaml lists them. */
 static const krow KEYS[] = {
-    {"name", T_STR, F(name), 0, 0, NULL, 0, 0},
-    {"model.name", T_STR, F(model.name), 0, 0, NULL, 0, 0},
-    {"model.layers", T_INT, F(model.layers), 1, AMOE_MAX_LAYERS, NULL, 0, 0},
-    {"model.moe_layers", T_INT, F(model.moe_layers), 1, AMOE_MAX_LAYERS, NULL, 0, 0},
-    {"model.experts", T_INT, F(model.experts), 2, AMOE_MAX_EXPERTS, NULL, 0, 0},
-    {"model.top_k", T_INT, F(model.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0},
-    {"model.shared_experts", T_INT, F(model.shared_experts), 0, 64, NULL, 0, 0},
-    {"model.hidden", T_INT, F(model.hidden), 1, 1 << 20, NULL, 0, 0},
-    {"model.moe_intermediate", T_INT, F(model.moe_intermediate), 1, 1 << 20, NULL, 0, 0},
-    {"model.dense_intermediate", T_INT, F(model.dense_intermediate), 0, 1 << 22, NULL, 0, 0},
-    {"model.router", T_ENUM, F(model.router), 0, 0, amoe_router_names, 0, 0},
-    {"model.weight_format", T_ENUM, F(model.weight_format), 0, 0, amoe_weight_fmt_names, 0, 0},
-    {"model.expert_bytes", T_DBL, F(model.expert_bytes), 0, BIG, NULL, 0, 0},
-    {"model.attn_bytes_per_layer", T_DBL, F(model.attn_bytes_per_layer), 0, BIG, NULL, 0, 0},
-    {"model.kv_bytes_per_token_layer", T_DBL, F(model.kv_bytes_per_token_layer), 0, BIG, NULL, 0, 0},
-    {"model.vocab", T_INT, F(model.vocab), 0, 1 << 24, NULL, 0, 0},
-    {"model.lm_head_bytes", T_DBL, F(model.lm_head_bytes), 0, BIG, NULL, 0, 0},
-    {"model.draft_head_bytes", T_DBL, F(model.draft_head_bytes), 0, BIG, NULL, 0, 0},
-    ROUTING_KEYS("model.routing.", model.routing, 0),
-    {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0, 0},
-    {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0, 0},
-    {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0, 0},
-    {"hardware.peak_flops", T_DBL, F(hw.peak_flops), 1e6, BIG, NULL, 0, 0},
-    {"hardware.launch_s", T_DBL, F(hw.launch_s), 0, 1, NULL, 0, 0},
-    {"hardware.memory_bytes", T_DBL, F(hw.memory_bytes), 0, BIG, NULL, 0, 0},
-    {"hardware.step_s", T_DBL, F(hw.step_s), 0, 1, NULL, 0, 0},
-    {"hardware.layer_fixed_s", T_DBL, F(hw.layer_fixed_s), 0, 1, NULL, 0, 0},
-    {"hardware.moe_t0_s", T_DBL, F(hw.moe_t0_s), 0, 1, NULL, 0, 0},
-    {"hardware.moe_eta", T_DBL, F(hw.moe_eta), 0.01, 2, NULL, 0, 0},
-    {"hardware.draft_step_fixed_s", T_DBL, F(hw.draft_step_fixed_s), 0, 1, NULL, 0, 0},
-    {"hardware.copy_latency_s", T_DBL, F(hw.copy_latency_s), 0, 1, NULL, 0, 0},
-    {"hardware.readback_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 0},
-    {"hardware.step_host_s", T_DBL, F(hw.step_host_s), 0, 1, NULL, 0, 0},
-    {"hardware.cuda_graphs", T_BOOL, F(hw.cuda_graphs), 0, 0, NULL, 0, 0},
-    {"hardware.gpus", T_INT, F(hw.gpus), 1, AMOE_MAX_GPUS, NULL, 0, 0},
-    {"hardware.interconnect.name", T_STR, F(hw.ic.name), 0, 0, NULL, 1, 0},
-    {"hardware.interconnect.allreduce_latency_s", T_DBL, F(hw.ic.allreduce_latency_s), 0, 1, NULL, 0, 0},
-    {"hardware.interconnect.allreduce_bw", T_DBL, F(hw.ic.allreduce_bw), 0, BIG, NULL, 0, 0},
-    {"hardware.interconnect.dispatch_s", T_DBL, F(hw.ic.dispatch_s), 0, 1, NULL, 0, 0},
-    {"hardware.interconnect.combine_s", T_DBL, F(hw.ic.combine_s), 0, 1, NULL, 0, 0},
-    {"hardware.interconnect.layer_sync_per_peer_s", T_DBL, F(hw.ic.layer_sync_per_peer_s), 0, 1, NULL, 0, 0},
-    {"hardware.interconnect.hop_latency_s", T_DBL, F(hw.ic.hop_latency_s), 0, 1, NULL, 0, 0},
-    {"hardware.interconnect.hop_bw", T_DBL, F(hw.ic.hop_bw), 0, BIG, NULL, 0, 0},
-    {"hardware.overlap_scheduler", T_BOOL, F(hw.overlap_scheduler), 0, 0, NULL, 0, 0},
-    {"parallel.attention_tp", T_INT, F(parallel.attention_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0},
-    {"parallel.moe_ep", T_INT, F(parallel.moe_ep), 0, AMOE_MAX_GPUS, NULL, 0, 0},
-    {"parallel.moe_tp", T_INT, F(parallel.moe_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0},
-    {"parallel.placement", T_ENUM, F(parallel.placement), 0, 0, amoe_placement_names, 0, 0},
-    {"parallel.placement_file", T_STR, F(parallel.placement_file), 0, 0, NULL, 1, 0},
-    {"parallel.redundant", T_INT, F(parallel.redundant), 0, AMOE_MAX_EXPERTS, NULL, 0, 0},
-    {"parallel.moe_comm", T_ENUM, F(parallel.moe_comm), 0, 0, amoe_moe_comm_names, 0, 0},
-    {"parallel.pipeline", T_INT, F(parallel.pipeline), 0, AMOE_MAX_GPUS, NULL, 0, 0},
-    {"engine.cuda_graphs", T_BOOL, F(engine.cuda_graphs), 0, 0, NULL, 0, 0},
-    {"engine.overlap_scheduler", T_BOOL, F(engine.overlap_scheduler), 0, 0, NULL, 0, 0},
-    {"engine.name", T_STR, F(engine.name), 0, 0, NULL, 1, 0},
-    {"engine.moe_kernels", T_ENUM, F(engine.moe_kernels), 0, 0, amoe_moe_kernels_names, 0, 0},
-    {"engine.kernels_per_layer", T_DBL, F(engine.kernels_per_layer), 0, 1e4, NULL, 0, 0},
-    {"engine.kernels_per_expert", T_DBL, F(engine.kernels_per_expert), 0, 1e4, NULL, 0, 0},
-    {"engine.visits", T_ENUM, F(engine.visits), 0, 0, amoe_visits_names, 0, 0},
-    {"engine.expert_host_s", T_DBL, F(engine.expert_host_s), 0, 1, NULL, 0, 0},
-    {"engine.visit_host_s", T_DBL, F(engine.visit_host_s), 0, 1, NULL, 0, 0},
-    {"engine.host_overlap", T_BOOL, F(engine.host_overlap), 0, 0, NULL, 0, 0},
-    {"engine.launch_s", T_DBL, F(engine.launch_s), 0, 1, NULL, 0, 0},
-    {"engine.step_host_s", T_DBL, F(engine.step_host_s), 0, 1, NULL, 0, 0},
-    {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0},
-    {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0},
-    {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0},
-    {"workload.routing_blocks", T_ENUM, F(workload.routing_blocks), 0, 0, amoe_routing_blocks_names, 0, 0},
-    {"workload.blocks", T_INT, F(workload.blocks), 0, 2e9, NULL, 0, 0},
-    {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0, 0},
-    {"workload.prompt_tokens", T_INT, F(workload.prompt_tokens), 0, 1e6, NULL, 0, 0},
-    {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0},
-    {"workload.seed", T_U64, F(workload.seed), 0, 0, NULL, 0, 0},
-    {"workload.top_m", T_INT, F(workload.top_m), 0, AMOE_MAX_EXPERTS, NULL, 0, 0},
-    {"workload.tree.depth", T_INT, F(workload.depth), 1, 16, NULL, 0, 0},
-    {"workload.tree.top_k", T_INT, F(workload.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0},
-    {"workload.tree.nodes", T_INT, F(workload.nodes), 1, AMOE_MAX_NODES, NULL, 0, 0},
-    {"workload.tree.candidates", T_INT, F(workload.candidates), 0, AMOE_MAX_NODES, NULL, 0, 0},
-    {"workload.acceptance.tau", T_DBL, F(workload.tau), 1, 64, NULL, 0, 0},
-    {"workload.acceptance.replay", T_STR, F(workload.replay), 0, 0, NULL, 1, 0},
-    ROUTING_KEYS("workload.routing.", workload.routing, 1),
-    {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0, 0},
-    {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0, 0},
-    {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1, 0},
-    {"offload.slots_per_layer", T_INT, F(offload.slots_per_layer), 1, AMOE_MAX_EXPERTS, NULL, 0, 0},
-    {"offload.policy", T_ENUM, F(offload.policy), 0, 0, amoe_cache_policy_names, 0, 0},
-    {"offload.order", T_ENUM, F(offload.order), 0, 0, amoe_cache_order_names, 0, 0},
-    {"offload.overflow", T_ENUM, F(offload.overflow), 0, 0, amoe_cache_overflow_names, 0, 0},
-    {"offload.reset", T_ENUM, F(offload.reset), 0, 0, amoe_cache_reset_names, 0, 0},
-    {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0, 0},
-    {"offload.prefill", T_ENUM, F(offload.prefill), 0, 0, amoe_prefill_names, 0, 0},
-    {"offload.host_overhead_per_layer_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 1}, /* now hardware.readback_s */
-    {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0, 0},
-    {"acceptance_model.margin_min", T_DBL, F(margin_min), 0, 100, NULL, 0, 0},
-    {"output.dir", T_STR, F(output.dir), 0, 0, NULL, 1, 0},
-    {"output.blocks_csv", T_BOOL, F(output.blocks_csv), 0, 0, NULL, 0, 0},
-    {"output.dump_selection", T_STR, F(output.dump_selection), 0, 0, NULL, 1, 0},
+    {"name", T_STR, F(name), 0, 0, NULL, 0, 0, 0},
+    {"model.name", T_STR, F(model.name), 0, 0, NULL, 0, 0, 0},
+    {"model.layers", T_INT, F(model.layers), 1, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
+    {"model.moe_layers", T_INT, F(model.moe_layers), 1, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
+    {"model.experts", T_INT, F(model.experts), 2, AMOE_MAX_EXPERTS, NULL, 0, 0, 0},
+    {"model.top_k", T_INT, F(model.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0, 0},
+    {"model.shared_experts", T_INT, F(model.shared_experts), 0, 64, NULL, 0, 0, 0},
+    {"model.hidden", T_INT, F(model.hidden), 1, 1 << 20, NULL, 0, 0, 0},
+    {"model.moe_intermediate", T_INT, F(model.moe_intermediate), 1, 1 << 20, NULL, 0, 0, 0},
+    {"model.dense_intermediate", T_INT, F(model.dense_intermediate), 0, 1 << 22, NULL, 0, 0, 0},
+    {"model.router", T_ENUM, F(model.router), 0, 0, amoe_router_names, 0, 0, 0},
+    {"model.weight_format", T_ENUM, F(model.weight_format), 0, 0, amoe_weight_fmt_names, 0, 0, 0},
+    {"model.expert_bytes", T_DBL, F(model.expert_bytes), 0, BIG, NULL, 0, 0, 0},
+    {"model.attn_bytes_per_layer", T_DBL, F(model.attn_bytes_per_layer), 0, BIG, NULL, 0, 0, 0},
+    {"model.kv_bytes_per_token_layer", T_DBL, F(model.kv_bytes_per_token_layer), 0, BIG, NULL, 0, 0, 0},
+    {"model.vocab", T_INT, F(model.vocab), 0, 1 << 24, NULL, 0, 0, 0},
+    {"model.lm_head_bytes", T_DBL, F(model.lm_head_bytes), 0, BIG, NULL, 0, 0, 0},
+    {"model.draft_head_bytes", T_DBL, F(model.draft_head_bytes), 0, BIG, NULL, 0, 0, 0},
+    ROUTING_KEYS("model.routing.", model.routing, 0, AUTO_BY_MODEL),
+    {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0, 0, 0},
+    {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0, 0, 0},
+    {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0, 0, 0},
+    {"hardware.peak_flops", T_DBL, F(hw.peak_flops), 1e6, BIG, NULL, 0, 0, 0},
+    {"hardware.launch_s", T_DBL, F(hw.launch_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.memory_bytes", T_DBL, F(hw.memory_bytes), 0, BIG, NULL, 0, 0, 0},
+    {"hardware.step_s", T_DBL, F(hw.step_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.layer_fixed_s", T_DBL, F(hw.layer_fixed_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.moe_t0_s", T_DBL, F(hw.moe_t0_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.moe_eta", T_DBL, F(hw.moe_eta), 0.01, 2, NULL, 0, 0, 0},
+    {"hardware.draft_step_fixed_s", T_DBL, F(hw.draft_step_fixed_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.copy_latency_s", T_DBL, F(hw.copy_latency_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.readback_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.step_host_s", T_DBL, F(hw.step_host_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.cuda_graphs", T_BOOL, F(hw.cuda_graphs), 0, 0, NULL, 0, 0, 0},
+    {"hardware.gpus", T_INT, F(hw.gpus), 1, AMOE_MAX_GPUS, NULL, 0, 0, 0},
+    {"hardware.interconnect.name", T_STR, F(hw.ic.name), 0, 0, NULL, 1, 0, 0},
+    {"hardware.interconnect.allreduce_latency_s", T_DBL, F(hw.ic.allreduce_latency_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.interconnect.allreduce_bw", T_DBL, F(hw.ic.allreduce_bw), 0, BIG, NULL, 0, 0, 0},
+    {"hardware.interconnect.dispatch_s", T_DBL, F(hw.ic.dispatch_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.interconnect.combine_s", T_DBL, F(hw.ic.combine_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.interconnect.layer_sync_per_peer_s", T_DBL, F(hw.ic.layer_sync_per_peer_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.interconnect.hop_latency_s", T_DBL, F(hw.ic.hop_latency_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.interconnect.hop_bw", T_DBL, F(hw.ic.hop_bw), 0, BIG, NULL, 0, 0, 0},
+    {"hardware.overlap_scheduler", T_BOOL, F(hw.overlap_scheduler), 0, 0, NULL, 0, 0, 0},
+    {"parallel.attention_tp", T_INT, F(parallel.attention_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT},
+    {"parallel.moe_ep", T_INT, F(parallel.moe_ep), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT},
+    {"parallel.moe_tp", T_INT, F(parallel.moe_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT},
+    {"parallel.placement", T_ENUM, F(parallel.placement), 0, 0, amoe_placement_names, 0, 0, 0},
+    {"parallel.placement_file", T_STR, F(parallel.placement_file), 0, 0, NULL, 1, 0, 0},
+    {"parallel.redundant", T_INT, F(parallel.redundant), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, 0},
+    {"parallel.moe_comm", T_ENUM, F(parallel.moe_comm), 0, 0, amoe_moe_comm_names, 0, 0, 0},
+    {"parallel.pipeline", T_INT, F(parallel.pipeline), 0, AMOE_MAX_GPUS, NULL, 0, 0, 0},
+    {"engine.cuda_graphs", T_BOOL, F(engine.cuda_graphs), 0, 0, NULL, 0, 0, AUTO_BY_HW},
+    {"engine.overlap_scheduler", T_BOOL, F(engine.overlap_scheduler), 0, 0, NULL, 0, 0, AUTO_BY_HW},
+    {"engine.name", T_STR, F(engine.name), 0, 0, NULL, 1, 0, 0},
+    {"engine.moe_kernels", T_ENUM, F(engine.moe_kernels), 0, 0, amoe_moe_kernels_names, 0, 0, 0},
+    {"engine.kernels_per_layer", T_DBL, F(engine.kernels_per_layer), 0, 1e4, NULL, 0, 0, 0},
+    {"engine.kernels_per_expert", T_DBL, F(engine.kernels_per_expert), 0, 1e4, NULL, 0, 0, 0},
+    {"engine.visits", T_ENUM, F(engine.visits), 0, 0, amoe_visits_names, 0, 0, 0},
+    {"engine.expert_host_s", T_DBL, F(engine.expert_host_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.visit_host_s", T_DBL, F(engine.visit_host_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.host_overlap", T_BOOL, F(engine.host_overlap), 0, 0, NULL, 0, 0, 0},
+    {"engine.launch_s", T_DBL, F(engine.launch_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.step_host_s", T_DBL, F(engine.step_host_s), 0, 1, NULL, 0, 0, 0},
+    {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0},
+    {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0},
+    {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0, 0},
+    {"workload.routing_blocks", T_ENUM, F(workload.routing_blocks), 0, 0, amoe_routing_blocks_names, 0, 0, 0},
+    {"workload.blocks", T_INT, F(workload.blocks), 0, 2e9, NULL, 0, 0, 0},
+    {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0, 0, 0},
+    {"workload.prompt_tokens", T_INT, F(workload.prompt_tokens), 0, 1e6, NULL, 0, 0, 0},
+    {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0, 0},
+    {"workload.seed", T_U64, F(workload.seed), 0, 0, NULL, 0, 0, 0},
+    {"workload.top_m", T_INT, F(workload.top_m), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, AUTO_BY_MODEL},
+    {"workload.tree.depth", T_INT, F(workload.depth), 1, 16, NULL, 0, 0, 0},
+    {"workload.tree.top_k", T_INT, F(workload.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0, 0},
+    {"workload.tree.nodes", T_INT, F(workload.nodes), 1, AMOE_MAX_NODES, NULL, 0, 0, 0},
+    {"workload.tree.candidates", T_INT, F(workload.candidates), 0, AMOE_MAX_NODES, NULL, 0, 0, AUTO_BY_NODES},
+    {"workload.acceptance.tau", T_DBL, F(workload.tau), 1, 64, NULL, 0, 0, 0},
+    {"workload.acceptance.replay", T_STR, F(workload.replay), 0, 0, NULL, 1, 0, 0},
+    ROUTING_KEYS("workload.routing.", workload.routing, 1, AUTO_NONE),
+    {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0, 0, 0},
+    {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0, 0, 0},
+    {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1, 0, 0},
+    {"offload.slots_per_layer", T_INT, F(offload.slots_per_layer), 1, AMOE_MAX_EXPERTS, NULL, 0, 0, 0},
+    {"offload.policy", T_ENUM, F(offload.policy), 0, 0, amoe_cache_policy_names, 0, 0, 0},
+    {"offload.order", T_ENUM, F(offload.order), 0, 0, amoe_cache_order_names, 0, 0, 0},
+    {"offload.overflow", T_ENUM, F(offload.overflow), 0, 0, amoe_cache_overflow_names, 0, 0, 0},
+    {"offload.reset", T_ENUM, F(offload.reset), 0, 0, amoe_cache_reset_names, 0, 0, 0},
+    {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0, 0, 0},
+    {"offload.prefill", T_ENUM, F(offload.prefill), 0, 0, amoe_prefill_names, 0, 0, 0},
+    {"offload.host_overhead_per_layer_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 1, 0}, /* now hardware.readback_s */
+    {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0, 0, 0},
+    {"acceptance_model.margin_min", T_DBL, F(margin_min), 0, 100, NULL, 0, 0, 0},
+    {"output.dir", T_STR, F(output.dir), 0, 0, NULL, 1, 0, 0},
+    {"output.blocks_csv", T_BOOL, F(output.blocks_csv), 0, 0, NULL, 0, 0, 0},
+    {"output.dump_selection", T_STR, F(output.dump_selection), 0, 0, NULL, 1, 0, 0},
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+
+/* An auto-resolved key (krow.autos) is unset: an int 0, a bool -1, a layer
+ * list empty. */
+static int auto_is_unset(const amoe_spec *s, const krow *k) {
+  const char *p = (const char *)s + k->off;
+  if (k->type == T_DVEC) return ((const amoe_layer_values *)(const void *)p)->n == 0;
+  int v;
+  memcpy(&v, p, sizeof v);
+  return k->type == T_BOOL ? v < 0 : v == 0;
+}
+/* k's bit in amoe_experiment.auto_unset: its place among the auto rows. */
+static int auto_bit(const krow *k) {
+  int bit = 0;
+  for (const krow *r = KEYS; r < k; r++) bit += r->autos != AUTO_NONE;
+  return bit;
+}
+int amoe_experiment_auto(const amoe_experiment *x, const char *key) {
+  for (int i = 0; i < NKEYS; i++)
+    if (KEYS[i].autos && !strcmp(KEYS[i].path, key)) return (int)(x->auto_unset >> auto_bit(&KEYS[i]) & 1);
+  return 0;
+}
+static void auto_unset(amoe_spec *s, const krow *k) {
+  char *p = (char *)s + k->off;
+  if (k->type == T_DVEC) {
+    ((amoe_layer_values *)(void *)p)->n = 0;
+    return;
+  }
+  const int v = k->type == T_BOOL ? -1 : 0;
+  memcpy(p, &v, sizeof v);
+}
 
 static const krow *find_key(const char *path) {
   for (int i = 0; i < NKEYS; i++)
@@ -600,7 +642,7 @@ static int set_policy_param(ydoc *y, yaml_node_t *k, yaml_node_t *v, amoe_policy
   }
   /* the scalar parser, on a double beside the row */
   double x;
-  const krow kr = {pd->key, T_DBL, 0, 8, pd->min, pd->max, NULL, 0, 0};
+  const krow kr = {pd->key, T_DBL, 0, 8, pd->min, pd->max, NULL, 0, 0, AUTO_NONE};
   if (!set_value((amoe_spec *)(void *)&x, &kr, scalar(v), quoted(v), kw, y->d)) return 0;
   if (pd->integer && x != floor(x)) {
     amoe_diag_add(y->d, "%s: %s must be an integer, not '%s'", kw, key, scalar(v));
@@ -1152,14 +1194,9 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
     }
     spec_set(&x->base, key, eq + 1, where, d);
   }
-  x->skew_auto = x->base.model.routing.skew.n == 0;
-  x->top_m_auto = x->base.workload.top_m == 0;
-  x->candidates_auto = x->base.workload.candidates == 0;
-  x->graphs_auto = x->base.engine.cuda_graphs < 0;
-  x->overlap_auto = x->base.engine.overlap_scheduler < 0;
-  x->attention_tp_auto = x->base.parallel.attention_tp == 0;
-  x->moe_ep_auto = x->base.parallel.moe_ep == 0;
-  x->moe_tp_auto = x->base.parallel.moe_tp == 0;
+  x->auto_unset = 0;
+  for (int i = 0; i < NKEYS; i++)
+    if (KEYS[i].autos) x->auto_unset |= (unsigned)auto_is_unset(&x->base, &KEYS[i]) << auto_bit(&KEYS[i]);
   if (d->n == before) spec_validate(&x->base, path, d);
   return d->n == before;
 }
@@ -1175,14 +1212,8 @@ static int experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, a
   int before = d->n;
   /* the implicit baseline is re-added by validate */
   if (out->npolicies && out->policies[out->npolicies - 1].implicit) out->npolicies--;
-  if (x->skew_auto) out->model.routing.skew.n = 0;
-  if (x->top_m_auto) out->workload.top_m = 0;
-  if (x->candidates_auto) out->workload.candidates = 0;
-  if (x->graphs_auto) out->engine.cuda_graphs = -1;
-  if (x->overlap_auto) out->engine.overlap_scheduler = -1;
-  if (x->attention_tp_auto) out->parallel.attention_tp = 0;
-  if (x->moe_ep_auto) out->parallel.moe_ep = 0;
-  if (x->moe_tp_auto) out->parallel.moe_tp = 0;
+  for (int i = 0; i < NKEYS; i++)
+    if (KEYS[i].autos && (x->auto_unset >> auto_bit(&KEYS[i]) & 1)) auto_unset(out, &KEYS[i]);
   for (int i = x->nsweep - 1; i >= 0; i--) { /* the last key varies fastest */
     const amoe_sweep_key *k = &x->sweep[i];
     int v = idx % k->nvalues;
@@ -1289,14 +1320,9 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
       hw_swept |= !strcmp(x->sweep[j].key, "hardware") || !strncmp(x->sweep[j].key, "hardware.", 9);
       par_swept |= !strncmp(x->sweep[j].key, "parallel.", 9);
     }
-    int per_point = (k->off == offsetof(amoe_spec, model.routing.skew) && x->skew_auto && model_swept) ||
-                    (k->off == offsetof(amoe_spec, workload.top_m) && x->top_m_auto && model_swept) ||
-                    (k->off == offsetof(amoe_spec, workload.candidates) && x->candidates_auto && nodes_swept) ||
-                    (k->off == offsetof(amoe_spec, engine.cuda_graphs) && x->graphs_auto && hw_swept) ||
-                    (k->off == offsetof(amoe_spec, engine.overlap_scheduler) && x->overlap_auto && hw_swept) ||
-                    (k->off == offsetof(amoe_spec, parallel.attention_tp) && x->attention_tp_auto && (hw_swept || par_swept)) ||
-                    (k->off == offsetof(amoe_spec, parallel.moe_ep) && x->moe_ep_auto && (hw_swept || par_swept)) ||
-                    (k->off == offsetof(amoe_spec, parallel.moe_tp) && x->moe_tp_auto && (hw_swept || par_swept));
+    const int swept_by[] = {[AUTO_NONE] = 0, [AUTO_BY_MODEL] = model_swept, [AUTO_BY_NODES] = nodes_swept,
+                            [AUTO_BY_HW] = hw_swept, [AUTO_BY_LAYOUT] = hw_swept || par_swept};
+    const int per_point = k->autos && (x->auto_unset >> auto_bit(k) & 1) && swept_by[k->autos];
     if (per_point) { /* each sweep point resolves its own default: leave the key unset */
       fprintf(f, "%*s# %s: resolved per sweep point from the swept keys\n", 2 * (nc - 1), "", comp[nc - 1]);
     } else {

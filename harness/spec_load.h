@@ -33,12 +33,12 @@ typedef struct {
   char spec_path[AMOE_PATH_MAX];
   int nsweep;
   amoe_sweep_key sweep[AMOE_MAX_SWEEP_KEYS];
-  /* keys left to a default that depends on other keys: each sweep point
-   * resolves them again (routing.skew and top_m from the model, candidates
-   * from tree.nodes; the engine mode from the hardware; the layout over
-   * the GPUs from hardware.gpus) */
-  int skew_auto, top_m_auto, candidates_auto;
-  int graphs_auto, overlap_auto, attention_tp_auto, moe_ep_auto, moe_tp_auto;
+  /* keys left to a default that depends on other keys (the key table's
+   * auto column: routing.skew and top_m from the model, candidates from
+   * tree.nodes, the engine mode from the hardware, the layout from the
+   * GPUs): bit i for the table's i-th such key; each sweep point resolves
+   * them again */
+  unsigned auto_unset;
 } amoe_experiment;
 
 /* Where presets live: $ACCEPTMOE_DATA, ./workloads, the spec's ../../workloads,
@@ -47,6 +47,8 @@ void amoe_presets_dir(char *out, size_t n, const char *kind, const char *spec_pa
 
 /* Loads a spec file and applies `nset` "KEY=VALUE" overrides in order. */
 amoe_status amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d);
+/* Whether the spec left the auto-resolved key (by its path) unset. */
+int amoe_experiment_auto(const amoe_experiment *x, const char *key);
 /* Number of sweep points (1 without a sweep) and the spec at point i. */
 int amoe_experiment_points(const amoe_experiment *x);
 amoe_status amoe_experiment_point(const amoe_experiment *x, int i, amoe_spec *out, amoe_diag *d);
