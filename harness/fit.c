@@ -472,13 +472,13 @@ static amoe_status fit_scale(amoe_spec *s, const amoe_fit_targets *t, int blocks
  * flattens a task's popularity and the skew concentrates a request, so
  * fitted in turn, each overshoots the other's target and the rounds
  * oscillate (with the popularity targets the locality peak went 0.20, 0,
- * 0.95, 0.35, 0.77, 0.46, 0.62 in eight rounds); a relaxed step settles. */
+ * 0.95, 0.35, 0.77, 0.46, 0.62 in eight rounds); a relaxed step settles.
+ * The noise is not bisected but set by its rule each round, and stays. */
 static void relax(amoe_routing_fit *a, const amoe_routing_fit *before) {
   a->locality = 0.5 * (a->locality + before->locality);
   a->locality_first = 0.5 * (a->locality_first + before->locality_first);
   a->locality_last = 0.5 * (a->locality_last + before->locality_last);
   a->request_bias = 0.5 * (a->request_bias + before->request_bias);
-  a->noise = 0.5 * (a->noise + before->noise);
   a->tree_share = 0.5 * (a->tree_share + before->tree_share);
   if (a->skew.n == before->skew.n)
     for (int l = 0; l < a->skew.n; l++) a->skew.v[l] = 0.5 * (a->skew.v[l] + before->skew.v[l]);

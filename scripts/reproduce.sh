@@ -54,7 +54,7 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
   cap "Cache hit rate against expert slots" slots-hit "The same runs: the share of executed experts found in the cache." \
     "build/acceptmoe run workloads/specs/figure-offload-slots.yaml"
   cap "Speed against deviation" pareto \
-    "Speedup against the share of committed tokens whose output constrained routing changed (the acceptance model, kappa 0.05 / 0.17 / 0.3), for AcceptMoE's adaptive set, fixed budgets and the lossless EcoSpec, resident on RTX PRO 6000 presets." \
+    "Speedup against the share of committed tokens whose output constrained routing changed (the acceptance model, kappa 0.05 / 0.16 / 0.3), for AcceptMoE's adaptive set, fixed budgets and the lossless EcoSpec, resident on RTX PRO 6000 presets." \
     "build/acceptmoe run workloads/specs/figure-pareto.yaml"
   cap "Beyond both papers: the marginal verifier" marginal \
     "Speedup against the deviated-token rate for marginal's share grid and its depth-only ablation, beside AcceptMoE and the oracle, in three settings; each point the mean over seeds 201-204, share chosen on seed 101 (docs/validation.md)." \
