@@ -106,7 +106,7 @@ static void vector_vs_generic(void) {
                                {256, 8, 32}, {256, 8, 256}, {64, 8, 64}, {40, 8, 24}, {128, 4, 16}};
   amoe_rng r;
   amoe_rng_seed(&r, 11, 22, 33);
-  int cases = 0, differ = 0, rare = 0, bad_routes = 0;
+  int cases = 0, differ = 0, rare = 0, bad_routes = 0, natural_differ = 0;
   for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
     const int E = cfg[c][0], k = cfg[c][1], m = cfg[c][2], L = 6, n = 48;
     amoe_block b;
@@ -154,6 +154,17 @@ static void vector_vs_generic(void) {
                    !memcmp(a.R, v.R, (size_t)E);
         if (!same && differ++ < 5)
           fprintf(stderr, "E %d k %d m %d layer %d trial %d: vector and portable differ\n", E, k, m, l, trial);
+        /* natural routing: the k = 8 form against the plain loop, marking
+         * and counting */
+        uint8_t U0[MAXE] = {0}, U1[MAXE] = {0};
+        int c0[MAXE] = {0}, c1[MAXE] = {0};
+        amoe_route_natural_generic(&b, l, k, nodes, nn, U0, NULL);
+        amoe_route_natural(&b, l, k, nodes, nn, U1, NULL);
+        amoe_route_natural_generic(&b, l, k, nodes, nn, NULL, c0);
+        amoe_route_natural(&b, l, k, nodes, nn, NULL, c1);
+        if ((memcmp(U0, U1, sizeof U0) || memcmp(c0, c1, sizeof c0)) && natural_differ++ < 5)
+          fprintf(stderr, "E %d k %d m %d layer %d trial %d: natural routing differs from its generic twin\n", E, k, m,
+                  l, trial);
         /* the replacements are what amoe_route_constrained adds: check the
          * union of routes against U ∩ S ∪ R */
         uint8_t X[MAXE] = {0};
@@ -187,6 +198,7 @@ static void vector_vs_generic(void) {
   }
   CHECK(differ == 0, "%d of %d cases differ", differ, cases);
   CHECK(bad_routes == 0, "%d constrained routes differ from the plain ones", bad_routes);
+  CHECK(natural_differ == 0, "%d natural routings differ from the generic twin", natural_differ);
   CHECK(rare > cases / 10, "too few cases with more than two displaced entries per node (%d of %d)", rare, cases);
   if (!amoe_cpu_avx2_f16c()) printf("(no AVX2 here: the vector version was the portable one)\n");
 }

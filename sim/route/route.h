@@ -18,8 +18,10 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
 
 /* Natural routing (S = every expert) of nodes[0..nn) at layer l: their
  * top-k entries marked in U (zeroed by the caller), or, with U NULL,
- * counted in cnt. */
+ * counted in cnt. The plain loop is the _generic twin; the other
+ * specialises k = 8 (tested against it). */
 void amoe_route_natural(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt);
+void amoe_route_natural_generic(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt);
 /* The natural union grown by node t at layer l: its top-k entries marked in
  * U; returns how many were not there yet. (Union sizes for inspect and the
  * commitment table's union-vs-n curve.) */
