@@ -98,6 +98,104 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe
   return amoe_inspect_chain(src, L, E, k, router, 1, o, e);
 }
 
+/* The block's top T experts by router mass per layer (cur, [layer][E]),
+ * and, in the same request, how many they share with the previous block's
+ * (prev): added to *sum as a share of T, one per layer in *n. */
+static void block_top_mass(const amoe_block *b, int L, int E, int k, int router, int T, int same_request, float *mass,
+                           float *prob, uint8_t *top, double *sum, double *n) {
+  memset(mass, 0, (size_t)L * E * sizeof *mass);
+  for (int l = 0; l < L; l++)
+    for (int t = 0; t < b->n; t++) {
+      amoe_router_probs(b, l, t, router, k, prob);
+      const uint16_t *id = amoe_block_ids(b, l, t);
+      for (int q = 0; q < b->m; q++) mass[(size_t)l * E + id[q]] += prob[q];
+    }
+  uint8_t *cur = top + (size_t)L * E, *prev = top;
+  for (int l = 0; l < L; l++) {
+    uint8_t *c = cur + (size_t)l * E;
+    memset(c, 0, (size_t)E);
+    for (int j = 0; j < T; j++) { /* (ties: the lower id) */
+      int best = -1;
+      for (int x = 0; x < E; x++)
+        if (!c[x] && (best < 0 || mass[(size_t)l * E + x] > mass[(size_t)l * E + best])) best = x;
+      c[best] = 1;
+    }
+    if (same_request) {
+      int shared = 0;
+      for (int x = 0; x < E; x++) shared += c[x] & prev[(size_t)l * E + x];
+      *sum += (double)shared / T;
+      *n += 1;
+    }
+  }
+  memcpy(prev, cur, (size_t)L * E);
+}
+
+/* What a committed token's router gives at one layer: with every logit
+ * stored, the softmax's entropy and the top-k's share of it (added to *ent
+ * and *kmass; returns 1); else nothing (0). */
+static int token_shape(const amoe_block *b, const amoe_f16 *z, int k, double *ent, double *kmass) {
+  if (!b->logits || b->lm != b->m) return 0;
+  double zd[AMOE_MAX_EXPERTS], zs, zk = 0;
+  for (int j = 0; j < b->m; j++) zd[j] = amoe_f16_to_f32(z[j]);
+  *ent += amoe_router_entropy(zd, b->m, zd[0], &zs); /* stored in order: z[0] the largest */
+  for (int j = 0; j < k; j++) zk += exp(zd[j] - zd[0]);
+  *kmass += zk / zs;
+  return 1;
+}
+
+/* The top-1 weight renormalised over the top-k, as the router weighs them. */
+static double token_top1(const amoe_f16 *z, int k, int router) {
+  double sum = 0, w0 = 1;
+  if (router == AMOE_ROUTER_SIGMOID_NORM) {
+    for (int j = 0; j < k; j++) sum += 1.0 / (1.0 + exp(-(double)amoe_f16_to_f32(z[j])));
+    w0 = 1.0 / (1.0 + exp(-(double)amoe_f16_to_f32(z[0])));
+  } else
+    for (int j = 0; j < k; j++) sum += exp((double)amoe_f16_to_f32(z[j]) - amoe_f16_to_f32(z[0]));
+  return w0 / sum;
+}
+
+/* Reuse distance from its histogram: within 1 and 8 tokens, and the median. */
+static void finish_reuse(const stream *s, amoe_inspect_stats *o) {
+  o->reuse_within_1 = o->reuse_within_8 = o->reuse_median = NAN;
+  if (!(s->rdn > 0)) return;
+  double acc = 0;
+  o->reuse_within_1 = s->rd[0] / s->rdn;
+  for (int d = 0; d < 8; d++) acc += s->rd[d];
+  o->reuse_within_8 = acc / s->rdn;
+  acc = 0;
+  for (int d = 0; d <= AMOE_INSPECT_RD; d++) {
+    acc += s->rd[d];
+    if (acc >= 0.5 * s->rdn) {
+      o->reuse_median = d < AMOE_INSPECT_RD ? d + 1 : INFINITY;
+      break;
+    }
+  }
+}
+
+/* Expert popularity per layer from the committed tokens' counts pop[layer][E]:
+ * busiest and quietest over the mean, and the effective number (exp of the
+ * entropy of the shares), per layer and averaged. */
+static void finish_popularity(const double *pop, int L, int E, amoe_inspect_stats *o) {
+  for (int l = 0; l < L; l++) {
+    double tot = 0, mx = 0, mn = 1e300, H = 0;
+    for (int x = 0; x < E; x++) {
+      double c = pop[(size_t)l * E + x];
+      tot += c;
+      mx = c > mx ? c : mx;
+      mn = c < mn ? c : mn;
+    }
+    if (tot <= 0) continue;
+    for (int x = 0; x < E; x++) {
+      double q = pop[(size_t)l * E + x] / tot;
+      if (q > 0) H -= q * log(q);
+    }
+    o->pop_max_over_mean += mx / (tot / E) / L;
+    o->pop_min_over_mean += mn / (tot / E) / L;
+    o->pop_effective += exp(H) / L;
+    o->pop_effective_layer[l] = exp(H);
+  }
+}
+
 amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router, int blocks, amoe_inspect_stats *o,
                                amoe_err *e) {
   memset(o, 0, sizeof *o);
@@ -135,33 +233,8 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
       last_req = (long)b.request;
       o->requests++;
     }
-    if (blocks && b.logits && T32 > 0) { /* the block's top experts by router mass, against the previous block's */
-      memset(mass, 0, (size_t)L * E * sizeof *mass);
-      for (int l = 0; l < L; l++)
-        for (int t = 0; t < b.n; t++) {
-          amoe_router_probs(&b, l, t, router, k, prob);
-          const uint16_t *id = amoe_block_ids(&b, l, t);
-          for (int q = 0; q < b.m; q++) mass[(size_t)l * E + id[q]] += prob[q];
-        }
-      uint8_t *cur = top + (size_t)L * E, *prev = top;
-      for (int l = 0; l < L; l++) {
-        uint8_t *c = cur + (size_t)l * E;
-        memset(c, 0, (size_t)E);
-        for (int j = 0; j < T32; j++) { /* (ties: the lower id) */
-          int best = -1;
-          for (int x = 0; x < E; x++)
-            if (!c[x] && (best < 0 || mass[(size_t)l * E + x] > mass[(size_t)l * E + best])) best = x;
-          c[best] = 1;
-        }
-        if (same_request) {
-          int shared = 0;
-          for (int x = 0; x < E; x++) shared += c[x] & prev[(size_t)l * E + x];
-          b32 += (double)shared / T32;
-          b32n += 1;
-        }
-      }
-      memcpy(prev, cur, (size_t)L * E);
-    }
+    if (blocks && b.logits && T32 > 0) /* the block's top experts by router mass, against the previous block's */
+      block_top_mass(&b, L, E, k, router, T32, same_request, mass, prob, top, &b32, &b32n);
     o->blocks++;
     nodes += b.n;
     for (int l = 0; l < L; l++) { /* the block's union, every node verified */
@@ -190,31 +263,19 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
     }
     s.routes = nr;
     for (int i = 0; i < np; i++) {
-      int t = path[i];
+      int t = path[i], shaped = 0;
       for (int l = 0; l < L; l++) {
         const uint16_t *id = amoe_block_ids(&b, l, t);
         const amoe_f16 *z = amoe_block_logits(&b, l, t);
         memcpy(s.routes + ((size_t)s.ntok * L + l) * k, id, (size_t)k * sizeof *id);
         for (int j = 0; j < k; j++) pop[(size_t)l * E + id[j]] += 1;
-        if (b.logits && b.lm == b.m) { /* the score shape: softmax over the stored logits */
-          double zd[AMOE_MAX_EXPERTS], zs, zk = 0;
-          for (int j = 0; j < b.m; j++) zd[j] = amoe_f16_to_f32(z[j]);
-          ent[l] += amoe_router_entropy(zd, b.m, zd[0], &zs); /* stored in order: z[0] the largest */
-          for (int j = 0; j < k; j++) zk += exp(zd[j] - zd[0]);
-          kmass += zk / zs;
-        }
-        if (k >= 2) { /* the top-1 weight renormalised over the top-k, as the router weighs them */
-          double sum = 0, w0 = 1;
-          if (router == AMOE_ROUTER_SIGMOID_NORM) {
-            for (int j = 0; j < k; j++) sum += 1.0 / (1.0 + exp(-(double)amoe_f16_to_f32(z[j])));
-            w0 = 1.0 / (1.0 + exp(-(double)amoe_f16_to_f32(z[0])));
-          } else
-            for (int j = 0; j < k; j++) sum += exp((double)amoe_f16_to_f32(z[j]) - amoe_f16_to_f32(z[0]));
-          top1 += w0 / sum;
+        shaped = token_shape(&b, z, k, &ent[l], &kmass); /* the score shape: softmax over the stored logits */
+        if (k >= 2) {
+          top1 += token_top1(z, k, router);
           top1n += 1;
         }
       }
-      if (b.logits && b.lm == b.m) entn += 1;
+      entn += shaped;
       s.ntok++;
       o->tokens++;
     }
@@ -254,40 +315,9 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
     }
     o->adjacent_overlap = s.ovn > 0 ? ov / (s.ovn * L) : NAN;
     o->top16_share = s.t16n > 0 ? s.t16 / s.t16n : NAN;
-    o->reuse_within_1 = o->reuse_within_8 = o->reuse_median = o->block_top32_overlap = NAN;
-    if (s.rdn > 0) {
-      double acc = 0;
-      o->reuse_within_1 = s.rd[0] / s.rdn;
-      for (int d = 0; d < 8; d++) acc += s.rd[d];
-      o->reuse_within_8 = acc / s.rdn;
-      acc = 0;
-      for (int d = 0; d <= AMOE_INSPECT_RD; d++) {
-        acc += s.rd[d];
-        if (acc >= 0.5 * s.rdn) {
-          o->reuse_median = d < AMOE_INSPECT_RD ? d + 1 : INFINITY;
-          break;
-        }
-      }
-    }
-    if (b32n > 0) o->block_top32_overlap = b32 / b32n;
-    for (int l = 0; l < L; l++) {
-      double tot = 0, mx = 0, mn = 1e300, H = 0;
-      for (int x = 0; x < E; x++) {
-        double c = pop[(size_t)l * E + x];
-        tot += c;
-        mx = c > mx ? c : mx;
-        mn = c < mn ? c : mn;
-      }
-      if (tot <= 0) continue;
-      for (int x = 0; x < E; x++) {
-        double q = pop[(size_t)l * E + x] / tot;
-        if (q > 0) H -= q * log(q);
-      }
-      o->pop_max_over_mean += mx / (tot / E) / L;
-      o->pop_min_over_mean += mn / (tot / E) / L;
-      o->pop_effective += exp(H) / L;
-      o->pop_effective_layer[l] = exp(H);
-    }
+    finish_reuse(&s, o);
+    o->block_top32_overlap = b32n > 0 ? b32 / b32n : NAN;
+    finish_popularity(pop, L, E, o);
   }
   free(path);
   free(s.routes);

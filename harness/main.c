@@ -306,13 +306,19 @@ static void on_progress(void *vc, uint64_t blocks) {
 /* Offline tables for a spec: p̂ (calibrated on another workload, an inline
  * table, or a file) and, when `unions` is set, the union-vs-n table, which
  * always comes from the calibration workload. */
+/* The calibration workload: the spec's with the commitment's seed and blocks. */
+static amoe_workload_spec calibration_workload(const amoe_spec *s) {
+  amoe_workload_spec w = s->workload;
+  w.seed = s->commitment.seed;
+  w.blocks = s->commitment.blocks;
+  return w;
+}
+
 static amoe_status commitment_for(const amoe_spec *s, int unions, amoe_offline *offline, char *how, size_t hn,
                                   amoe_err *e) {
   memset(offline, 0, sizeof *offline);
   if (s->commitment.mode == AMOE_COMMIT_CALIBRATE || unions) {
-    amoe_workload_spec w = s->workload;
-    w.seed = s->commitment.seed;
-    w.blocks = s->commitment.blocks;
+    const amoe_workload_spec w = calibration_workload(s);
     amoe_source *src;
     AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
     amoe_status st = amoe_offline_estimate(src, s->workload.nodes, s->model.top_k, offline, e);
@@ -370,82 +376,90 @@ static amoe_status offline_tables(const amoe_spec *s, int quiet, amoe_offline *o
   return AMOE_OK;
 }
 
+/* A balanced placement's long-run load per (layer, expert), from the
+ * calibration workload (*load NULL when the layout needs none). */
+static amoe_status placement_load(const amoe_spec *s, double **load, amoe_err *e) {
+  *load = NULL;
+  if (!amoe_parallel_has_groups(&s->parallel, s->hw.gpus) || s->parallel.placement != AMOE_PLACE_BALANCED)
+    return AMOE_OK;
+  double *l = malloc((size_t)s->model.moe_layers * s->model.experts * sizeof *l);
+  if (!l) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  const amoe_workload_spec w = calibration_workload(s);
+  amoe_source *cal = NULL;
+  amoe_status st = amoe_source_open(&cal, &w, &s->model, e);
+  if (!st)
+    st = amoe_expert_load_estimate(cal, s->workload.nodes, s->model.top_k, s->model.moe_layers, s->model.experts, l, e);
+  amoe_source_close(cal);
+  if (st) free(l);
+  else *load = l;
+  return st;
+}
+
+/* The run's backend (o->backend set), said on stderr unless quiet. */
+static amoe_status open_backend(const opts *o, const amoe_spec *s, amoe_exec **ex, amoe_err *e) {
+  *ex = NULL;
+  if (!o->backend) return AMOE_OK;
+  const amoe_moe_backend_info *bi = amoe_moe_backend_find(o->backend); /* (NULL: open names the choices) */
+  const int reps = o->profile ? 1 : o->repeats ? o->repeats : bi ? bi->repeats : 1;
+  AMOE_TRY(amoe_exec_open(ex, o->backend, s, reps, o->cold, e));
+  if (!o->quiet) {
+    char line[512];
+    amoe_exec_describe(*ex, line, sizeof line);
+    fprintf(stderr, "%s\n", line);
+  }
+  return AMOE_OK;
+}
+
+/* Stage 5: the point's rows (and a backend's measurements) into the results. */
+static amoe_status point_results(const amoe_spec *s, int p, amoe_results *res, amoe_row_result *rows, amoe_source *src,
+                                 amoe_exec *ex, const char *how, const amoe_offline *offline, amoe_err *e) {
+  amoe_exec_row measured[AMOE_MAX_POLICIES];
+  double *mlayers = NULL;
+  if (ex) {
+    const int L = s->model.moe_layers;
+    if (!(mlayers = calloc((size_t)s->npolicies * L, sizeof *mlayers))) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    for (int i = 0; i < s->npolicies; i++) {
+      amoe_exec_row_of(ex, i, rows[i].tot.blocks, &measured[i]);
+      for (int l = 0; l < L; l++) mlayers[(size_t)i * L + l] = amoe_exec_layer(ex, i, l, rows[i].tot.blocks);
+    }
+  }
+  const amoe_point_result pr = {p, s, rows, amoe_source_provenance(src), how, offline, ex ? measured : NULL, mlayers};
+  json_t *pj = amoe_results_point(res, &pr, e);
+  if (pj && ex) amoe_exec_meta(ex, pj);
+  free(mlayers);
+  return pj ? AMOE_OK : AMOE_EIO;
+}
+
 /* One sweep point: 1 the offline tables, 2 the workload, 3 the backend (if
- * any), 4 the run loop, 5 the results (docs/design.md §2). */
+ * any), 4 the run loop, 5 the results (docs/design.md §2). One unwind: each
+ * stage runs only when the ones before it succeeded. */
 static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoints, amoe_results *res, amoe_err *e) {
   amoe_offline offline;
   int reads_commitment;
   char how[AMOE_PATH_MAX + 128];
   AMOE_TRY(offline_tables(s, o->quiet, &offline, &reads_commitment, how, sizeof how, e)); /* 1 */
-  double *load = NULL; /* a balanced placement's long-run load, from the calibration workload */
-  if (amoe_parallel_has_groups(&s->parallel, s->hw.gpus) && s->parallel.placement == AMOE_PLACE_BALANCED) {
-    load = malloc((size_t)s->model.moe_layers * s->model.experts * sizeof *load);
-    if (!load) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-    amoe_workload_spec w = s->workload;
-    w.seed = s->commitment.seed;
-    w.blocks = s->commitment.blocks;
-    amoe_source *cal = NULL;
-    amoe_status st = amoe_source_open(&cal, &w, &s->model, e);
-    if (!st) st = amoe_expert_load_estimate(cal, s->workload.nodes, s->model.top_k, s->model.moe_layers,
-                                            s->model.experts, load, e);
-    amoe_source_close(cal);
-    if (st) {
-      free(load);
-      return st;
-    }
-    offline.load = load;
-  }
+  double *load = NULL;
   amoe_source *src = NULL;
-  amoe_status sst = amoe_source_open(&src, &s->workload, &s->model, e); /* 2 */
-  if (sst) {
-    free(load);
-    return sst;
-  }
-  amoe_exec *ex = NULL; /* 3 */
-  if (o->backend) {
-    const amoe_moe_backend_info *bi = amoe_moe_backend_find(o->backend); /* (NULL: open names the choices) */
-    int reps = o->profile ? 1 : o->repeats ? o->repeats : bi ? bi->repeats : 1;
-    amoe_status st = amoe_exec_open(&ex, o->backend, s, reps, o->cold, e);
-    if (st) {
-      amoe_source_close(src);
-      free(load);
-      return st;
+  amoe_exec *ex = NULL;
+  amoe_status st = placement_load(s, &load, e);
+  offline.load = load;
+  if (!st) st = amoe_source_open(&src, &s->workload, &s->model, e); /* 2 */
+  if (!st) st = open_backend(o, s, &ex, e);                          /* 3 */
+  if (!st) {                                                         /* 4 */
+    amoe_results_begin_point(res, p, s);
+    run_ctx c = {res, ex, s, p, npoints, progress_start(o->quiet)};
+    amoe_run_hooks h = {&c, amoe_results_wants_blocks(res) ? on_block : NULL,
+                        amoe_results_wants_selection(res) ? on_select : NULL, ex ? on_route : NULL, on_progress,
+                        interrupted};
+    amoe_row_result rows[AMOE_MAX_POLICIES];
+    if (o->profile) amoe_moe_profiler(1); /* one pass between cudaProfilerStart/Stop */
+    st = amoe_run(s, &offline, src, &h, rows, e);
+    if (o->profile) amoe_moe_profiler(0);
+    progress_end(&c.pg);
+    if (!st) { /* 5 */
+      st = point_results(s, p, res, rows, src, ex, how, reads_commitment ? &offline : NULL, e);
+      for (int i = 0; i < s->npolicies; i++) amoe_row_result_free(&rows[i]);
     }
-    if (!o->quiet) {
-      char line[512];
-      amoe_exec_describe(ex, line, sizeof line);
-      fprintf(stderr, "%s\n", line);
-    }
-  }
-  amoe_results_begin_point(res, p, s);
-  run_ctx c = {res, ex, s, p, npoints, progress_start(o->quiet)};
-  amoe_run_hooks h = {&c, amoe_results_wants_blocks(res) ? on_block : NULL,
-                      amoe_results_wants_selection(res) ? on_select : NULL, ex ? on_route : NULL, on_progress,
-                      interrupted};
-  amoe_row_result rows[AMOE_MAX_POLICIES];
-  if (o->profile) amoe_moe_profiler(1); /* one pass between cudaProfilerStart/Stop */
-  amoe_status st = amoe_run(s, &offline, src, &h, rows, e); /* 4 */
-  if (o->profile) amoe_moe_profiler(0);
-  progress_end(&c.pg);
-  if (!st) { /* 5 */
-    amoe_exec_row measured[AMOE_MAX_POLICIES];
-    double *mlayers = NULL;
-    if (ex) {
-      mlayers = calloc((size_t)s->npolicies * s->model.moe_layers, sizeof *mlayers);
-      if (!mlayers) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-      for (int i = 0; mlayers && i < s->npolicies; i++) {
-        amoe_exec_row_of(ex, i, rows[i].tot.blocks, &measured[i]);
-        for (int l = 0; l < s->model.moe_layers; l++)
-          mlayers[(size_t)i * s->model.moe_layers + l] = amoe_exec_layer(ex, i, l, rows[i].tot.blocks);
-      }
-    }
-    const amoe_point_result pr = {p, s, rows, amoe_source_provenance(src), how, reads_commitment ? &offline : NULL,
-                                  ex ? measured : NULL, mlayers};
-    json_t *pj = st ? NULL : amoe_results_point(res, &pr, e);
-    if (!st && !pj) st = AMOE_EIO;
-    if (pj && ex) amoe_exec_meta(ex, pj);
-    free(mlayers);
-    for (int i = 0; i < s->npolicies; i++) amoe_row_result_free(&rows[i]);
   }
   amoe_exec_close(ex);
   amoe_source_close(src);
