@@ -14,6 +14,10 @@ import csv
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import real_data  # noqa: E402
+
+
 E, K, D, F = 128, 8, 2048, 768  # Qwen3-30B-A3B expert shape
 BYTES = {"fp8": 3 * D * F * 1.0, "bf16": 3 * D * F * 2.0}
 # effective rate of the hw preset (workloads/hw) and datasheet peak, bytes/s
@@ -25,10 +29,8 @@ def union(n):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "real-data")
-    path = os.path.join(root, "costs", "fused_moe_timings.csv")
-    if not os.path.exists(path):
-        print(f"fit_costs: {path} not found", file=sys.stderr)
+    path = real_data.path(sys.argv[1:], "costs", "fused_moe_timings.csv", "fit_costs")
+    if path is None:
         return 2
     groups = {}
     with open(path) as f:

@@ -24,6 +24,10 @@ import csv
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import real_data  # noqa: E402
+
+
 
 def num(text):
     """A value cell: a number, '~N', 'A of B' (A), or a range 'A-B' (its midpoint)."""
@@ -37,10 +41,8 @@ def num(text):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "real-data")
-    path = os.path.join(root, "costs", "engine_modes.csv")
-    if not os.path.exists(path):
-        print(f"fit_engine: {path} not found", file=sys.stderr)
+    path = real_data.path(sys.argv[1:], "costs", "engine_modes.csv", "fit_engine")
+    if path is None:
         return 2
     rows = list(csv.DictReader(open(path)))
 

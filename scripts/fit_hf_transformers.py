@@ -37,6 +37,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import real_data  # noqa: E402
+
 # the hardware preset's numbers (workloads/hw/h20.yaml) and the simulator's fixed costs
 HBM, PEAK, STEP_S, LAYER_FIXED = 3.58e12, 1.48e14, 2.0e-4, 2.0e-5
 ATTN_SIDE, DENSE_MLP, ROUTER = 51, 5, 8
@@ -64,10 +67,8 @@ def main():
         i = args.index("--sim")
         sim = args[i + 1]
         del args[i:i + 2]
-    root = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "real-data")
-    path = os.path.join(root, "costs", "hf_transformers_speed.csv")
-    if not os.path.exists(path):
-        print(f"fit_hf_transformers: {path} not found", file=sys.stderr)
+    path = real_data.path(args, "costs", "hf_transformers_speed.csv", "fit_hf_transformers")
+    if path is None:
         return 2
     rows = [r for r in csv.DictReader(open(path)) if r["engine"] == "Hugging Face transformers"]
 

@@ -24,6 +24,10 @@ import math
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import real_data  # noqa: E402
+
+
 E, K = 256, 8
 HIDDEN, INTER, TP = 7168, 2048, 8
 PARAMS = 3 * HIDDEN * (INTER // TP)          # one expert's slice on one rank
@@ -58,10 +62,8 @@ def model(n, t0, mem, pt):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "real-data")
-    path = os.path.join(root, "batch", "moe_module_vs_tokens.csv")
-    if not os.path.exists(path):
-        print(f"fit_moe_tokens: {path} not found", file=sys.stderr)
+    path = real_data.path(sys.argv[1:], "batch", "moe_module_vs_tokens.csv", "fit_moe_tokens")
+    if path is None:
         return 2
     with open(path) as f:
         pts = [(int(r["num_tokens"]), float(r["trtllm_gen_grouped_us"]) * 1e-6) for r in csv.DictReader(f)]

@@ -24,6 +24,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import real_data  # noqa: E402
+
 SIZES = [2e3, 16e3, 128e3, 1e6, 2e6, 4e6]  # bytes: 2 KB / 16 KB / 128 KB / 1 MB / 2 MB / 4 MB
 
 
@@ -59,10 +62,8 @@ def main():
         i = args.index("--sim")
         sim = args[i + 1]
         del args[i:i + 2]
-    root = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "real-data")
-    path = os.path.join(root, "multi-gpu", "step_times.csv")
-    if not os.path.exists(path):
-        print(f"fit_multigpu: {path} not found", file=sys.stderr)
+    path = real_data.path(args, "multi-gpu", "step_times.csv", "fit_multigpu")
+    if path is None:
         return 2
     row = next((r for r in csv.DictReader(open(path)) if r["quantity"].startswith("all-reduce latency (custom one-shot)")), None)
     if row is None:
