@@ -265,7 +265,7 @@ static amoe_status eval_popularity(const amoe_spec *s, const amoe_fit_targets *t
   amoe_status st = counts && pop ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   for (int r = 0; st == AMOE_OK && r < t->popularity_prompts; r++) {
     int made = 0;
-    st = amoe_source_prefill(src, (uint32_t)r, t->popularity_prompt_tokens, counts, &made, e);
+    st = amoe_source_prefill(src, (uint32_t)r, t->popularity_prompt_tokens, 0, counts, &made, e);
     for (size_t i = 0; st == AMOE_OK && i < (size_t)L * E; i++) pop[i] += counts[i];
   }
   for (int l = 0; st == AMOE_OK && l < L; l++) {

@@ -399,6 +399,9 @@ static amoe_status placement_load(const amoe_spec *s, double **load, amoe_err *e
 static amoe_status open_backend(const opts *o, const amoe_spec *s, amoe_exec **ex, amoe_err *e) {
   *ex = NULL;
   if (!o->backend) return AMOE_OK;
+  if (s->workload.batch > 1)
+    return amoe_fail(e, AMOE_EINVAL, "--backend: the backends execute one block's pass; workload.batch is %d",
+                     s->workload.batch);
   const amoe_moe_backend_info *bi = amoe_moe_backend_find(o->backend); /* (NULL: open names the choices) */
   const int reps = o->profile ? 1 : o->repeats ? o->repeats : bi ? bi->repeats : 1;
   AMOE_TRY(amoe_exec_open(ex, o->backend, s, reps, o->cold, e));
@@ -855,6 +858,8 @@ static int cmd_policies(int argc, char **argv) {
       const char *what = w ? amoe_verifier_table[i].description : amoe_draft_table[i].description;
       const amoe_param_def *pd = w ? amoe_verifier_table[i].params : amoe_draft_table[i].params;
       printf("  %-15s %s\n", name, what ? what : "");
+      printf("  %-15s   at batch > 1: %s\n", "",
+             amoe_batch_kind_names[w ? amoe_verifier_table[i].batch : amoe_draft_table[i].batch]);
       for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++) {
         if (isnan(pd[j].def))
           printf("  %-15s   %s: required (e.g. %g), %g..%g%s\n", "", pd[j].key, pd[j].example, pd[j].min, pd[j].max,

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -208,6 +209,70 @@ static const col BLOCKS[] = {
     {"perturbation_mean", BR(perturbation_mean, 'g')},
     {"time_s", BR(time_s, 'g')},
 };
+/* at batch (§17; where any point has workload.batch > 1): per request and
+ * beside the autoregressive row */
+typedef struct {
+  double batch;
+  double occupancy, requests, tpot_mean, tpot_p90, rate_mean, rate_p10, wall_tokens_per_s, speedup_ar;
+} batch_row;
+#define BA(f, k) k, offsetof(batch_row, f)
+static const col SUMMARY_BATCH[] = {
+    {"batch", BA(batch, 'n')},
+    {"batch_occupancy_mean", BA(occupancy, 'g')},
+    {"requests", BA(requests, 'n')},
+    {"tpot_mean_s", BA(tpot_mean, 'g')},
+    {"tpot_p90_s", BA(tpot_p90, 'g')},
+    {"request_tokens_per_s_mean", BA(rate_mean, 'g')},
+    {"request_tokens_per_s_p10", BA(rate_p10, 'g')},
+    {"wall_tokens_per_s", BA(wall_tokens_per_s, 'g')},
+    {"speedup_vs_autoregressive", BA(speedup_ar, 'g')},
+};
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The per-request figures of one row. p90: the nearest-rank 90th
+ * percentile of the time per output token; p10 of the rates, the same
+ * slow requests. */
+static void batch_of(const amoe_spec *s, const amoe_row_result *r, double ar_tokens_per_s, double tokens_per_s,
+                     batch_row *o) {
+  const amoe_totals *t = &r->tot;
+  o->batch = s->workload.batch;
+  o->occupancy = t->passes > 0 ? (t->request_passes > 0 ? t->request_passes : t->passes) / t->passes : 0;
+  o->requests = r->nreqs;
+  o->tpot_mean = o->tpot_p90 = o->rate_mean = o->rate_p10 = 0;
+  const int n = r->nreqs;
+  double *v = n ? malloc((size_t)n * sizeof *v) : NULL;
+  if (v) {
+    double sum = 0, rate = 0;
+    for (int i = 0; i < n; i++) {
+      v[i] = r->reqs[i].tpot;
+      sum += v[i];
+      rate += v[i] > 0 ? 1 / v[i] : 0;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    const int i90 = (int)ceil(0.9 * n) - 1;
+    o->tpot_mean = sum / n;
+    o->tpot_p90 = v[i90 < 0 ? 0 : i90];
+    o->rate_mean = rate / n;
+    o->rate_p10 = o->tpot_p90 > 0 ? 1 / o->tpot_p90 : 0;
+    free(v);
+  }
+  const double wall = t->t_total + t->t_prefill;
+  o->wall_tokens_per_s = wall > 0 ? t->committed / wall : 0;
+  o->speedup_ar = ar_tokens_per_s > 0 ? tokens_per_s / ar_tokens_per_s : 0;
+}
+
+/* Whether summary.csv has the batch columns: some point runs a batch. */
+static int batch_columns(const amoe_experiment *x) {
+  if (x->base.workload.batch > 1) return 1;
+  for (int j = 0; j < x->nsweep; j++)
+    if (!strcmp(x->sweep[j].key, "workload.batch")) return 1;
+  return 0;
+}
+
 #define NCOL(t) ((int)(sizeof t / sizeof t[0]))
 
 amoe_status amoe_results_open(amoe_results **out, const amoe_results_opts *o, amoe_err *e) {
@@ -236,6 +301,8 @@ amoe_status amoe_results_open(amoe_results **out, const amoe_results_opts *o, am
   header(r->summary.f, o->x, SUMMARY, NCOL(SUMMARY));
   if (o->backend)
     for (int i = 0; i < NCOL(SUMMARY_MEASURED); i++) fprintf(r->summary.f, ",%s", SUMMARY_MEASURED[i].name);
+  if (batch_columns(o->x))
+    for (int i = 0; i < NCOL(SUMMARY_BATCH); i++) fprintf(r->summary.f, ",%s", SUMMARY_BATCH[i].name);
   fputc('\n', r->summary.f);
   header(r->layers.f, o->x, LAYERS, NCOL(LAYERS));
   if (o->backend) fprintf(r->layers.f, ",%s", LAYERS_MEASURED[0].name);
@@ -351,6 +418,10 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
   memset(&base, 0, sizeof base);
   for (int i = 0; i < s->npolicies; i++)
     if (amoe_policy_is_baseline(&s->policies[i])) amoe_summarize(&pt->rows[i].tot, s->offload.enabled, &base);
+  amoe_summary ar; /* the autoregressive row's (the first), for speedup_vs_autoregressive */
+  memset(&ar, 0, sizeof ar);
+  for (int i = s->npolicies - 1; i >= 0; i--)
+    if (amoe_draft_table[s->policies[i].draft].one_token_per_pass) amoe_summarize(&pt->rows[i].tot, s->offload.enabled, &ar);
   const double B_bytes = amoe_model_expert_bytes(&s->model);
   for (int i = 0; i < s->npolicies; i++) {
     const amoe_policy_row *p = &s->policies[i];
@@ -367,6 +438,12 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
       sr.backend = r->o.backend;
       sr.x = pt->measured[i];
       values(r->summary.f, &sr, SUMMARY_MEASURED, NCOL(SUMMARY_MEASURED));
+    }
+    if (batch_columns(r->o.x)) {
+      batch_row br;
+      memset(&br, 0, sizeof br);
+      batch_of(s, &pt->rows[i], ar.tokens_per_s, sr.m.tokens_per_s, &br);
+      values(r->summary.f, &br, SUMMARY_BATCH, NCOL(SUMMARY_BATCH));
     }
     fputc('\n', r->summary.f);
     if (t)
@@ -437,8 +514,10 @@ void amoe_results_close(amoe_results *r) {
 
 void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   double c = t->committed > 0 ? t->committed : 1, lb = t->layer_blocks > 0 ? t->layer_blocks : 1;
-  o->tau_mean = t->passes > 0 ? t->committed / t->passes : 0;
-  o->verified_nodes_mean = t->passes > 0 ? t->verified / t->passes : 0;
+  /* per request and pass: at batch > 1 a pass holds several */
+  const double rp = t->request_passes > 0 ? t->request_passes : t->passes;
+  o->tau_mean = rp > 0 ? t->committed / rp : 0;
+  o->verified_nodes_mean = rp > 0 ? t->verified / rp : 0;
   o->union_mean = t->union_sum / lb;
   o->eligible_mean = t->eligible_sum / lb;
   o->executed_mean = t->executed_sum / lb;

@@ -166,6 +166,9 @@ static const krow KEYS[] = {
     {"workload.blocks", T_INT, F(workload.blocks), 0, 2e9, NULL, 0, 0, 0},
     {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0, 0, 0},
     {"workload.prompt_tokens", T_INT, F(workload.prompt_tokens), 0, 1e6, NULL, 0, 0, 0},
+    {"workload.batch", T_INT, F(workload.batch), 1, 4096, NULL, 0, 0, 0},
+    {"workload.prefill_schedule", T_ENUM, F(workload.prefill_schedule), 0, 0, amoe_prefill_schedule_names, 0, 0, 0},
+    {"workload.chunk_tokens", T_INT, F(workload.chunk_tokens), 1, 1e6, NULL, 0, 0, 0},
     {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0, 0},
     {"workload.seed", T_U64, F(workload.seed), 0, 0, NULL, 0, 0, 0},
     {"workload.top_m", T_INT, F(workload.top_m), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, AUTO_BY_MODEL},
@@ -944,6 +947,8 @@ void amoe_spec_defaults(amoe_spec *s) {
   w->blocks = 2000;
   w->tokens_per_request = 256;
   w->context_tokens = 1024;
+  w->batch = 1;
+  w->chunk_tokens = 512;
   w->seed = 1;
   w->depth = 5;
   w->top_k = 8;
@@ -1066,6 +1071,23 @@ static int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   else if (amoe_model_check(&s->model, &me)) amoe_diag_add(d, "%s: model %s: %s", where, s->model.name, me.msg);
   if (!s->hw.name[0] || s->hw.hbm_bw <= 0 || s->hw.h2d_bw <= 0 || s->hw.peak_flops <= 0)
     amoe_diag_add(d, "%s: hardware: required (a preset name, or hbm_bw, h2d_bw and peak_flops)", where);
+  if (s->workload.batch > 1 && s->workload.source != AMOE_SRC_SYNTHETIC && s->workload.source != AMOE_SRC_TRACE)
+    amoe_diag_add(d, "%s: workload.batch: %d needs workload.source synthetic or trace (each slot reads its own request; "
+                  "`acceptmoe import` makes a trace of %s)", where, s->workload.batch,
+                  amoe_source_kind_names[s->workload.source]);
+  if (s->workload.batch > 1 && s->output.dump_selection[0])
+    amoe_diag_add(d, "%s: output.dump_selection: per-block selections are not written at workload.batch > 1 "
+                  "(a pass holds several blocks)", where);
+  if (s->workload.batch > 1 && s->output.blocks_csv)
+    amoe_diag_add(d, "%s: output.blocks_csv: blocks.csv is not written at workload.batch > 1 (a pass holds several "
+                  "blocks; summary.csv has the per-request figures)", where);
+  if (s->workload.batch > 1 && s->offload.enabled && s->offload.reset)
+    amoe_diag_add(d, "%s: offload.reset: the caches serve every request of a pass and are not emptied per request "
+                  "at workload.batch > 1", where);
+  if (s->workload.batch > 1 && s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED && s->offload.enabled &&
+      s->offload.prefill == AMOE_PREFILL_BYPASS && s->workload.prompt_tokens > 0)
+    amoe_diag_add(d, "%s: workload.prefill_schedule: chunked puts the prompt's experts in the decode pass, through "
+                  "the caches; offload.prefill: bypass needs separate", where);
   if (s->workload.source != AMOE_SRC_SYNTHETIC && !s->workload.path[0])
     amoe_diag_add(d, "%s: workload.path is required for source %s", where, amoe_source_kind_names[s->workload.source]);
   if (s->workload.candidates && s->workload.candidates < s->workload.nodes)
@@ -1264,6 +1286,17 @@ static void write_value(FILE *f, const amoe_spec *s, const krow *k) {
   }
 }
 
+/* The keys of §17 batches, written only where a batch is run. */
+static int batch_key(const char *path) {
+  return !strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||
+         !strcmp(path, "workload.chunk_tokens");
+}
+static int batch_swept(const amoe_experiment *x) {
+  for (int j = 0; j < x->nsweep; j++)
+    if (!strcmp(x->sweep[j].key, "workload.batch")) return 1;
+  return 0;
+}
+
 void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
   const amoe_spec *s = &x->base;
   fprintf(f, "# resolved from %s: every default filled in\n", x->spec_path);
@@ -1299,6 +1332,7 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
       continue;
     }
     if (!strncmp(k->path, "commitment.", 11)) continue;
+    if (batch_key(k->path) && s->workload.batch <= 1 && !batch_swept(x)) continue; /* batch 1: as before the keys were */
     /* split into components; open the mappings that differ from the previous key */
     char comp[8][64];
     int nc = 0;

@@ -118,7 +118,7 @@ static void fitted_presets(void) {
       memset(pop, 0, sizeof pop);
       for (int r = 0; r < t.popularity_prompts; r++) {
         int made = 0;
-        CHECK(amoe_source_prefill(src, (uint32_t)r, t.popularity_prompt_tokens, counts, &made, &e) == AMOE_OK && made,
+        CHECK(amoe_source_prefill(src, (uint32_t)r, t.popularity_prompt_tokens, 0, counts, &made, &e) == AMOE_OK && made,
               "%s", e.msg);
         for (int q = 0; q < L * E; q++) pop[q] += counts[q];
       }

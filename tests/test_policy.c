@@ -83,7 +83,7 @@ static void select_with(const amoe_verifier_def *v, const amoe_block *b, const a
   float prob[4 * E];
   for (int i = 0; i < 4; i++) amoe_router_probs_top(b, 0, i, AMOE_ROUTER_SOFTMAX, K, prob + i * K);
   amoe_vctx c = {b, 0, K, E, AMOE_ROUTER_SOFTMAX, nodes, 4, level, commitment, 3, resident, row, prob, scratch,
-                 iscratch, NULL, NULL, NULL};
+                 iscratch, NULL, NULL, NULL, NULL};
   v->select(&c, S);
 }
 
@@ -220,7 +220,7 @@ static void properties(void) {
         for (int v = 0; v < amoe_verifier_rows(); v++) {
           const amoe_verifier_def *vd = &amoe_verifier_table[v];
           const amoe_policy_row vrow = row_for(v, 8);
-          amoe_vctx c = {&b, l, 4, 32, 0, nodes, nn, level, commitment, 8, res, &vrow, prob, sc, isc, NULL, NULL, NULL};
+          amoe_vctx c = {&b, l, 4, 32, 0, nodes, nn, level, commitment, 8, res, &vrow, prob, sc, isc, NULL, NULL, NULL, NULL};
           vd->select(&c, S);
           int size = 0;
           for (int x = 0; x < 32; x++) size += S[x];
@@ -501,7 +501,7 @@ static void hostile_blocks(void) {
       for (int v = 0; v < amoe_verifier_rows(); v++) {
         const amoe_policy_row row = row_for(v, 5);
         amoe_vctx c = {&b, l, KK, EX, trial & 1, nodes, n, level, commitment, 4, trial & 2 ? res : NULL, &row, prob,
-                       sc, isc, NULL, NULL, NULL};
+                       sc, isc, NULL, NULL, NULL, NULL};
         memset(S, 0, EX);
         amoe_verifier_table[v].select(&c, S);
         for (int x = 0; x < EX; x++) bad += S[x] > 1;
@@ -544,7 +544,7 @@ static void acceptmoe_top8(void) {
       const amoe_policy_row row = row_for(amoe_verifier_find("acceptmoe"), 0);
       for (int l = 0; l < 4; l++, layers++) {
         for (int t = 0; t < b.n; t++) amoe_router_probs_top(&b, l, t, 0, 8, prob + t * 8);
-        amoe_vctx c = {&b, l, 8, 64, 0, nodes, b.n, level, commitment, 6, NULL, &row, prob, sc, isc, NULL, NULL, NULL};
+        amoe_vctx c = {&b, l, 8, 64, 0, nodes, b.n, level, commitment, 6, NULL, &row, prob, sc, isc, NULL, NULL, NULL, NULL};
         memset(S, 0, 64);
         amoe_verifier_acceptmoe(&c, S);
         memset(u, 0, sizeof u);

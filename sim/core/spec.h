@@ -27,6 +27,10 @@ typedef enum { AMOE_ROUTING_CHAIN = 0, AMOE_ROUTING_HYBRID = 1 } amoe_routing_bl
 
 typedef enum { AMOE_PREFILL_THROUGH = 0, AMOE_PREFILL_BYPASS = 1 } amoe_prefill_mode;
 
+/* workload.prefill_schedule at batch > 1 (§17): a request's prefill is a
+ * pass of its own, or joins the running decode passes chunk by chunk. */
+typedef enum { AMOE_PREFILL_SEPARATE = 0, AMOE_PREFILL_CHUNKED = 1 } amoe_prefill_schedule;
+
 typedef enum { AMOE_COMMIT_CALIBRATE = 0, AMOE_COMMIT_TABLE = 1, AMOE_COMMIT_FILE = 2 } amoe_commit_mode;
 
 typedef struct {
@@ -54,6 +58,12 @@ typedef struct {
    * (NaN, or layer values with n = 0: the model's; amoe_routing_resolve) */
   amoe_routing_fit routing;
   int prompt_tokens; /* each request's prompt: one prefill pass before its blocks (0: none) */
+  /* requests decoding at once (§17; 1: one request's blocks one after
+   * another, the papers' setting); a finished request's slot goes to the
+   * next request (continuous batching) */
+  int batch;
+  int prefill_schedule; /* amoe_prefill_schedule */
+  int chunk_tokens;     /* chunked: prompt tokens a request adds to each pass it prefills in */
   int threads; /* generator threads (not a spec key: results do not depend on it); 0 = 1 */
 } amoe_workload_spec;
 

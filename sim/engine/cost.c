@@ -14,6 +14,18 @@ double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int contex
   return mx((w + kv) / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->layer_fixed_s;
 }
 
+double amoe_cost_dense_batch(const amoe_model *m, const amoe_hw *hw, int n, double kv_tokens, double attn_tokens,
+                             int is_moe, int tp) {
+  double w = m->attn_bytes_per_layer;
+  if (is_moe)
+    w += m->shared_experts * amoe_model_shared_expert_bytes(m);
+  else
+    w += 3.0 * m->hidden * (double)m->dense_intermediate * 2.0;
+  const double kv = m->kv_bytes_per_token_layer * kv_tokens; /* each request's own KV */
+  const double flops = (double)n * w + 4.0 * attn_tokens * (double)m->hidden;
+  return mx((w + kv) / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->layer_fixed_s;
+}
+
 double amoe_cost_allreduce(const amoe_model *m, const amoe_hw *hw, int n) {
   return hw->ic.allreduce_latency_s + (hw->ic.allreduce_bw > 0 ? n * (double)m->hidden * 2.0 / hw->ic.allreduce_bw : 0);
 }
@@ -61,11 +73,15 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   p->fetch_overlap = sh->fetch_overlap;
   p->eager = !eng->cuda_graphs;
   p->moe_tp = par && par->moe_tp > 1 ? par->moe_tp : 1;
-  p->dense = amoe_cost_dense(m, hw, tokens, context, 1, tp);
+  const int batch = sh->kv_tokens > 0; /* several requests, each over its own context */
+  p->dense = batch ? amoe_cost_dense_batch(m, hw, tokens, sh->kv_tokens, sh->attn_tokens, 1, tp)
+                   : amoe_cost_dense(m, hw, tokens, context, 1, tp);
   const int steps = amoe_cost_draft_steps(depth), dense_layers = m->layers - m->moe_layers;
   p->step = hw->step_s;
   p->draft = amoe_cost_draft(m, hw, steps, tp);
-  const double dense_only = dense_layers * amoe_cost_dense(m, hw, tokens, context, 0, tp);
+  const double dense_only =
+      dense_layers * (batch ? amoe_cost_dense_batch(m, hw, tokens, sh->kv_tokens, sh->attn_tokens, 0, tp)
+                            : amoe_cost_dense(m, hw, tokens, context, 0, tp));
   p->rest = amoe_cost_head(m, hw, tokens, tp) + dense_only;
   p->comm = p->rest_comm = 0;
   if (tp > 1) { /* after attention and after the MLP or MoE; a draft step is one layer */

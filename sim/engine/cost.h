@@ -11,6 +11,11 @@
  * layer) for n tokens reading `context` tokens of KV, split over tp GPUs:
  * max(bytes/tp/BW, FLOPs/tp/peak) plus the layer's fixed kernel cost. */
 double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int context, int is_moe, int tp);
+/* The same for a pass of several requests (§17): the weights read once,
+ * each request's own KV (kv_tokens: Σ_j context_j) and attention work
+ * (attn_tokens: Σ_j n_j·context_j). */
+double amoe_cost_dense_batch(const amoe_model *m, const amoe_hw *hw, int n, double kv_tokens, double attn_tokens,
+                             int is_moe, int tp);
 /* One all-reduce of n tokens' hidden states (bf16) over the interconnect. */
 double amoe_cost_allreduce(const amoe_model *m, const amoe_hw *hw, int n);
 /* One routed expert serving n tokens: max(bytes/(η·BW), n · 2·3·d·f/peak).
@@ -108,6 +113,9 @@ typedef struct {
   const amoe_parallel *parallel;
   int tokens, depth, context;
   int offload, fetch_overlap;
+  /* several requests (§17): Σ_j context_j and Σ_j n_j·context_j over the
+   * pass's requests (context unused); 0: one request, `context` */
+  double kv_tokens, attn_tokens;
 } amoe_pass_shape;
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh);
 amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c);

@@ -7,6 +7,7 @@
 #include "accept.h"
 #include "cache.h"
 #include "clones.h"
+#include "grow.h"
 #include "cost.h"
 #include "layout.h"
 #include "policy.h"
@@ -26,6 +27,8 @@ typedef struct {
   const amoe_layout *layout; /* several GPUs: where the experts are, else NULL */
   double predicted[2];  /* the draft's predicted τ and pass time for the current block (0: none) */
   int have_prev;        /* prev_x holds a pass of this request */
+  double req_time, req_committed; /* batch 1: the current request's decode time and tokens so far */
+  double *slot_first, *slot_committed; /* batch > 1, per slot: the clock at its request's first pass, its tokens */
 } row_state;
 
 typedef struct { /* scratch shared by all rows (one row runs at a time) */
@@ -47,6 +50,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int16_t *slot;          /* [E] the cache's placement for on_route */
   uint16_t *wave;         /* [E] */
   int *todo;
+  int npath; /* batch: the accepted nodes among this pass's (path[0..npath)) */
   int cap_n;
 } work;
 
@@ -190,17 +194,32 @@ AMOE_STAGE void layer_route_natural(const amoe_block *b, int l, int k, work *w, 
  * likewise (natural counts kept where S holds, plus R's). Adds each
  * accepted-path node's displaced weight share squared to w->perturbation_sq (§7:
  * layers add in quadrature). */
+/* What the verifier sees of block b's nn nodes at layer l (covered: at
+ * batch, the experts the pass's earlier requests execute, else NULL). */
+static amoe_vctx vctx_of(const amoe_spec *s, const amoe_offline *offline, const row_state *rs,
+                         const amoe_cost_pass_ctx *pc, const amoe_block *b, int l, work *w, int nn,
+                         const uint8_t *resident, const uint8_t *covered) {
+  const int k = s->model.top_k;
+  const float *P = probs_of(w, b, l, nn, s->model.router, k); /* [node][k] at this layer */
+  const amoe_vctx vc = {.b = b, .layer = l, .k = k, .experts = b->experts, .router = s->model.router,
+                        .nodes = w->nodes, .nn = nn, .level_count = w->level, .commitment = offline->p,
+                        .commitment_n = offline->n, .resident = resident, .row = rs->row, .prob = P,
+                        .scratch = w->scratch, .iscratch = w->iscratch, .mass = offline->mass, .cost = pc,
+                        .layout = rs->layout, .covered = covered};
+  return vc;
+}
+
 AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_offline *offline, const row_state *rs,
                                           const amoe_cost_pass_ctx *pc, const amoe_block *b, int l, work *w, int nn,
                                           int npath, int counted, int want_routes, const uint8_t *resident,
-                                          layer_sums *ls) {
+                                          const uint8_t *covered, const uint8_t *given, layer_sums *ls) {
   const int E = b->experts, k = s->model.top_k;
-  const float *P = probs_of(w, b, l, nn, s->model.router, k); /* [node][k] at this layer */
-  const amoe_vctx vc = {.b = b, .layer = l, .k = k, .experts = E, .router = s->model.router, .nodes = w->nodes,
-                        .nn = nn, .level_count = w->level, .commitment = offline->p, .commitment_n = offline->n,
-                        .resident = resident, .row = rs->row, .prob = P, .scratch = w->scratch,
-                        .iscratch = w->iscratch, .mass = offline->mass, .cost = pc, .layout = rs->layout};
-  rs->ver->select(&vc, w->S);
+  const amoe_vctx vc = vctx_of(s, offline, rs, pc, b, l, w, nn, resident, covered);
+  const float *P = vc.prob;
+  if (given) /* decided once for the pass (AMOE_BATCH_PASS) */
+    memcpy(w->S, given, (size_t)E);
+  else
+    rs->ver->select(&vc, w->S);
   int ns = 0;
   for (int x = 0; x < E; x++) ns += w->S[x];
   ls->ns += ns;
@@ -428,7 +447,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
       if (want_routes)
         for (int i = 0; i < nn; i++) record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k, M->router);
     } else {
-      layer_select_constrain(s, offline, rs, &pc, b, l, w, nn, npath, counted, want_routes, resident, &ls);
+      layer_select_constrain(s, offline, rs, &pc, b, l, w, nn, npath, counted, want_routes, resident, NULL, NULL, &ls);
       if (!record_only) rs->res->tot.displaced += (double)ls.displaced;
     }
     rs->res->tot.assignments += record_only ? 0 : (double)nn * k;
@@ -530,12 +549,13 @@ typedef struct {
 } block_outcome;
 
 /* Stage draft: the nodes the target processes, ascending, root first. */
-static int block_draft(const amoe_spec *s, const amoe_offline *offline, row_state *rs, const amoe_block *b, work *w) {
+static int block_draft(const amoe_spec *s, const amoe_offline *offline, row_state *rs, const amoe_block *b, work *w,
+                       const uint8_t *const *covered) {
   const uint8_t *res_layers[AMOE_MAX_LAYERS];
   if (rs->cache)
     for (int l = 0; l < b->layers; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
   amoe_dctx dc = {b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL, rs->draft_state,
-                  w->dscratch, rs->predicted, rs->layout};
+                  w->dscratch, rs->predicted, rs->layout, covered};
   rs->predicted[0] = rs->predicted[1] = 0;
   return rs->draft->choose(&dc, w->nodes);
 }
@@ -591,6 +611,8 @@ static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, con
   tt->eligible_sum += o->sum.s;
   tt->executed_sum += o->sum.x;
   tt->t_total += o->sum.T;
+  rs->req_time += o->sum.T;
+  rs->req_committed += o->tau;
   if (rs->predicted[1] > 0) {
     tt->predicted_tau += rs->predicted[0];
     tt->predicted_s += rs->predicted[1];
@@ -609,6 +631,22 @@ static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, con
   return AMOE_OK;
 }
 
+/* A finished request into the row's list. */
+static amoe_status push_request(amoe_row_result *r, double tokens, double time, amoe_err *e) {
+  amoe_request_stat *v = amoe_grow(r->reqs, &r->reqs_cap, (size_t)r->nreqs + 1, sizeof *v, 64);
+  if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  r->reqs = v;
+  v[r->nreqs++] = (amoe_request_stat){tokens, time / tokens};
+  return AMOE_OK;
+}
+
+/* Batch 1: the request the row was decoding is done (if any). */
+static amoe_status request_done(row_state *rs, amoe_err *e) {
+  if (rs->req_committed > 0) AMOE_TRY(push_request(rs->res, rs->req_committed, rs->req_time, e));
+  rs->req_time = rs->req_committed = 0;
+  return AMOE_OK;
+}
+
 /* One row on one block: draft, then the passes (each: route, select,
  * constrain, execute, cache, cost), acceptance, totals. */
 static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
@@ -616,11 +654,12 @@ static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, ro
                              amoe_err *e) {
   if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
   const int first = (int64_t)b->request != rs->request; /* a request's first block */
+  if (first && !record_only) AMOE_TRY(request_done(rs, e));
   if (first) rs->have_prev = 0;
   if (rs->cache && s->offload.reset && first) amoe_cache_reset(rs->cache);
   rs->request = b->request;
   if (first && w->prefill_ready) AMOE_TRY(row_prefill(s, rs, w, record_only, e));
-  const int nn = block_draft(s, offline, rs, b, w);
+  const int nn = block_draft(s, offline, rs, b, w, NULL);
   block_outcome o = {0};
   if (rs->draft->one_token_per_pass)
     AMOE_TRY(block_decode(s, offline, rs, ri, b, w, h, record_only, nn, &o, e));
@@ -631,7 +670,11 @@ static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, ro
 
 void amoe_row_result_free(amoe_row_result *r) {
   free(r->layers);
+  free(r->reqs);
   r->layers = NULL;
+  r->reqs = NULL;
+  r->nreqs = 0;
+  r->reqs_cap = 0;
 }
 
 static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, amoe_source *src,
@@ -657,7 +700,7 @@ static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, am
       memset(w.ldone, 0, (size_t)b.layers);
     }
     if (st == AMOE_OK && (int64_t)b.request != request && s->workload.prompt_tokens > 0) {
-      st = amoe_source_prefill(src, b.request, s->workload.prompt_tokens, prefill, &prefill_ready, e);
+      st = amoe_source_prefill(src, b.request, s->workload.prompt_tokens, 0, prefill, &prefill_ready, e);
       w.prefill_ready = prefill_ready;
     }
     request = b.request;
@@ -667,9 +710,358 @@ static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, am
     if (st == AMOE_OK && h && h->stop && h->stop(h->ctx)) st = amoe_fail(e, AMOE_EINTR, "interrupted");
   }
   if (st == AMOE_OK && rc != AMOE_END) st = rc;
+  for (int i = 0; i < s->npolicies && st == AMOE_OK && !record_only; i++) st = request_done(&rs[i], e);
   free(prefill);
   work_free(&w);
   amoe_block_free(&b);
+  return st;
+}
+
+/* ---- Batches (docs/design.md §17) ----
+ * workload.batch slots each hold one request; a finished request's slot
+ * takes the next request (continuous batching). Each pass, every slot
+ * with a request adds its block: a speculative row's tree, or a one-token
+ * row's next token of its block. Per layer the requests' stages (route,
+ * or select and constrain) run one after another on their own blocks and
+ * their sets and counts are merged; execute, place, cache and cost then
+ * run once on the merged pass. Rows that consume a block per pass share
+ * one schedule, one-token rows another: each group reads the slots'
+ * requests once, every row of it on the same pass. */
+
+typedef struct {
+  amoe_source *src;   /* the slot's own reader */
+  amoe_block b;       /* its request's current block */
+  work w;             /* its scratch, and the block's router probabilities for every row */
+  int req;            /* index into the request list; -1: free */
+  int fresh;          /* its request has not had a decode pass yet */
+  int pos, len;       /* one-token rows: the block's tokens decoded so far, of len (in w.seq) */
+  int nn;             /* this pass: the nodes it verifies */
+  uint16_t *prefill;  /* [chunk][layer][E] its request's prefill counts (prompt_tokens > 0) */
+  int chunk, chunks;  /* chunked prefill: the next chunk, of chunks (done: chunk == chunks) */
+} bslot;
+
+typedef struct {     /* one pass's merged sets (one layer at a time) */
+  work w;            /* its E-sized buffers: U, S, X, F, R, count, slot, wave */
+  uint8_t *cov;      /* [layer][E] what the drafts so far route to (covered drafts) */
+  const uint8_t *covl[AMOE_MAX_LAYERS];
+  uint8_t *given;    /* [E] a pass-wide S (AMOE_BATCH_PASS) */
+  amoe_vctx *vc;     /* [batch] their contexts */
+} bpass;
+
+/* The row's clock: every pass it ran, prefills included. */
+static double row_clock(const row_state *rs) { return rs->res->tot.t_total + rs->res->tot.t_prefill; }
+
+/* One pass of one row over the decoding slots act[0..na), with a prompt
+ * chunk of each prefilling slot pf[0..npf) (chunked prefill). */
+static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, row_state *rs, bslot *sl,
+                              const int *act, int na, const int *pf, int npf, bpass *bp, int record_only,
+                              amoe_err *e) {
+  const amoe_model *M = &s->model;
+  const int E = M->experts, k = M->top_k, L = M->moe_layers;
+  const int one = rs->draft->one_token_per_pass, natural = rs->ver->all_experts;
+  const int cover_draft = rs->draft->batch == AMOE_BATCH_COVERED;
+  /* stage draft, request by request: each covered draft sees what the
+   * requests drafted before it route to */
+  if (cover_draft) memset(bp->cov, 0, (size_t)L * E);
+  int tokens = 0, maxd = 0, candidates = 0;
+  double kv = 0, attn = 0, mtp_s = 0;
+  for (int q = 0; q < na; q++) {
+    bslot *x = &sl[act[q]];
+    const amoe_block *b = &x->b;
+    work *w = &x->w;
+    int nn = 1;
+    if (one) w->nodes[0] = w->seq[x->pos];
+    else nn = block_draft(s, offline, rs, b, w, cover_draft ? bp->covl : NULL);
+    x->nn = nn;
+    memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
+    int npath = 0;
+    for (int i = 0; i < nn; i++) {
+      const int t = w->nodes[i];
+      w->level[b->depth[t]]++;
+      maxd = b->depth[t] > maxd ? b->depth[t] : maxd;
+      w->perturbation_sq[i] = 0;
+      w->path[npath] = i;
+      npath += b->accepted[t];
+    }
+    w->npath = npath;
+    if (cover_draft)
+      for (int l = 0; l < L; l++)
+        for (int i = 0; i < nn; i++) {
+          const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
+          for (int j = 0; j < k; j++) bp->cov[(size_t)l * E + id[j]] = 1;
+        }
+    const double ctx = s->workload.context_tokens + rs->slot_committed[act[q]];
+    kv += ctx;
+    attn += nn * ctx;
+    tokens += nn;
+    candidates += b->n;
+    if (rs->draft->mtp) { /* the chain positions run batched: the longest request's chain */
+      const double d = mtp_draft_s(s, rs, b, w, nn);
+      mtp_s = d > mtp_s ? d : mtp_s;
+    }
+  }
+  const int decoded = tokens;
+  for (int q = 0; q < npf; q++) { /* a chunk attends to the prompt before it and to itself (causal) */
+    const int P = s->workload.prompt_tokens, c = s->workload.chunk_tokens, done = sl[pf[q]].chunk * c;
+    const int n = P - done < c ? P - done : c;
+    tokens += n;
+    kv += done + n;
+    attn += n * (done + 0.5 * n);
+  }
+  amoe_cost_pass_ctx pc;
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
+      .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
+      .depth = rs->draft->mtp || one ? 0 : maxd, .context = s->workload.context_tokens, .kv_tokens = kv,
+      .attn_tokens = attn});
+  if (rs->draft->mtp) pc.draft = mtp_s;
+  if (rs->draft->draft_cost && na) pc.draft += rs->draft->draft_cost(rs->row, s, candidates);
+  amoe_pass_time pt = amoe_cost_pass_begin(&pc);
+  const amoe_expert_coef ec = pc.ec;
+  const int by_count = ec.per_token_s * tokens > ec.mem_s;
+  const int counted = by_count || rs->cache;
+  const int pass_wide = !natural && rs->ver->batch == AMOE_BATCH_PASS && rs->ver->select_pass && na > 0;
+  work *wp = &bp->w;
+  double su = 0, ss = 0, sx = 0;
+  for (int l = 0; l < L; l++) {
+    layer_sums ls = {0};
+    const uint8_t *resident = rs->cache ? amoe_cache_resident(rs->cache, l) : NULL;
+    memset(wp->U, 0, (size_t)E);
+    memset(wp->S, 0, (size_t)E);
+    memset(wp->X, 0, (size_t)E);
+    memset(wp->count, 0, (size_t)E * sizeof *wp->count);
+    if (pass_wide) { /* one S for the pass, from every request's block */
+      for (int q = 0; q < na; q++) {
+        bslot *x = &sl[act[q]];
+        bp->vc[q] = vctx_of(s, offline, rs, &pc, &x->b, l, &x->w, x->nn, resident, NULL);
+      }
+      rs->ver->select_pass(bp->vc, na, bp->given);
+    }
+    const uint8_t *covered = rs->ver->batch == AMOE_BATCH_COVERED ? wp->X : NULL;
+    double displaced = 0;
+    for (int q = 0; q < na; q++) {
+      bslot *x = &sl[act[q]];
+      work *w = &x->w;
+      layer_sums lq = {0};
+      if (natural) {
+        layer_route_natural(&x->b, l, k, w, x->nn, counted, &lq);
+      } else {
+        layer_select_constrain(s, offline, rs, &pc, &x->b, l, w, x->nn, w->npath, counted, 0, resident, covered,
+                               pass_wide ? bp->given : NULL, &lq);
+        displaced += lq.displaced;
+      }
+      for (int y = 0; y < E; y++) {
+        wp->U[y] |= w->U[y];
+        wp->S[y] |= w->S[y];
+      }
+      if (counted)
+        for (int y = 0; y < E; y++) {
+          wp->count[y] += w->count[y];
+          wp->X[y] |= w->count[y] > 0;
+        }
+      else
+        for (int y = 0; y < E; y++) wp->X[y] |= w->X[y];
+    }
+    for (int q = 0; q < npf; q++) { /* the prompt chunks' experts, natural */
+      const bslot *x = &sl[pf[q]];
+      const uint16_t *pc_l = x->prefill + ((size_t)x->chunk * L + l) * E;
+      for (int y = 0; y < E; y++) {
+        const uint8_t run = pc_l[y] > 0;
+        wp->count[y] += pc_l[y];
+        wp->X[y] |= run;
+        wp->U[y] |= run;
+        wp->S[y] |= run;
+      }
+    }
+    for (int y = 0; y < E; y++) {
+      ls.nu += wp->U[y];
+      ls.ns += wp->S[y];
+    }
+    if (!record_only) {
+      rs->res->tot.displaced += displaced;
+      rs->res->tot.assignments += (double)tokens * k;
+    }
+    layer_execute(ec, rs, l, E, wp, counted, by_count, &ls);
+    if (rs->layout) layer_place(rs->layout, pc.moe_tp, ec, l, wp, by_count, &ls);
+    AMOE_TRY(layer_cache(s, rs, l, wp, 0, &ls, e));
+    layer_cost(&pc, &ls, &pt);
+    if (record_only) continue;
+    layer_account(M, rs, l, pc.dense, &ls);
+    su += ls.nu;
+    ss += ls.ns;
+    sx += ls.nx;
+  }
+  if (rs->cache) amoe_cache_end_pass(rs->cache);
+  if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
+    return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+  rs->have_prev = 1;
+  if (record_only) return AMOE_OK;
+  amoe_totals *tt = &rs->res->tot;
+  tt->t_step += pt.step;
+  tt->t_draft += pt.draft;
+  tt->t_dense += pc.rest;
+  tt->t_host += pc.host;
+  tt->t_comm += pc.rest_comm;
+  tt->t_total += pt.total;
+  tt->passes += 1;
+  tt->request_passes += na;
+  tt->layer_blocks += L;
+  tt->union_sum += su;
+  tt->eligible_sum += ss;
+  tt->executed_sum += sx;
+  tt->verified += decoded;
+  /* acceptance, request by request from its own block (§7) */
+  for (int q = 0; q < na; q++) {
+    bslot *x = &sl[act[q]];
+    work *w = &x->w;
+    int tau = 1, deviated;
+    double psum;
+    if (one) {
+      psum = sqrt((double)w->perturbation_sq[0]);
+      deviated = amoe_accept_flips(s, &x->b, w->nodes[0], psum);
+      tt->blocks += x->pos + 1 == x->len;
+    } else {
+      const amoe_accept_result ar = amoe_accept_walk(s, &x->b, w->nodes, x->nn, w->perturbation_sq);
+      tau = ar.tau;
+      deviated = ar.deviated;
+      psum = ar.perturbation_sum;
+      tt->blocks += 1;
+    }
+    tt->committed += tau;
+    tt->perturbation_sum += psum;
+    tt->perturbation_n += tau;
+    tt->deviated += deviated;
+    rs->slot_committed[act[q]] += tau;
+  }
+  return AMOE_OK;
+}
+
+/* The slot's next block into x->b (AMOE_END: its request is done); a
+ * one-token group's tokens of it into x->w.seq (the draft of rs0). */
+static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, row_state *rs0, int one, bslot *x,
+                             amoe_err *e) {
+  const amoe_status rc = amoe_source_next(x->src, &x->b, e);
+  if (rc != AMOE_OK) return rc;
+  if (x->b.experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts");
+  AMOE_TRY(work_fit(&x->w, &x->b, e));
+  memset(x->w.pdone, 0, (size_t)x->b.layers * x->b.n);
+  memset(x->w.ldone, 0, (size_t)x->b.layers);
+  x->pos = 0;
+  if (one) {
+    x->len = block_draft(s, offline, rs0, &x->b, &x->w, NULL);
+    memcpy(x->w.seq, x->w.nodes, (size_t)x->len * sizeof *x->w.seq);
+  }
+  return AMOE_OK;
+}
+
+/* The rows rows[0..nr) of one schedule (one: one token per pass) over
+ * the requests rq[0..nrq). */
+static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
+                               const int *rows, int nr, int one, const amoe_source_request *rq, int nrq, bslot *sl,
+                               bpass *bp, const amoe_run_hooks *h, int record_only, amoe_err *e) {
+  const int B = s->workload.batch, P = s->workload.prompt_tokens;
+  const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
+  int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], next = 0;
+  uint64_t done = 0;
+  for (int i = 0; i < B; i++) sl[i].req = -1;
+  for (int r = 0; r < nr; r++) rs[rows[r]].have_prev = 0;
+  for (;;) {
+    for (int i = 0; i < B && next < nrq; i++) { /* continuous batching: a free slot takes the next request */
+      bslot *x = &sl[i];
+      if (x->req >= 0) continue;
+      AMOE_TRY(amoe_source_seek(x->src, &rq[next], e));
+      const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one, x, e);
+      if (rc == AMOE_END) return amoe_fail(e, AMOE_EINVAL, "request %u has no blocks", rq[next].id);
+      AMOE_TRY(rc);
+      x->req = next++;
+      x->fresh = 1;
+      for (int r = 0; r < nr; r++) rs[rows[r]].slot_committed[i] = 0;
+      int made = 0;
+      const int chunk = chunked ? s->workload.chunk_tokens : 0;
+      if (P > 0) AMOE_TRY(amoe_source_prefill(src, rq[x->req].id, P, chunk, x->prefill, &made, e));
+      x->w.prefill = x->prefill;
+      x->chunk = x->chunks = 0;
+      if (made && chunked) { /* its chunks join the next passes; it decodes after the last */
+        x->chunks = (P + chunk - 1) / chunk;
+        for (int r = 0; r < nr && !record_only; r++) rs[rows[r]].res->tot.prefills += 1;
+      }
+      for (int r = 0; r < nr && made && !chunked; r++) /* separate: its own pass, which the running requests wait for */
+        AMOE_TRY(row_prefill(s, &rs[rows[r]], &x->w, record_only, e));
+    }
+    int na = 0, npf = 0;
+    for (int i = 0; i < B; i++)
+      if (sl[i].req >= 0 && sl[i].chunk < sl[i].chunks) pf[npf++] = i;
+      else if (sl[i].req >= 0) act[na++] = i;
+    if (na + npf == 0) break;
+    AMOE_TRY(work_fit(&bp->w, &sl[na ? act[0] : pf[0]].b, e));
+    for (int r = 0; r < nr; r++) {
+      row_state *x = &rs[rows[r]];
+      for (int q = 0; q < na; q++)
+        if (sl[act[q]].fresh) x->slot_first[act[q]] = row_clock(x);
+      AMOE_TRY(batch_pass(s, offline, x, sl, act, na, pf, npf, bp, record_only, e));
+    }
+    for (int q = 0; q < npf; q++) sl[pf[q]].chunk++;
+    for (int q = 0; q < na; q++) {
+      bslot *x = &sl[act[q]];
+      x->fresh = 0;
+      if (one && ++x->pos < x->len) continue;
+      done++;
+      const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one, x, e);
+      if (rc == AMOE_OK) continue;
+      if (rc != AMOE_END) return rc;
+      for (int r = 0; r < nr && !record_only; r++) { /* the request is done */
+        row_state *y = &rs[rows[r]];
+        const double c = y->slot_committed[act[q]];
+        if (c > 0) AMOE_TRY(push_request(y->res, c, row_clock(y) - y->slot_first[act[q]], e));
+      }
+      x->req = -1;
+    }
+    if (h && h->on_progress && !record_only) h->on_progress(h->ctx, done);
+    if (h && h->stop && h->stop(h->ctx)) return amoe_fail(e, AMOE_EINTR, "interrupted");
+  }
+  return AMOE_OK;
+}
+
+/* Every row at workload.batch > 1: block-per-pass rows, then one-token rows. */
+static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
+                             const amoe_run_hooks *h, int record_only, amoe_err *e) {
+  const int B = s->workload.batch, L = s->model.moe_layers, E = s->model.experts;
+  amoe_source_request *rq = NULL;
+  int nrq = 0;
+  AMOE_TRY(amoe_source_requests(src, &rq, &nrq, e));
+  bslot *sl = calloc((size_t)B, sizeof *sl);
+  bpass bp;
+  memset(&bp, 0, sizeof bp);
+  bp.cov = calloc((size_t)L * E, 1);
+  bp.given = calloc((size_t)E, 1);
+  bp.vc = calloc((size_t)B, sizeof *bp.vc);
+  amoe_status st = sl && bp.cov && bp.given && bp.vc ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  for (int l = 0; l < L && bp.cov; l++) bp.covl[l] = bp.cov + (size_t)l * E;
+  for (int i = 0; i < B && st == AMOE_OK; i++) {
+    amoe_block_init(&sl[i].b, L, E, amoe_source_m(src));
+    st = amoe_source_open_slot(&sl[i].src, src, e);
+    const int P = s->workload.prompt_tokens, c = s->workload.chunk_tokens;
+    const size_t chunks = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED && c > 0 ? (size_t)(P + c - 1) / c : 1;
+    if (st == AMOE_OK && P > 0 && !(sl[i].prefill = malloc(chunks * L * E * sizeof *sl[i].prefill)))
+      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  }
+  for (int one = 0; one < 2 && st == AMOE_OK; one++) {
+    int rows[AMOE_MAX_POLICIES], nr = 0;
+    for (int i = 0; i < s->npolicies; i++)
+      if (rs[i].draft->one_token_per_pass == one) rows[nr++] = i;
+    if (nr) st = batch_group(s, offline, src, rs, rows, nr, one, rq, nrq, sl, &bp, h, record_only, e);
+  }
+  for (int i = 0; sl && i < B; i++) {
+    amoe_source_close(sl[i].src);
+    amoe_block_free(&sl[i].b);
+    work_free(&sl[i].w);
+    free(sl[i].prefill);
+  }
+  work_free(&bp.w);
+  free(bp.cov);
+  free(bp.given);
+  free(bp.vc);
+  free(sl);
+  free(rq);
   return st;
 }
 
@@ -681,6 +1073,8 @@ static amoe_cache_cfg cache_cfg(const amoe_spec *s, int policy) {
 amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_source *src,
                      const amoe_run_hooks *h, amoe_row_result *rows, amoe_err *e) {
   const int P = s->npolicies, L = s->model.moe_layers, E = s->model.experts;
+  if (s->workload.batch > AMOE_MAX_BATCH)
+    return amoe_fail(e, AMOE_EINVAL, "workload.batch: %d, at most %d", s->workload.batch, AMOE_MAX_BATCH);
   if (!(s->hw.moe_eta > 0 && s->hw.hbm_bw > 0 && s->hw.h2d_bw > 0 && s->hw.peak_flops > 0))
     return amoe_fail(e, AMOE_EINVAL, "hardware %s: hbm_bw, h2d_bw, peak_flops and moe_eta must be positive", s->hw.name);
   row_state rs[AMOE_MAX_POLICIES];
@@ -715,7 +1109,12 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     const size_t dsb = rs[i].draft->state_bytes ? rs[i].draft->state_bytes(L, E) : 0;
     if (dsb) rs[i].draft_state = calloc(1, dsb);
     rs[i].prev_x = calloc((size_t)L * E, 1);
-    if ((dsb && !rs[i].draft_state) || !rs[i].prev_x)
+    const int B = s->workload.batch > 1 ? s->workload.batch : 0;
+    if (B) {
+      rs[i].slot_first = calloc((size_t)B, sizeof *rs[i].slot_first);
+      rs[i].slot_committed = calloc((size_t)B, sizeof *rs[i].slot_committed);
+    }
+    if ((dsb && !rs[i].draft_state) || !rs[i].prev_x || (B && (!rs[i].slot_first || !rs[i].slot_committed)))
       st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
   /* Read what the rows need of the logits; routes handed to a backend
@@ -739,7 +1138,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     }
     amoe_run_hooks stop_only = {0};
     if (h) stop_only.ctx = h->ctx, stop_only.stop = h->stop;
-    if (st == AMOE_OK) st = run_sweep(s, offline, src, rs, &stop_only, 1, e);
+    if (st == AMOE_OK) st = (s->workload.batch > 1 ? run_batch : run_sweep)(s, offline, src, rs, &stop_only, 1, e);
     for (int i = 0; i < P; i++) /* pass 2 starts from no history */
       if (rs[i].draft_state) memset(rs[i].draft_state, 0, rs[i].draft->state_bytes(L, E));
     for (int i = 0; i < P && st == AMOE_OK; i++) {
@@ -758,13 +1157,15 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     logs[i] = rs[i].log;
     rs[i].log = NULL;
   }
-  if (st == AMOE_OK) st = run_sweep(s, offline, src, rs, h, 0, e);
+  if (st == AMOE_OK) st = (s->workload.batch > 1 ? run_batch : run_sweep)(s, offline, src, rs, h, 0, e);
   amoe_source_want_logits(src, AMOE_LOGITS_ALL);
   for (int i = 0; i < P; i++) {
     amoe_cache_free(rs[i].cache);
     amoe_reqlog_free(logs[i]);
     free(rs[i].draft_state);
     free(rs[i].prev_x);
+    free(rs[i].slot_first);
+    free(rs[i].slot_committed);
   }
   amoe_layout_free(layout);
   if (st != AMOE_OK)

@@ -1,7 +1,10 @@
 /* The run loop (docs/design.md §2): each block is produced once and handed to every
  * policy row; each row keeps its own cache and totals. Per block and row:
  * draft policy → per MoE layer (verifier policy → constrained routing →
- * cache → cost) → acceptance under constrained routing (§7). */
+ * cache → cost) → acceptance under constrained routing (§7). At
+ * workload.batch > 1 (§17) a pass holds a block of each running request:
+ * the requests' stages run one after another per layer and their sets and
+ * counts are merged before execute, cache, place and cost, once. */
 #ifndef AMOE_RUN_H
 #define AMOE_RUN_H
 
@@ -11,6 +14,8 @@
 #include "source.h"
 #include "offline.h"
 #include "spec.h"
+
+#define AMOE_MAX_BATCH 4096 /* workload.batch: requests in one pass */
 
 
 typedef struct {
@@ -28,6 +33,9 @@ typedef struct {
   double prefills, t_prefill, prefill_h2d_bytes; /* requests' prefill passes, apart from the decode figures */
   double executed_overlap_sum, executed_overlap_n; /* per layer: |X ∩ previous pass's X| / |X| */
   double predicted_tau, predicted_s, predictions; /* a draft's own predictions for its passes (evict) */
+  /* batch > 1 (§17): Σ over passes of the requests in each (0 at batch 1,
+   * where every pass holds one) */
+  double request_passes;
 } amoe_totals;
 
 typedef struct {
@@ -35,9 +43,19 @@ typedef struct {
   double busiest_sum; /* executed experts on the group the layer waits for (one GPU: executed_sum) */
 } amoe_layer_totals;
 
+/* One request of a row: its committed tokens, and its time per output
+ * token (the clock from its first decode pass to its last, prefills of
+ * other requests in between included, over its tokens). */
+typedef struct {
+  double tokens, tpot;
+} amoe_request_stat;
+
 typedef struct {
   amoe_totals tot;
   amoe_layer_totals *layers; /* [moe_layers], owned */
+  amoe_request_stat *reqs; /* each request as it finished, owned */
+  int nreqs;
+  size_t reqs_cap;
 } amoe_row_result;
 
 typedef struct {

@@ -123,6 +123,9 @@ static int choose(const amoe_dctx *c, int *out, int global) {
   const double eps = c->row->dparam[P_EPSILON] * pc.ec.mem_s;
   /* the buffer: the root's predicted experts; T: the predicted pass */
   memset(cov, 0, (size_t)L * E);
+  if (c->covered) /* at batch: what the pass's other requests route to is in the buffer already */
+    for (int l = 0; l < L; l++)
+      for (int x = 0; x < E; x++) cov[(size_t)l * E + x] = c->covered[l][x];
   double T = amoe_cost_pass_begin(&pc).total;
   for (int l = 0; l < L; l++) {
     amoe_layer_counts lc = base;

@@ -8,7 +8,8 @@
  * cost function. Under offload, a fraction 1 - slots/E of the union is
  * predicted to be fetched; on several GPUs the busiest group is predicted to
  * hold ⌈union / groups⌉ of its experts (an even spread: a lower bound).
- * Lossless. */
+ * At batch > 1 the share of experts the pass's other requests already
+ * route to is taken off the union (§17). Lossless. */
 #include <math.h>
 
 #include "cost.h"
@@ -33,9 +34,15 @@ double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) {
       .offload = off, .fetch_overlap = s->offload.overlap, .tokens = n, .depth = maxd,
       .context = s->workload.context_tokens});
   const double miss = off ? 1 - fmin(1.0, (double)s->offload.slots_per_layer / M->experts) : 0;
-  const double u = union_at(c, n);
+  double u = union_at(c, n), cover = 0;
+  if (c->covered) { /* at batch: the share of experts the pass's other requests already run, free */
+    for (int l = 0; l < M->moe_layers; l++)
+      for (int x = 0; x < M->experts; x++) cover += c->covered[l][x];
+    cover /= (double)M->moe_layers * M->experts;
+  }
   const int per = (int)ceil(n * (double)M->top_k / (u > 0 ? u : 1));
   const int waves = off ? (int)ceil(u / s->offload.slots_per_layer) : 1;
+  u *= 1 - cover; /* (the tree's experts as independent of the others') */
   amoe_layer_counts lc = {u, u * miss, waves > 1 ? waves : 1, u * amoe_cost_expert_at(pc.ec, per)};
   if (c->layout) { /* several GPUs: the union spread evenly over the groups, each expert split moe_tp ways */
     const int G = amoe_layout_groups(c->layout);

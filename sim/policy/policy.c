@@ -24,6 +24,10 @@
       {.key = "predictor_b", .tag = "pred", .def = 0.6, .min = 0, .max = 1000},                               \
       {.key = "epsilon", .tag = "eps", .def = 0.1, .min = 1e-9, .max = 1e6}
 
+const char *const amoe_batch_kind_names[] = {
+    "per request, from its own block", "per request; what the pass's other requests execute costs it nothing",
+    "once for the pass, from every request's block", NULL};
+
 amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE] = {
     /* every verifier but natural also needs the natural top-k probabilities
      * (displaced mass); moe-spec weighs every stored entry */
@@ -41,12 +45,17 @@ amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE] = {
      .description = "the accepted path's experts only: with offload.policy min, a bound on every lossless "
                     "verifier of the same draft (lossy rows can beat it); not a policy"},
     {.name = "marginal", .params = {BETA, SHARE}, .reads_commitment = 1, .reads_mass = 1, .logits = AMOE_LOGITS_TOP,
-     .select = amoe_verifier_marginal,
+     .select = amoe_verifier_marginal, .batch = AMOE_BATCH_COVERED,
      .description = "AcceptMoE's expected displacement (times share) spent on the experts of least reach-weighted "
                     "router mass per second of the cost function (fetch, busiest GPU); beyond both papers"},
     {.name = "marginal-depth", .params = {BETA, SHARE}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
-     .select = amoe_verifier_marginal_depth,
+     .select = amoe_verifier_marginal_depth, .batch = AMOE_BATCH_COVERED,
      .description = "marginal with reach from the depth alone (p̂_d), not the draft's scores: the ablation"},
+    {.name = "acceptmoe-pass", .params = {BETA}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
+     .select = amoe_verifier_acceptmoe, .batch = AMOE_BATCH_PASS, .select_pass = amoe_verifier_acceptmoe_pass,
+     .description = "AcceptMoE's rule once per pass over every request's utilities pooled: one set sized by "
+                    "their effective rank, not a union of per-request sets; at batch 1 it is acceptmoe; not "
+                    "published"},
 };
 
 amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
@@ -54,17 +63,17 @@ amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
      .description = "EAGLE-2/3: the root and the best nodes - 1 candidates by cumulative draft score"},
     {.name = "autoregressive", .choose = amoe_draft_autoregressive, .one_token_per_pass = 1,
      .description = "no speculation: natural's committed tokens decoded one forward pass each"},
-    {.name = "ecospec", .params = {ECOSPEC_PARAMS}, .choose = amoe_draft_ecospec,
+    {.name = "ecospec", .params = {ECOSPEC_PARAMS}, .choose = amoe_draft_ecospec, .batch = AMOE_BATCH_COVERED,
      .state_bytes = amoe_draft_ecospec_state_bytes, .observe = amoe_draft_ecospec_observe,
      .draft_cost = amoe_draft_ecospec_cost,
      .description = "EcoSpec: the tree grown from the root by acceptance likelihood over the predicted marginal cost "
                     "of the experts a node adds to the buffer (fetch, busiest GPU; 0 when covered), stopping where a "
                     "node would lower the predicted rate; lossless"},
-    {.name = "ecospec-global", .params = {ECOSPEC_PARAMS}, .choose = amoe_draft_ecospec_global,
+    {.name = "ecospec-global", .params = {ECOSPEC_PARAMS}, .choose = amoe_draft_ecospec_global, .batch = AMOE_BATCH_COVERED,
      .state_bytes = amoe_draft_ecospec_state_bytes, .observe = amoe_draft_ecospec_observe,
      .draft_cost = amoe_draft_ecospec_cost,
      .description = "ecospec ranking nodes by the whole predicted cost of their experts, covered or not: the ablation"},
-    {.name = "evict", .choose = amoe_draft_evict, .reads_union_table = 1,
+    {.name = "evict", .choose = amoe_draft_evict, .batch = AMOE_BATCH_COVERED, .reads_union_table = 1,
      .description = "the prefix of the EAGLE order with the most expected committed tokens per predicted second; "
                     "lossless"},
     {.name = "mtp",

@@ -29,6 +29,15 @@ typedef struct {
   int shown_if_default;      /* 1: always in the label; 0: only when it differs from def */
 } amoe_param_def;
 
+/* What a row does when a pass holds several requests (workload.batch,
+ * docs/design.md §17); `acceptmoe policies` says it for every row. */
+typedef enum {
+  AMOE_BATCH_PER_REQUEST = 0, /* decides per request from its own block, as published */
+  AMOE_BATCH_COVERED = 1,     /* per request, and what the pass's other requests already execute costs it nothing */
+  AMOE_BATCH_PASS = 2,        /* decides once for the pass from every request's block */
+} amoe_batch_kind;
+extern const char *const amoe_batch_kind_names[]; /* by amoe_batch_kind, for `acceptmoe policies` */
+
 /* What a verifier sees for one (block, layer). */
 typedef struct {
   const amoe_block *b;
@@ -49,6 +58,9 @@ typedef struct {
   const double *mass;        /* m̄_d: the draft's mean path mass per depth (offline.h) */
   const struct amoe_cost_pass_ctx *cost; /* this pass, by the one cost function (cost.h) */
   const struct amoe_layout *layout;      /* several GPUs: where the experts are (layout.h) */
+  /* at batch > 1: E flags of the experts the pass's requests before this
+   * one execute at this layer (their bytes are read anyway), or NULL */
+  const uint8_t *covered;
 } amoe_vctx;
 
 typedef struct {
@@ -60,6 +72,10 @@ typedef struct {
   amoe_logits logits;        /* what of the logits the run loop reads for it (block.h) */
   /* Fills S (E flags). */
   void (*select)(const amoe_vctx *c, uint8_t *S);
+  amoe_batch_kind batch; /* AMOE_BATCH_PASS: select_pass decides at batch > 1 */
+  /* One S for the whole pass from its requests' contexts c[0..requests)
+   * (a pass of one request: the same S as select). */
+  void (*select_pass)(const amoe_vctx *c, int requests, uint8_t *S);
   const char *description; /* one line for `acceptmoe policies` */
 } amoe_verifier_def;
 
@@ -79,6 +95,9 @@ typedef struct {
   double *predicted;
   /* several GPUs: where the experts are (layout.h), or NULL on one GPU */
   const struct amoe_layout *layout;
+  /* at batch > 1: per layer E flags of the experts the pass's requests
+   * drafted before this one route to, or NULL */
+  const uint8_t *const *covered;
 } amoe_dctx;
 
 typedef struct {
@@ -104,6 +123,7 @@ typedef struct {
   /* a draft-side cost per pass beside the draft model's steps (ecospec's
    * predictor over the block's candidates), or NULL */
   double (*draft_cost)(const amoe_policy_row *row, const amoe_spec *s, int candidates);
+  amoe_batch_kind batch; /* AMOE_BATCH_COVERED: reads amoe_dctx.covered */
   const char *description; /* one line for `acceptmoe policies` */
 } amoe_draft_def;
 
@@ -180,6 +200,9 @@ void amoe_verifier_natural(const amoe_vctx *c, uint8_t *S);
 void amoe_verifier_moe_spec(const amoe_vctx *c, uint8_t *S);
 void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S);
 void amoe_verifier_acceptmoe_fix(const amoe_vctx *c, uint8_t *S);
+/* acceptmoe-pass: AcceptMoE's rule over the pass's pooled utilities (each
+ * request's α from its own tree), its anchors every request's root top-k. */
+void amoe_verifier_acceptmoe_pass(const amoe_vctx *c, int requests, uint8_t *S);
 void amoe_verifier_oracle(const amoe_vctx *c, uint8_t *S);
 void amoe_verifier_marginal(const amoe_vctx *c, uint8_t *S);
 void amoe_verifier_marginal_depth(const amoe_vctx *c, uint8_t *S);

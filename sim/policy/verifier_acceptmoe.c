@@ -81,7 +81,10 @@ void amoe_acceptmoe_utilities(const amoe_vctx *c, double beta, double *u) {
 }
 void amoe_acceptmoe_utilities_generic(const amoe_vctx *c, double beta, double *u) { utilities_of(c, beta, u, 0); }
 
-void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
+/* AcceptMoE's rule over the requests c[0..R) of a pass (R = 1: one block,
+ * as published): their utilities summed, every root's top-k an anchor,
+ * the displacement of every request's nodes in the residency pruning. */
+static void acceptmoe_select(const amoe_vctx *c, int R, uint8_t *S) {
   const int E = c->experts, k = c->k;
   /* scratch: u, v (E each), anchor and rest (E bytes each), then pu (E,
    * and the vector packing's overrun of up to 3) */
@@ -90,12 +93,19 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
   double *pu = c->scratch + 2 * E + (2 * E + 7) / 8;
   int *pid = c->iscratch;
   amoe_acceptmoe_utilities(c, c->row->vparam[BETA], u);
+  for (int q = 1; q < R; q++) { /* (each request's scratch is its own) */
+    double *uq = c[q].scratch;
+    amoe_acceptmoe_utilities(&c[q], c->row->vparam[BETA], uq);
+    for (int e = 0; e < E; e++) u[e] += uq[e];
+  }
   memset(anchor, 0, (size_t)E);
-  const uint16_t *rid = amoe_block_ids(c->b, c->layer, 0);
   int na = 0; /* distinct anchors */
-  for (int j = 0; j < k; j++) {
-    na += !anchor[rid[j]];
-    anchor[rid[j]] = 1;
+  for (int q = 0; q < R; q++) {
+    const uint16_t *rid = amoe_block_ids(c[q].b, c->layer, 0);
+    for (int j = 0; j < k; j++) {
+      na += !anchor[rid[j]];
+      anchor[rid[j]] = 1;
+    }
   }
   /* the positive non-anchor utilities, packed in expert order with their
    * ids: the effective rank is over them, and the top n_er (n_er <= their
@@ -124,13 +134,14 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
   /* residency pruning */
   memset(v, 0, (size_t)E * sizeof *v);
   long a = 0;
-  for (int i = 0; i < c->nn; i++) {
-    const uint16_t *id = amoe_block_ids(c->b, c->layer, c->nodes[i]);
-    for (int j = 0; j < k; j++) {
-      v[id[j]] += 1;
-      a += !S[id[j]];
+  for (int q = 0; q < R; q++)
+    for (int i = 0; i < c[q].nn; i++) {
+      const uint16_t *id = amoe_block_ids(c[q].b, c->layer, c[q].nodes[i]);
+      for (int j = 0; j < k; j++) {
+        v[id[j]] += 1;
+        a += !S[id[j]];
+      }
     }
-  }
   int *cand = c->iscratch + E, nc = 0;
   for (int e = 0; e < E; e++)
     if (S[e] && !c->resident[e] && !anchor[e]) cand[nc++] = e;
@@ -143,6 +154,9 @@ void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) {
     size--;
   }
 }
+
+void amoe_verifier_acceptmoe(const amoe_vctx *c, uint8_t *S) { acceptmoe_select(c, 1, S); }
+void amoe_verifier_acceptmoe_pass(const amoe_vctx *c, int requests, uint8_t *S) { acceptmoe_select(c, requests, S); }
 
 void amoe_verifier_acceptmoe_fix(const amoe_vctx *c, uint8_t *S) {
   double *u = c->scratch;

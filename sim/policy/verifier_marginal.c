@@ -13,7 +13,9 @@
  *      count, with its fetch when not resident; on several GPUs its HBM
  *      part is weighted by its group's expert time over the busiest
  *      group's (§16).
- *   5. share = 1: if S predicts a slower layer than S_A, S_A. */
+ *   5. share = 1: if S predicts a slower layer than S_A, S_A.
+ * At batch > 1 an expert the pass's other requests execute is never
+ * dropped: its bytes are read anyway (§17). */
 #include <math.h>
 #include <string.h>
 
@@ -154,7 +156,7 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
   double left = budget;
   for (int i = 0; i < m && size > k; i++) {
     const int e = order[i];
-    if (v[e] > left) continue;
+    if (v[e] > left || (c->covered && c->covered[e])) continue; /* (a covered expert saves nothing) */
     left -= v[e];
     S[e] = 0;
     size--;

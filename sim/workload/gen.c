@@ -441,6 +441,31 @@ void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
   if (g->req_bias) request_bias_start(g, req, g->req_bias);
 }
 
+static int draw_accepted(amoe_gen *g, int n, uint8_t *accepted);
+
+amoe_status amoe_gen_count_blocks(amoe_gen *g, uint32_t req, int limit, int *blocks, amoe_err *e) {
+  (void)e;
+  /* the tree and the acceptance draw from g->rng alone (routing has
+   * streams of its own), so they come out as amoe_gen_next draws them */
+  amoe_rng_seed(&g->rng, g->p.seed, 0x72657175ULL, req);
+  g->request = req;
+  g->step = 0;
+  g->committed = 0;
+  g->replay_start = g->p.replay ? (uint32_t)(amoe_rng_hash3(g->p.seed, req, 7) % (uint64_t)g->p.replay_n) : 0;
+  uint8_t acc[AMOE_MAX_NODES];
+  int nb = 0;
+  while (g->committed < g->p.tokens_per_request && nb < limit) {
+    const int n = build_tree(g, &g->rng);
+    tree_index(g, n);
+    draw_accepted(g, n, acc);
+    for (int t = 0; t < n; t++) g->committed += acc[t];
+    g->step++;
+    nb++;
+  }
+  *blocks = nb;
+  return AMOE_OK;
+}
+
 /* Request r's bias as it starts, [layer][expert] (room for L·E + 16). */
 static void request_bias_start(const amoe_gen *g, uint32_t req, float *out) {
   gen_rng4 r4; /* its own stream: results without it stay as they were */
@@ -450,9 +475,10 @@ static void request_bias_start(const amoe_gen *g, uint32_t req, float *out) {
   for (int i = 0; i < n; i++) out[i] *= g->req_scale[i / g->p.experts];
 }
 
-amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t req, int tokens, uint16_t *counts, amoe_err *e) {
+amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t req, int tokens, int chunk, uint16_t *counts, amoe_err *e) {
   const int L = g->p.layers, E = g->p.experts, D = AMOE_GEN_DIM, k = g->p.top_k;
-  memset(counts, 0, (size_t)L * E * sizeof *counts);
+  if (chunk <= 0 || chunk > tokens) chunk = tokens > 0 ? tokens : 1;
+  memset(counts, 0, (size_t)((tokens + chunk - 1) / chunk) * L * E * sizeof *counts);
   if (tokens <= 0) return AMOE_OK;
   float *rb = g->req_bias ? malloc(((size_t)L * E + 16) * sizeof(float)) : NULL;
   float *tok = malloc(((size_t)tokens * D + 16) * sizeof(float)), *xi = malloc(((size_t)tokens * D + 16) * sizeof(float));
@@ -484,7 +510,7 @@ amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t req, int tokens, uint16_t *co
         for (int x = 0; x < E; x++)
           if (zf[x] != -INFINITY && (best < 0 || zf[x] > zf[best])) best = x;
         if (best < 0) break;
-        counts[(size_t)l * E + best]++;
+        counts[((size_t)(t / chunk) * L + l) * E + best]++;
         zf[best] = -INFINITY;
       }
     }

@@ -108,8 +108,13 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e);
 /* The prefill of request r: `tokens` prompt tokens routed as a chain (the
  * decode tokens' locality, the request's bias as it starts), on a stream
  * of their own (the request's blocks do not depend on it). Adds each
- * token's natural top-k to counts[layer][expert] (zeroed first). */
-amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t r, int tokens, uint16_t *counts, amoe_err *e);
+ * token's natural top-k to counts[chunk][layer][expert] (zeroed first),
+ * token t in chunk t / chunk (chunk 0: one chunk of every token). */
+amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t r, int tokens, int chunk, uint16_t *counts, amoe_err *e);
+/* How many blocks request r has (at most limit): its trees and accepted
+ * paths drawn as amoe_gen_next draws them, without their routing. Leaves
+ * g between requests (amoe_gen_begin_request before the next block). */
+amoe_status amoe_gen_count_blocks(amoe_gen *g, uint32_t r, int limit, int *blocks, amoe_err *e);
 /* The acceptance scale h found by calibration. */
 double amoe_gen_accept_scale(const amoe_gen *g);
 

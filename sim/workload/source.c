@@ -17,6 +17,7 @@ const char *const amoe_source_kind_names[] = {"synthetic", "trace", "blocks-json
                                               "routing-safetensors", NULL};
 const char *const amoe_routing_blocks_names[] = {"chain", "hybrid", NULL};
 const char *const amoe_prefill_names[] = {"through", "bypass", NULL};
+const char *const amoe_prefill_schedule_names[] = {"separate", "chunked", NULL};
 
 /* The generator's per-layer parameters, which its amoe_gen_params point into. */
 typedef struct {
@@ -44,6 +45,10 @@ struct amoe_source {
   gen_layers layers;   /* the generator's per-layer parameters */
   amoe_gen_params gp;  /* the synthetic generator's parameters (prefill) */
   amoe_gen *prefill;   /* a generator of its own for prefills, opened on first use */
+  /* a slot's reader at batch > 1 (amoe_source_open_slot): one request at
+   * a time, slot_blocks blocks from block index slot_first */
+  int slot, slot_blocks, slot_done;
+  uint64_t slot_first;
 };
 
 int amoe_source_score_shape(const amoe_source *s, double *entropy, double *topk_mass) {
@@ -351,6 +356,26 @@ static amoe_status hybrid_next(amoe_source *s, amoe_block *b, amoe_err *e) {
 }
 
 amoe_status amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
+  if (s->slot) {
+    if (s->slot_done >= s->slot_blocks) return AMOE_END;
+    if (amoe_interrupt) return amoe_fail(e, AMOE_EINTR, "interrupted");
+    amoe_status rc;
+    if (s->trace) {
+      rc = amoe_trace_next(s->trace, b, e);
+    } else {
+      if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {
+        amoe_block_free(b);
+        amoe_block_init(b, s->model.moe_layers, s->model.experts, s->m);
+      }
+      rc = amoe_gen_next(s->gen, b, e);
+      if (rc == AMOE_END) /* (the count said it has more) */
+        return amoe_fail(e, AMOE_EINVAL, "request %llu ended after %d of its %d blocks",
+                         (unsigned long long)s->request, s->slot_done, s->slot_blocks);
+      if (rc == AMOE_OK) b->index = s->slot_first + (uint64_t)s->slot_done;
+    }
+    if (rc == AMOE_OK) s->slot_done++;
+    return rc;
+  }
   if (s->w.blocks > 0 && s->produced >= (uint64_t)s->w.blocks) return AMOE_END;
   if (amoe_interrupt) return amoe_fail(e, AMOE_EINTR, "interrupted");
   amoe_status rc;
@@ -405,7 +430,7 @@ amoe_status amoe_source_rewind(amoe_source *s, amoe_err *e) {
   return AMOE_OK;
 }
 
-amoe_status amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, uint16_t *counts, int *made,
+amoe_status amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, int chunk, uint16_t *counts, int *made,
                                 amoe_err *e) {
   *made = 0;
   if (s->kind != AMOE_SRC_SYNTHETIC || tokens <= 0) return AMOE_OK;
@@ -415,8 +440,115 @@ amoe_status amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, ui
     if (!(p.accept_scale > 0)) p.accept_scale = 1;
     AMOE_TRY(amoe_gen_open(&s->prefill, &p, e));
   }
-  AMOE_TRY(amoe_gen_prefill(s->prefill, request, tokens, counts, e));
+  AMOE_TRY(amoe_gen_prefill(s->prefill, request, tokens, chunk, counts, e));
   *made = 1;
+  return AMOE_OK;
+}
+
+/* One more request into the list. */
+static amoe_status add_request(amoe_source_request **v, size_t *cap, int *n, uint32_t id, uint64_t first, int blocks,
+                               amoe_err *e) {
+  amoe_source_request *nv = amoe_grow(*v, cap, (size_t)*n + 1, sizeof **v, 64);
+  if (!nv) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  *v = nv;
+  nv[(*n)++] = (amoe_source_request){id, first, blocks};
+  return AMOE_OK;
+}
+
+amoe_status amoe_source_requests(amoe_source *s, amoe_source_request **out, int *n, amoe_err *e) {
+  *out = NULL;
+  *n = 0;
+  amoe_source_request *v = NULL;
+  size_t cap = 0;
+  amoe_status st = AMOE_OK;
+  const uint64_t limit = s->w.blocks > 0 ? (uint64_t)s->w.blocks : UINT64_MAX;
+  if (s->kind == AMOE_SRC_SYNTHETIC) {
+    if (s->w.blocks <= 0)
+      return amoe_fail(e, AMOE_EINVAL, "workload.blocks: a batch of generated requests needs a number of blocks");
+    amoe_gen_params p = s->gp;
+    p.accept_scale = amoe_source_accept_scale(s); /* (no calibration again) */
+    p.replay = s->replay;
+    p.replay_n = s->replay_n;
+    amoe_gen *g = NULL;
+    st = amoe_gen_open(&g, &p, e);
+    uint64_t at = 0;
+    for (uint32_t r = 0; st == AMOE_OK && at < limit; r++) {
+      int nb = 0;
+      st = amoe_gen_count_blocks(g, r, (int)(limit - at < INT_MAX ? limit - at : INT_MAX), &nb, e);
+      if (st == AMOE_OK) st = add_request(&v, &cap, n, r, at, nb, e);
+      at += (uint64_t)nb;
+    }
+    amoe_gen_close(g);
+  } else if (s->kind == AMOE_SRC_TRACE) {
+    amoe_block b;
+    amoe_block_init(&b, s->model.moe_layers, s->model.experts, s->m);
+    amoe_trace_want_logits(s->trace, AMOE_LOGITS_NONE); /* the tree section: the request ids */
+    st = amoe_trace_rewind(s->trace, e);
+    uint64_t at = 0;
+    while (st == AMOE_OK && at < limit) {
+      const amoe_status rc = amoe_trace_next(s->trace, &b, e);
+      if (rc == AMOE_END) break;
+      st = rc;
+      if (st != AMOE_OK) break;
+      if (*n > 0 && v[*n - 1].id == b.request) v[*n - 1].blocks++;
+      else st = add_request(&v, &cap, n, b.request, at, 1, e);
+      at++;
+    }
+    amoe_block_free(&b);
+    amoe_trace_want_logits(s->trace, AMOE_LOGITS_ALL);
+    if (st == AMOE_OK) st = amoe_trace_rewind(s->trace, e);
+  } else {
+    st = amoe_fail(e, AMOE_EINVAL, "a batch reads requests from a synthetic workload or a trace, not %s",
+                   amoe_source_kind_names[s->kind]);
+  }
+  if (st != AMOE_OK) {
+    free(v);
+    *n = 0;
+    return st;
+  }
+  *out = v;
+  return AMOE_OK;
+}
+
+amoe_status amoe_source_open_slot(amoe_source **out, const amoe_source *s, amoe_err *e) {
+  *out = NULL;
+  if (s->kind != AMOE_SRC_SYNTHETIC && s->kind != AMOE_SRC_TRACE)
+    return amoe_fail(e, AMOE_EINVAL, "a batch reads requests from a synthetic workload or a trace, not %s",
+                     amoe_source_kind_names[s->kind]);
+  amoe_source *c = calloc(1, sizeof *c);
+  if (!c) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  c->kind = s->kind;
+  c->w = s->w;
+  c->model = s->model;
+  c->m = s->m;
+  c->slot = 1;
+  c->gp = s->gp;
+  amoe_status st = AMOE_OK;
+  if (s->kind == AMOE_SRC_TRACE) {
+    st = amoe_trace_open(&c->trace, s->w.path, e);
+  } else {
+    amoe_gen_params p = s->gp;
+    p.accept_scale = amoe_source_accept_scale(s);
+    p.replay = s->replay; /* (borrowed: the parent outlives its slots) */
+    p.replay_n = s->replay_n;
+    st = amoe_gen_open(&c->gen, &p, e);
+  }
+  if (st == AMOE_OK && !(c->prov = strdup(s->prov ? s->prov : "{}"))) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  if (st != AMOE_OK) {
+    amoe_source_close(c);
+    return st;
+  }
+  *out = c;
+  return AMOE_OK;
+}
+
+amoe_status amoe_source_seek(amoe_source *s, const amoe_source_request *rq, amoe_err *e) {
+  s->slot_first = rq->first;
+  s->slot_blocks = rq->blocks;
+  s->slot_done = 0;
+  s->request = rq->id;
+  if (s->trace) return amoe_trace_seek(s->trace, rq->first, e);
+  amoe_gen_begin_request(s->gen, rq->id);
   return AMOE_OK;
 }
 

@@ -14,6 +14,7 @@
 extern const char *const amoe_source_kind_names[];
 extern const char *const amoe_routing_blocks_names[];
 extern const char *const amoe_prefill_names[]; /* offload.prefill, by amoe_prefill_mode */
+extern const char *const amoe_prefill_schedule_names[]; /* workload.prefill_schedule */
 
 typedef struct amoe_source amoe_source;
 
@@ -38,11 +39,30 @@ int amoe_source_score_shape(const amoe_source *s, double *entropy, double *topk_
 /* For synthetic sources, the acceptance scale found by calibration (else 0). */
 double amoe_source_accept_scale(const amoe_source *s);
 /* The prefill of `request`: each prompt token's natural top-k added to
- * counts[layer][expert] (zeroed first). *made: 1 when the source made it
- * (the generator), 0 when it has none (traces and captures carry no
- * prompt). */
-amoe_status amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, uint16_t *counts, int *made,
+ * counts[chunk][layer][expert] (zeroed first; token t in chunk t / chunk,
+ * chunk 0: one chunk). *made: 1 when the source made it (the generator),
+ * 0 when it has none (traces and captures carry no prompt). */
+amoe_status amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, int chunk, uint16_t *counts, int *made,
                                 amoe_err *e);
+
+/* ---- Batches (docs/design.md §17): each slot reads its own request ---- */
+/* One request of the workload: its id, the block index of its first block
+ * and how many blocks it has as one reader gives them. */
+typedef struct {
+  uint32_t id;
+  uint64_t first;
+  int blocks;
+} amoe_source_request;
+/* The requests a reader of s gives, in order, the last cut where
+ * workload.blocks ends (*out: n entries, the caller frees): a batch of any
+ * size runs exactly the blocks a batch-1 run does. Synthetic workloads
+ * (counted without routing, amoe_gen_count_blocks) and traces only. */
+amoe_status amoe_source_requests(amoe_source *s, amoe_source_request **out, int *n, amoe_err *e);
+/* A reader of its own over s's workload, for one slot (s must outlive it);
+ * amoe_source_seek puts it at a request, whose blocks next() then gives
+ * (indexed from rq->first) before AMOE_END. */
+amoe_status amoe_source_open_slot(amoe_source **slot, const amoe_source *s, amoe_err *e);
+amoe_status amoe_source_seek(amoe_source *slot, const amoe_source_request *rq, amoe_err *e);
 
 /* Reads a per-step accept-length file: Spec-Bench answers (JSONL with
  * choices[0].accept_lengths) or plain whitespace-separated integers. */

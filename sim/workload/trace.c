@@ -420,6 +420,27 @@ amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e) {
   return AMOE_OK;
 }
 
+amoe_status amoe_trace_seek(amoe_trace_reader *r, uint64_t block, amoe_err *e) {
+  if (block >= r->info.blocks) {
+    if (block > r->info.blocks)
+      return amoe_fail(e, AMOE_EINVAL, "%s: block %llu: the trace has %llu", r->path, (unsigned long long)block,
+                       (unsigned long long)r->info.blocks);
+    r->pos = r->table_offset;
+    r->next_index = block;
+    return AMOE_OK;
+  }
+  uint64_t off;
+  const uint64_t at = r->table_offset + 8 * block;
+  if (pread(fileno(r->f), &off, 8, (off_t)at) != 8)
+    return amoe_fail(e, AMOE_EFORMAT, "%s: byte offset %llu: truncated block table", r->path, (unsigned long long)at);
+  if (off < r->data_start || off >= r->table_offset)
+    return amoe_fail(e, AMOE_EFORMAT, "%s: byte offset %llu: block %llu's offset %llu lies outside the blocks",
+                     r->path, (unsigned long long)at, (unsigned long long)block, (unsigned long long)off);
+  r->pos = off;
+  r->next_index = block;
+  return AMOE_OK;
+}
+
 /* Byte ids to u16; nonzero when one exceeds emax. */
 static AMOE_CLONES unsigned widen_ids(const uint8_t *restrict src, uint16_t *restrict dst, size_t n, uint8_t emax) {
   uint8_t over = 0;

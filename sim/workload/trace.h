@@ -60,6 +60,8 @@ const amoe_trace_info *amoe_trace_info_of(const amoe_trace_reader *r);
  * point into the reader's buffer until the next call. */
 amoe_status amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e);
 amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e);
+/* The next block read is block `block` (its offset from the table). */
+amoe_status amoe_trace_seek(amoe_trace_reader *r, uint64_t block, amoe_err *e);
 /* Which logits blocks carry (default AMOE_LOGITS_ALL; block.h). NONE:
  * b->logits is NULL. TOP, from a version-4 trace: each node-layer's top-k,
  * b->lm = top_k (older versions give all m). */
