@@ -118,6 +118,7 @@ static const krow KEYS[] = {
     {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0, 0, 0},
     {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0, 0, 0},
     {"hardware.peak_flops", T_DBL, F(hw.peak_flops), 1e6, BIG, NULL, 0, 0, 0},
+    {"hardware.moe_flops", T_DBL, F(hw.moe_flops), 0, BIG, NULL, 0, 0, 0},
     {"hardware.launch_s", T_DBL, F(hw.launch_s), 0, 1, NULL, 0, 0, 0},
     {"hardware.memory_bytes", T_DBL, F(hw.memory_bytes), 0, BIG, NULL, 0, 0, 0},
     {"hardware.step_s", T_DBL, F(hw.step_s), 0, 1, NULL, 0, 0, 0},
@@ -158,6 +159,7 @@ static const krow KEYS[] = {
     {"engine.visit_host_s", T_DBL, F(engine.visit_host_s), 0, 1, NULL, 0, 0, 0},
     {"engine.host_overlap", T_BOOL, F(engine.host_overlap), 0, 0, NULL, 0, 0, 0},
     {"engine.launch_s", T_DBL, F(engine.launch_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.request_s", T_DBL, F(engine.request_s), 0, 1, NULL, 0, 0, 0},
     {"engine.step_host_s", T_DBL, F(engine.step_host_s), 0, 1, NULL, 0, 0, 0},
     {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0},
@@ -1286,14 +1288,21 @@ static void write_value(FILE *f, const amoe_spec *s, const krow *k) {
   }
 }
 
-/* The keys of §17 batches, written only where a batch is run. */
-static int batch_key(const char *path) {
-  return !strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||
-         !strcmp(path, "workload.chunk_tokens");
-}
-static int batch_swept(const amoe_experiment *x) {
+static int swept(const amoe_experiment *x, const char *key) {
   for (int j = 0; j < x->nsweep; j++)
-    if (!strcmp(x->sweep[j].key, "workload.batch")) return 1;
+    if (!strcmp(x->sweep[j].key, key)) return 1;
+  return 0;
+}
+
+/* Keys of §17 batches, written only where they do something (a spec that
+ * runs no batch resolves as it did before them). */
+static int unused_batch_key(const amoe_experiment *x, const char *path) {
+  const amoe_spec *s = &x->base;
+  if (!strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||
+      !strcmp(path, "workload.chunk_tokens"))
+    return s->workload.batch <= 1 && !swept(x, "workload.batch");
+  if (!strcmp(path, "engine.request_s")) return s->engine.request_s == 0 && !swept(x, path);
+  if (!strcmp(path, "hardware.moe_flops")) return s->hw.moe_flops == 0 && !swept(x, path);
   return 0;
 }
 
@@ -1332,7 +1341,7 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
       continue;
     }
     if (!strncmp(k->path, "commitment.", 11)) continue;
-    if (batch_key(k->path) && s->workload.batch <= 1 && !batch_swept(x)) continue; /* batch 1: as before the keys were */
+    if (unused_batch_key(x, k->path)) continue;
     /* split into components; open the mappings that differ from the previous key */
     char comp[8][64];
     int nc = 0;

@@ -103,6 +103,10 @@ typedef struct {
   double hbm_bw;          /* effective device-memory bandwidth, bytes/s */
   double h2d_bw;          /* pinned host-to-device bandwidth, bytes/s */
   double peak_flops;      /* dense bf16 FLOP/s */
+  /* what a routed expert's tokens compute at (its grouped GEMM at a few
+   * tokens per expert, far below peak_flops; fitted where measured,
+   * docs/validation.md); 0: peak_flops */
+  double moe_flops;
   double launch_s;        /* per-kernel launch overhead, s (the lm head) */
   double memory_bytes;    /* device memory */
   /* fixed costs (docs/design.md §9); each preset says where its numbers come from */
@@ -184,6 +188,10 @@ typedef struct {
   int host_overlap;         /* 1: a synchronisation-free layer takes max(host, device) */
   double launch_s;          /* 0: the hardware preset's */
   double step_host_s;       /* 0: the hardware preset's */
+  /* per request in each pass, beside the device model: the engine's
+   * per-request work at batch (sampling, scheduling; fitted to plain
+   * decoding against batch, docs/validation.md); 0: none */
+  double request_s;
 } amoe_engine;
 /* The engine's launch and step host time, or the hardware's where it sets none. */
 static inline double amoe_engine_launch_s(const amoe_engine *e, const amoe_hw *hw) {

@@ -18,7 +18,8 @@ double amoe_cost_dense_batch(const amoe_model *m, const amoe_hw *hw, int n, doub
                              int is_moe, int tp);
 /* One all-reduce of n tokens' hidden states (bf16) over the interconnect. */
 double amoe_cost_allreduce(const amoe_model *m, const amoe_hw *hw, int n);
-/* One routed expert serving n tokens: max(bytes/(η·BW), n · 2·3·d·f/peak).
+/* One routed expert serving n tokens: max(bytes/(η·BW), n · 2·3·d·f/moe_flops)
+ * (moe_flops: the hardware's, else its peak_flops).
  * The run loop prices every expert of every layer, so the two coefficients
  * are computed once (amoe_cost_expert_coef) and applied inline. */
 typedef struct {
@@ -27,7 +28,8 @@ typedef struct {
 } amoe_expert_coef;
 static inline amoe_expert_coef amoe_cost_expert_coef(const amoe_model *m, const amoe_hw *hw) {
   amoe_expert_coef c = {amoe_model_expert_bytes(m) / (hw->moe_eta * hw->hbm_bw),
-                        2.0 * 3.0 * m->hidden * (double)m->moe_intermediate / hw->peak_flops};
+                        2.0 * 3.0 * m->hidden * (double)m->moe_intermediate /
+                            (hw->moe_flops > 0 ? hw->moe_flops : hw->peak_flops)};
   return c;
 }
 static inline double amoe_cost_expert_at(amoe_expert_coef c, int n) {
@@ -116,6 +118,7 @@ typedef struct {
   /* several requests (§17): Σ_j context_j and Σ_j n_j·context_j over the
    * pass's requests (context unused); 0: one request, `context` */
   double kv_tokens, attn_tokens;
+  int requests; /* the pass's requests (engine.request_s each); 0: one */
 } amoe_pass_shape;
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh);
 amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c);

@@ -812,7 +812,7 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
       .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
       .depth = rs->draft->mtp || one ? 0 : maxd, .context = s->workload.context_tokens, .kv_tokens = kv,
-      .attn_tokens = attn});
+      .attn_tokens = attn, .requests = na + npf});
   if (rs->draft->mtp) pc.draft = mtp_s;
   if (rs->draft->draft_cost && na) pc.draft += rs->draft->draft_cost(rs->row, s, candidates);
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
