@@ -188,9 +188,10 @@ typedef struct {
   int host_overlap;         /* 1: a synchronisation-free layer takes max(host, device) */
   double launch_s;          /* 0: the hardware preset's */
   double step_host_s;       /* 0: the hardware preset's */
-  /* per request in each pass, beside the device model: the engine's
-   * per-request work at batch (sampling, scheduling; fitted to plain
-   * decoding against batch, docs/validation.md); 0: none */
+  /* what each request beyond the first adds to a pass, beside the device
+   * model: the engine's per-request work at batch (fitted to plain
+   * decoding against batch, docs/validation.md; a batch of one is the
+   * batch-1 fit's); 0: none */
   double request_s;
 } amoe_engine;
 /* The engine's launch and step host time, or the hardware's where it sets none. */

@@ -118,7 +118,7 @@ typedef struct {
   /* several requests (§17): Σ_j context_j and Σ_j n_j·context_j over the
    * pass's requests (context unused); 0: one request, `context` */
   double kv_tokens, attn_tokens;
-  int requests; /* the pass's requests (engine.request_s each); 0: one */
+  int requests; /* the pass's requests (engine.request_s for each beyond the first); 0: one */
 } amoe_pass_shape;
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh);
 amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c);
