@@ -160,6 +160,7 @@ static const krow KEYS[] = {
     {"engine.host_overlap", T_BOOL, F(engine.host_overlap), 0, 0, NULL, 0, 0, 0},
     {"engine.launch_s", T_DBL, F(engine.launch_s), 0, 1, NULL, 0, 0, 0},
     {"engine.request_s", T_DBL, F(engine.request_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.request_per", T_ENUM, F(engine.request_per), 0, 0, amoe_request_per_names, 0, 0, 0},
     {"engine.step_host_s", T_DBL, F(engine.step_host_s), 0, 1, NULL, 0, 0, 0},
     {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0},
@@ -1301,7 +1302,8 @@ static int unused_batch_key(const amoe_experiment *x, const char *path) {
   if (!strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||
       !strcmp(path, "workload.chunk_tokens"))
     return s->workload.batch <= 1 && !swept(x, "workload.batch");
-  if (!strcmp(path, "engine.request_s")) return s->engine.request_s == 0 && !swept(x, path);
+  if (!strcmp(path, "engine.request_s") || !strcmp(path, "engine.request_per"))
+    return s->engine.request_s == 0 && !swept(x, "engine.request_s") && !swept(x, "engine.request_per");
   if (!strcmp(path, "hardware.moe_flops")) return s->hw.moe_flops == 0 && !swept(x, path);
   return 0;
 }

@@ -33,6 +33,7 @@ for m in speedup_vs_natural:speedup h2d_bytes_per_token:h2d cache_hit_rate:hit; 
   plot "slots-${m#*:}" slots "in='$res/figure-offload-slots/summary.csv'; metric='${m%%:*}'"
 done
 plot pareto pareto "in='$res/figure-pareto/summary.csv'"
+plot batch batch "qwen='$res/figure-batch-qwen3/summary.csv'; deepseek='$res/figure-batch-deepseek/summary.csv'"
 ACCEPTMOE=$A scripts/marginal-eval.sh $([ $quick = 1 ] && echo --quick) "$res/marginal" # (its figure, its table)
 plot breakdown-offload breakdown "in='$res/acceptmoe-offload-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, offload on RTX 5090 presets (48 slots, LRU)'"
 plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, resident on RTX PRO 6000 presets'"
@@ -56,6 +57,9 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
   cap "Speed against deviation" pareto \
     "Speedup against the share of committed tokens whose output constrained routing changed (the acceptance model, kappa 0.05 / 0.16 / 0.3), for AcceptMoE's adaptive set, fixed budgets and the lossless EcoSpec, resident on RTX PRO 6000 presets." \
     "build/acceptmoe run workloads/specs/figure-pareto.yaml"
+  cap "Where speculation stops paying: batch" batch \
+    "Tokens per second over plain decoding's at the same batch (requests per pass, continuous batching), per policy row: Qwen3-30B-A3B on 4 H100s (TP4) and DeepSeek-V3 in FP8 on 8 H200s (TP8), each with the engine's per-request cost fitted to that layout's measured plain decoding at batch 1-64 (scripts/fit_batch.py, docs/validation.md); the speculative rows at batch > 1 are predictions, fitted to nothing." \
+    "build/acceptmoe run workloads/specs/figure-batch-qwen3.yaml; build/acceptmoe run workloads/specs/figure-batch-deepseek.yaml"
   cap "Beyond both papers: the marginal verifier" marginal \
     "Speedup against the deviated-token rate for marginal's share grid and its depth-only ablation, beside AcceptMoE and the oracle, in three settings; each point the mean over seeds 201-204, share chosen on seed 101 (docs/validation.md)." \
     "scripts/marginal-eval.sh"

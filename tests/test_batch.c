@@ -99,6 +99,18 @@ static void two_requests_by_hand(void) {
   CHECK(m.tau_mean == 2.5 && m.verified_nodes_mean == 3 && m.union_mean == 9, "per request: tau %g verified %g union %g",
         m.tau_mean, m.verified_nodes_mean, m.union_mean);
   amoe_row_result_free(&r);
+  /* engine.request_s for the request beyond the first: per token its 2
+   * committed tokens, per pass once */
+  s.engine.request_s = 1e-3;
+  for (int per = 0; per < 2; per++) {
+    s.engine.request_per = per ? AMOE_REQUEST_PER_PASS : AMOE_REQUEST_PER_TOKEN;
+    r = run_one(&s);
+    const double want = T + (per ? 1e-3 : 2e-3);
+    CHECK(fabs(r.tot.t_total - want) < 1e-12, "request_s per %s: %.12g, by hand %.12g", per ? "pass" : "token",
+          r.tot.t_total, want);
+    amoe_row_result_free(&r);
+  }
+  s.engine.request_s = 0;
   /* per-expert tokens: at peak 3e7 one token costs 2·3·100·50/3e7 = 1e-3,
    * so expert 2's four tokens (4e-3) pass its bytes (2e-3) and every
    * other expert stays at its bytes: t_moe = 8 · 2e-3 + 4e-3 + t0 */

@@ -175,6 +175,11 @@ typedef enum { AMOE_MOE_FUSED = 0, AMOE_MOE_PER_EXPERT = 1, AMOE_MOE_LOOP = 2 } 
 typedef enum { AMOE_VISIT_HIT = 0, AMOE_VISIT_ALL = 1, AMOE_VISIT_ALL_SKIP = 2 } amoe_visits;
 extern const char *const amoe_moe_kernels_names[]; /* by amoe_moe_kernels, NULL-terminated */
 extern const char *const amoe_visits_names[];      /* by amoe_visits */
+/* What engine.request_s is charged per: each token a request commits in
+ * the pass (plain decoding cannot tell the two apart: one token a pass),
+ * or each pass it is in. */
+typedef enum { AMOE_REQUEST_PER_TOKEN = 0, AMOE_REQUEST_PER_PASS = 1 } amoe_request_per;
+extern const char *const amoe_request_per_names[]; /* by amoe_request_per */
 typedef struct {
   char name[AMOE_NAME_MAX]; /* the engine preset, or "" */
   int cuda_graphs;          /* -1 until resolved: the hardware preset's */
@@ -193,6 +198,7 @@ typedef struct {
    * decoding against batch, docs/validation.md; a batch of one is the
    * batch-1 fit's); 0: none */
   double request_s;
+  int request_per; /* amoe_request_per */
 } amoe_engine;
 /* The engine's launch and step host time, or the hardware's where it sets none. */
 static inline double amoe_engine_launch_s(const amoe_engine *e, const amoe_hw *hw) {

@@ -77,7 +77,8 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   p->dense = batch ? amoe_cost_dense_batch(m, hw, tokens, sh->kv_tokens, sh->attn_tokens, 1, tp)
                    : amoe_cost_dense(m, hw, tokens, context, 1, tp);
   const int steps = amoe_cost_draft_steps(depth), dense_layers = m->layers - m->moe_layers;
-  p->step = hw->step_s + eng->request_s * (sh->requests > 1 ? sh->requests - 1 : 0);
+  const int beyond = eng->request_per == AMOE_REQUEST_PER_PASS && sh->requests > 1 ? sh->requests - 1 : 0;
+  p->step = hw->step_s + eng->request_s * beyond; /* (per token: amoe_cost_request_tokens) */
   p->draft = amoe_cost_draft(m, hw, steps, tp);
   const double dense_only =
       dense_layers * (batch ? amoe_cost_dense_batch(m, hw, tokens, sh->kv_tokens, sh->attn_tokens, 0, tp)

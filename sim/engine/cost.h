@@ -139,6 +139,14 @@ static inline void amoe_cost_pass_add(amoe_pass_time *t, const amoe_layer_time *
   t->comm += lt->comm;
   t->total += lt->total;
 }
+/* engine.request_s per token: what a pass whose requests commit tokens[0..n)
+ * adds for every request beyond the first (0 when charged per pass). */
+static inline double amoe_cost_request_tokens(const amoe_engine *eng, const double *tokens, int n) {
+  double t = 0;
+  if (eng->request_per == AMOE_REQUEST_PER_TOKEN)
+    for (int i = 1; i < n; i++) t += eng->request_s * tokens[i];
+  return t;
+}
 /* What one more executed expert serving `tokens` tokens adds to a layer
  * that already runs `c` (fetched: it is not resident). */
 double amoe_cost_expert_marginal(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c, int tokens, int fetched);

@@ -746,6 +746,7 @@ typedef struct {     /* one pass's merged sets (one layer at a time) */
   const uint8_t *covl[AMOE_MAX_LAYERS];
   uint8_t *given;    /* [E] a pass-wide S (AMOE_BATCH_PASS) */
   amoe_vctx *vc;     /* [batch] their contexts */
+  double *tau;       /* [batch] what each request committed */
 } bpass;
 
 /* The row's clock: every pass it ran, prefills included. */
@@ -931,7 +932,12 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
     tt->perturbation_n += tau;
     tt->deviated += deviated;
     rs->slot_committed[act[q]] += tau;
+    bp->tau[q] = tau;
   }
+  /* engine.request_s per committed token: known once every request is walked */
+  const double per_token = amoe_cost_request_tokens(&s->engine, bp->tau, na);
+  tt->t_step += per_token;
+  tt->t_total += per_token;
   return AMOE_OK;
 }
 
@@ -1034,7 +1040,8 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
   bp.cov = calloc((size_t)L * E, 1);
   bp.given = calloc((size_t)E, 1);
   bp.vc = calloc((size_t)B, sizeof *bp.vc);
-  amoe_status st = sl && bp.cov && bp.given && bp.vc ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  bp.tau = calloc((size_t)B, sizeof *bp.tau);
+  amoe_status st = sl && bp.cov && bp.given && bp.vc && bp.tau ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   for (int l = 0; l < L && bp.cov; l++) bp.covl[l] = bp.cov + (size_t)l * E;
   for (int i = 0; i < B && st == AMOE_OK; i++) {
     amoe_block_init(&sl[i].b, L, E, amoe_source_m(src));
@@ -1060,6 +1067,7 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
   free(bp.cov);
   free(bp.given);
   free(bp.vc);
+  free(bp.tau);
   free(sl);
   free(rq);
   return st;
