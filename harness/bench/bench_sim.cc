@@ -126,6 +126,21 @@ BENCHMARK(BM_replay_deepseek_8gpu)->Unit(benchmark::kMillisecond);
 static void BM_replay_acceptmoe(benchmark::State &st) { run_trace(st, "acceptmoe"); }
 static void BM_replay_marginal(benchmark::State &st) { run_trace(st, "marginal"); }
 BENCHMARK(BM_replay_natural)->Unit(benchmark::kMillisecond);
+
+// Batches (docs/design.md §17), Arg: workload.batch. A 600-block trace of
+// short requests (16 tokens, ~4 blocks each: ~150 requests, so 32 slots stay
+// full), natural routing; blocks/s per core at 32 against 1 is the batch floor.
+static std::string batch_trace_path() { return "/tmp/amoe_bench_batch_" + std::to_string(getpid()) + ".amt"; }
+static void BM_replay_batch(benchmark::State &st) {
+  static int written;
+  amoe_spec s = qwen_spec();
+  s.workload.tokens_per_request = 16;
+  if (!written++) write_trace(s, 600, batch_trace_path());
+  const std::string path = batch_trace_path();
+  s.workload.batch = (int)st.range(0);
+  replay(st, s, path, "natural");
+}
+BENCHMARK(BM_replay_batch)->Arg(1)->Arg(32)->ArgName("batch")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_replay_acceptmoe)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_replay_marginal)->Unit(benchmark::kMillisecond);
 
@@ -317,6 +332,7 @@ BENCHMARK(BM_cache_belady)->Unit(benchmark::kMicrosecond);
 int main(int argc, char **argv) {
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
-  if (!trace_path().empty()) remove(trace_path().c_str());
+  remove(trace_path().c_str());
+  remove(batch_trace_path().c_str()); /* (either may not exist) */
   return 0;
 }

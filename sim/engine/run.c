@@ -747,6 +747,7 @@ typedef struct {     /* one pass's merged sets (one layer at a time) */
   uint8_t *given;    /* [E] a pass-wide S (AMOE_BATCH_PASS) */
   amoe_vctx *vc;     /* [batch] their contexts */
   double *tau;       /* [batch] what each request committed */
+  int *count;        /* [layer][E] natural rows: the pass's tokens per expert */
 } bpass;
 
 /* The row's clock: every pass it ran, prefills included. */
@@ -822,6 +823,18 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   const int counted = by_count || rs->cache;
   const int pass_wide = !natural && rs->ver->batch == AMOE_BATCH_PASS && rs->ver->select_pass && na > 0;
   work *wp = &bp->w;
+  if (natural) { /* every request's natural routes, all its layers at once (each block read once per pass) */
+    memset(bp->count, 0, (size_t)L * E * sizeof *bp->count);
+    for (int q = 0; q < na; q++) {
+      const bslot *x = &sl[act[q]];
+      for (int l = 0; l < L; l++) amoe_route_natural(&x->b, l, k, x->w.nodes, x->nn, NULL, bp->count + (size_t)l * E);
+    }
+    for (int q = 0; q < npf; q++) { /* and the prompt chunks' */
+      const bslot *x = &sl[pf[q]];
+      const uint16_t *c = x->prefill + (size_t)x->chunk * L * E;
+      for (size_t i = 0; i < (size_t)L * E; i++) bp->count[i] += c[i];
+    }
+  }
   double su = 0, ss = 0, sx = 0;
   for (int l = 0; l < L; l++) {
     layer_sums ls = {0};
@@ -839,30 +852,38 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
     }
     const uint8_t *covered = rs->ver->batch == AMOE_BATCH_COVERED ? wp->X : NULL;
     double displaced = 0;
-    for (int q = 0; q < na; q++) {
+    uint8_t *restrict pU = wp->U, *restrict pS = wp->S, *restrict pX = wp->X;
+    int *restrict pcount = wp->count;
+    if (natural) { /* routed before the layers, request by request */
+      const int *restrict cl = bp->count + (size_t)l * E;
+      for (int y = 0; y < E; y++) {
+        pcount[y] = cl[y];
+        pU[y] = pX[y] = cl[y] > 0;
+      }
+      memset(pS, 1, (size_t)(E > 0 ? E : 0));
+    }
+    for (int q = 0; q < na && !natural; q++) {
       bslot *x = &sl[act[q]];
       work *w = &x->w;
       layer_sums lq = {0};
-      if (natural) {
-        layer_route_natural(&x->b, l, k, w, x->nn, counted, &lq);
-      } else {
-        layer_select_constrain(s, offline, rs, &pc, &x->b, l, w, x->nn, w->npath, counted, 0, resident, covered,
-                               pass_wide ? bp->given : NULL, &lq);
-        displaced += lq.displaced;
-      }
+      layer_select_constrain(s, offline, rs, &pc, &x->b, l, w, x->nn, w->npath, counted, 0, resident, covered,
+                             pass_wide ? bp->given : NULL, &lq);
+      displaced += lq.displaced;
+      const uint8_t *restrict U = w->U, *restrict S = w->S, *restrict X = w->X;
+      const int *restrict count = w->count;
       for (int y = 0; y < E; y++) {
-        wp->U[y] |= w->U[y];
-        wp->S[y] |= w->S[y];
+        pU[y] |= U[y];
+        pS[y] |= S[y];
       }
       if (counted)
         for (int y = 0; y < E; y++) {
-          wp->count[y] += w->count[y];
-          wp->X[y] |= w->count[y] > 0;
+          pcount[y] += count[y];
+          pX[y] |= count[y] > 0;
         }
       else
-        for (int y = 0; y < E; y++) wp->X[y] |= w->X[y];
+        for (int y = 0; y < E; y++) pX[y] |= X[y];
     }
-    for (int q = 0; q < npf; q++) { /* the prompt chunks' experts, natural */
+    for (int q = 0; q < npf && !natural; q++) { /* the prompt chunks' experts, natural */
       const bslot *x = &sl[pf[q]];
       const uint16_t *pc_l = x->prefill + ((size_t)x->chunk * L + l) * E;
       for (int y = 0; y < E; y++) {
@@ -1041,11 +1062,13 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
   bp.given = calloc((size_t)E, 1);
   bp.vc = calloc((size_t)B, sizeof *bp.vc);
   bp.tau = calloc((size_t)B, sizeof *bp.tau);
-  amoe_status st = sl && bp.cov && bp.given && bp.vc && bp.tau ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  bp.count = calloc((size_t)L * E, sizeof *bp.count);
+  amoe_status st =
+      sl && bp.cov && bp.given && bp.vc && bp.tau && bp.count ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   for (int l = 0; l < L && bp.cov; l++) bp.covl[l] = bp.cov + (size_t)l * E;
   for (int i = 0; i < B && st == AMOE_OK; i++) {
     amoe_block_init(&sl[i].b, L, E, amoe_source_m(src));
-    st = amoe_source_open_slot(&sl[i].src, src, e);
+    st = amoe_source_slot(src, i, &sl[i].src, e);
     const int P = s->workload.prompt_tokens, c = s->workload.chunk_tokens;
     const size_t chunks = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED && c > 0 ? (size_t)(P + c - 1) / c : 1;
     if (st == AMOE_OK && P > 0 && !(sl[i].prefill = malloc(chunks * L * E * sizeof *sl[i].prefill)))
@@ -1058,7 +1081,6 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
     if (nr) st = batch_group(s, offline, src, rs, rows, nr, one, rq, nrq, sl, &bp, h, record_only, e);
   }
   for (int i = 0; sl && i < B; i++) {
-    amoe_source_close(sl[i].src);
     amoe_block_free(&sl[i].b);
     work_free(&sl[i].w);
     free(sl[i].prefill);
@@ -1068,6 +1090,7 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
   free(bp.given);
   free(bp.vc);
   free(bp.tau);
+  free(bp.count);
   free(sl);
   free(rq);
   return st;

@@ -441,31 +441,6 @@ void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
   if (g->req_bias) request_bias_start(g, req, g->req_bias);
 }
 
-static int draw_accepted(amoe_gen *g, int n, uint8_t *accepted);
-
-amoe_status amoe_gen_count_blocks(amoe_gen *g, uint32_t req, int limit, int *blocks, amoe_err *e) {
-  (void)e;
-  /* the tree and the acceptance draw from g->rng alone (routing has
-   * streams of its own), so they come out as amoe_gen_next draws them */
-  amoe_rng_seed(&g->rng, g->p.seed, 0x72657175ULL, req);
-  g->request = req;
-  g->step = 0;
-  g->committed = 0;
-  g->replay_start = g->p.replay ? (uint32_t)(amoe_rng_hash3(g->p.seed, req, 7) % (uint64_t)g->p.replay_n) : 0;
-  uint8_t acc[AMOE_MAX_NODES];
-  int nb = 0;
-  while (g->committed < g->p.tokens_per_request && nb < limit) {
-    const int n = build_tree(g, &g->rng);
-    tree_index(g, n);
-    draw_accepted(g, n, acc);
-    for (int t = 0; t < n; t++) g->committed += acc[t];
-    g->step++;
-    nb++;
-  }
-  *blocks = nb;
-  return AMOE_OK;
-}
-
 /* Request r's bias as it starts, [layer][expert] (room for L·E + 16). */
 static void request_bias_start(const amoe_gen *g, uint32_t req, float *out) {
   gen_rng4 r4; /* its own stream: results without it stay as they were */
@@ -695,4 +670,27 @@ void amoe_gen_normals16(gen_rng4 *r, float *out, int n) { normals16(r, out, n); 
 void amoe_gen_node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                           const float *req_bias, int E, float sig, float *zf) {
   node_logits(r, eps, w, s, bias, req_bias, E, sig, zf);
+}
+
+amoe_status amoe_gen_count_blocks(amoe_gen *g, uint32_t req, int limit, int *blocks, amoe_err *e) {
+  (void)e;
+  /* the tree and the acceptance draw from g->rng alone (routing has
+   * streams of its own), so they come out as amoe_gen_next draws them */
+  amoe_rng_seed(&g->rng, g->p.seed, 0x72657175ULL, req);
+  g->request = req;
+  g->step = 0;
+  g->committed = 0;
+  g->replay_start = g->p.replay ? (uint32_t)(amoe_rng_hash3(g->p.seed, req, 7) % (uint64_t)g->p.replay_n) : 0;
+  uint8_t acc[AMOE_MAX_NODES];
+  int nb = 0;
+  while (g->committed < g->p.tokens_per_request && nb < limit) {
+    const int n = build_tree(g, &g->rng);
+    tree_index(g, n);
+    draw_accepted(g, n, acc);
+    for (int t = 0; t < n; t++) g->committed += acc[t];
+    g->step++;
+    nb++;
+  }
+  *blocks = nb;
+  return AMOE_OK;
 }

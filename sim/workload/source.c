@@ -45,10 +45,13 @@ struct amoe_source {
   gen_layers layers;   /* the generator's per-layer parameters */
   amoe_gen_params gp;  /* the synthetic generator's parameters (prefill) */
   amoe_gen *prefill;   /* a generator of its own for prefills, opened on first use */
-  /* a slot's reader at batch > 1 (amoe_source_open_slot): one request at
+  /* a slot's reader at batch > 1 (amoe_source_slot): one request at
    * a time, slot_blocks blocks from block index slot_first */
   int slot, slot_blocks, slot_done;
   uint64_t slot_first;
+  amoe_logits want; /* what a trace's blocks carry (amoe_source_want_logits) */
+  amoe_source **slots; /* the slots' readers, opened on first use and kept (their buffers with them) */
+  int nslots;
 };
 
 int amoe_source_score_shape(const amoe_source *s, double *entropy, double *topk_mass) {
@@ -255,6 +258,7 @@ amoe_status amoe_source_open(amoe_source **out, const amoe_workload_spec *w, con
   amoe_source *s = calloc(1, sizeof *s);
   if (!s) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   s->kind = w->source;
+  s->want = AMOE_LOGITS_ALL;
   s->w = *w;
   s->model = *model;
   amoe_status st = AMOE_OK;
@@ -480,23 +484,14 @@ amoe_status amoe_source_requests(amoe_source *s, amoe_source_request **out, int 
     }
     amoe_gen_close(g);
   } else if (s->kind == AMOE_SRC_TRACE) {
-    amoe_block b;
-    amoe_block_init(&b, s->model.moe_layers, s->model.experts, s->m);
-    amoe_trace_want_logits(s->trace, AMOE_LOGITS_NONE); /* the tree section: the request ids */
-    st = amoe_trace_rewind(s->trace, e);
-    uint64_t at = 0;
-    while (st == AMOE_OK && at < limit) {
-      const amoe_status rc = amoe_trace_next(s->trace, &b, e);
-      if (rc == AMOE_END) break;
-      st = rc;
+    const uint64_t blocks = amoe_trace_info_of(s->trace)->blocks;
+    for (uint64_t at = 0; st == AMOE_OK && at < limit && at < blocks; at++) {
+      uint32_t rq = 0;
+      st = amoe_trace_block_request(s->trace, at, &rq, e);
       if (st != AMOE_OK) break;
-      if (*n > 0 && v[*n - 1].id == b.request) v[*n - 1].blocks++;
-      else st = add_request(&v, &cap, n, b.request, at, 1, e);
-      at++;
+      if (*n > 0 && v[*n - 1].id == rq) v[*n - 1].blocks++;
+      else st = add_request(&v, &cap, n, rq, at, 1, e);
     }
-    amoe_block_free(&b);
-    amoe_trace_want_logits(s->trace, AMOE_LOGITS_ALL);
-    if (st == AMOE_OK) st = amoe_trace_rewind(s->trace, e);
   } else {
     st = amoe_fail(e, AMOE_EINVAL, "a batch reads requests from a synthetic workload or a trace, not %s",
                    amoe_source_kind_names[s->kind]);
@@ -510,7 +505,7 @@ amoe_status amoe_source_requests(amoe_source *s, amoe_source_request **out, int 
   return AMOE_OK;
 }
 
-amoe_status amoe_source_open_slot(amoe_source **out, const amoe_source *s, amoe_err *e) {
+static amoe_status open_slot(amoe_source **out, const amoe_source *s, amoe_err *e) {
   *out = NULL;
   if (s->kind != AMOE_SRC_SYNTHETIC && s->kind != AMOE_SRC_TRACE)
     return amoe_fail(e, AMOE_EINVAL, "a batch reads requests from a synthetic workload or a trace, not %s",
@@ -526,6 +521,7 @@ amoe_status amoe_source_open_slot(amoe_source **out, const amoe_source *s, amoe_
   amoe_status st = AMOE_OK;
   if (s->kind == AMOE_SRC_TRACE) {
     st = amoe_trace_open(&c->trace, s->w.path, e);
+    if (st == AMOE_OK) amoe_source_want_logits(c, s->want);
   } else {
     amoe_gen_params p = s->gp;
     p.accept_scale = amoe_source_accept_scale(s);
@@ -542,6 +538,21 @@ amoe_status amoe_source_open_slot(amoe_source **out, const amoe_source *s, amoe_
   return AMOE_OK;
 }
 
+amoe_status amoe_source_slot(amoe_source *s, int i, amoe_source **out, amoe_err *e) {
+  *out = NULL;
+  if (i >= s->nslots) {
+    amoe_source **v = realloc(s->slots, (size_t)(i + 1) * sizeof *v);
+    if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+    for (int j = s->nslots; j <= i; j++) v[j] = NULL;
+    s->slots = v;
+    s->nslots = i + 1;
+  }
+  if (!s->slots[i]) AMOE_TRY(open_slot(&s->slots[i], s, e));
+  amoe_source_want_logits(s->slots[i], s->want);
+  *out = s->slots[i];
+  return AMOE_OK;
+}
+
 amoe_status amoe_source_seek(amoe_source *s, const amoe_source_request *rq, amoe_err *e) {
   s->slot_first = rq->first;
   s->slot_blocks = rq->blocks;
@@ -554,6 +565,8 @@ amoe_status amoe_source_seek(amoe_source *s, const amoe_source_request *rq, amoe
 
 void amoe_source_close(amoe_source *s) {
   if (!s) return;
+  for (int i = 0; i < s->nslots; i++) amoe_source_close(s->slots[i]);
+  free(s->slots);
   amoe_gen_close(s->prefill);
   amoe_gen_close(s->gen);
   amoe_genpool_close(s->pool);
@@ -567,6 +580,7 @@ void amoe_source_close(amoe_source *s) {
 const char *amoe_source_provenance(const amoe_source *s) { return s->prov; }
 int amoe_source_m(const amoe_source *s) { return s->m; }
 void amoe_source_want_logits(amoe_source *s, amoe_logits want) {
+  s->want = want;
   if (s->trace) amoe_trace_want_logits(s->trace, want);
 }
 double amoe_source_accept_scale(const amoe_source *s) {

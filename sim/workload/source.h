@@ -58,10 +58,11 @@ typedef struct {
  * size runs exactly the blocks a batch-1 run does. Synthetic workloads
  * (counted without routing, amoe_gen_count_blocks) and traces only. */
 amoe_status amoe_source_requests(amoe_source *s, amoe_source_request **out, int *n, amoe_err *e);
-/* A reader of its own over s's workload, for one slot (s must outlive it);
- * amoe_source_seek puts it at a request, whose blocks next() then gives
- * (indexed from rq->first) before AMOE_END. */
-amoe_status amoe_source_open_slot(amoe_source **slot, const amoe_source *s, amoe_err *e);
+/* Slot i's reader of its own over s's workload, owned by s (opened on
+ * first use, kept for later runs, closed with s); amoe_source_seek puts it
+ * at a request, whose blocks next() then gives (indexed from rq->first)
+ * before AMOE_END. */
+amoe_status amoe_source_slot(amoe_source *s, int i, amoe_source **slot, amoe_err *e);
 amoe_status amoe_source_seek(amoe_source *slot, const amoe_source_request *rq, amoe_err *e);
 
 /* Reads a per-step accept-length file: Spec-Bench answers (JSONL with

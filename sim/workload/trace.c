@@ -441,6 +441,26 @@ amoe_status amoe_trace_seek(amoe_trace_reader *r, uint64_t block, amoe_err *e) {
   return AMOE_OK;
 }
 
+amoe_status amoe_trace_block_request(amoe_trace_reader *r, uint64_t block, uint32_t *request, amoe_err *e) {
+  uint64_t off;
+  const uint64_t at = r->table_offset + 8 * block;
+  if (block >= r->info.blocks || pread(fileno(r->f), &off, 8, (off_t)at) != 8)
+    return amoe_fail(e, AMOE_EFORMAT, "%s: byte offset %llu: no block %llu in the table", r->path,
+                     (unsigned long long)at, (unsigned long long)block);
+  unsigned char h[16];
+  const uint64_t p = off + r->blk_hdr;
+  if (off < r->data_start || p + 16 > r->table_offset || pread(fileno(r->f), h, 16, (off_t)p) != 16)
+    return amoe_fail(e, AMOE_EFORMAT, "%s: block %llu at byte offset %llu: truncated block", r->path,
+                     (unsigned long long)block, (unsigned long long)off);
+  uint64_t idx;
+  memcpy(&idx, h, 8);
+  memcpy(request, h + 8, 4);
+  if (idx != block)
+    return amoe_fail(e, AMOE_EFORMAT, "%s: block %llu at byte offset %llu: stored index %llu out of sequence", r->path,
+                     (unsigned long long)block, (unsigned long long)p, (unsigned long long)idx);
+  return AMOE_OK;
+}
+
 /* Byte ids to u16; nonzero when one exceeds emax. */
 static AMOE_CLONES unsigned widen_ids(const uint8_t *restrict src, uint16_t *restrict dst, size_t n, uint8_t emax) {
   uint8_t over = 0;

@@ -62,6 +62,9 @@ amoe_status amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e);
 amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e);
 /* The next block read is block `block` (its offset from the table). */
 amoe_status amoe_trace_seek(amoe_trace_reader *r, uint64_t block, amoe_err *e);
+/* Block `block`'s request, read alone (its index checked; the checksums
+ * are checked when the block itself is read). */
+amoe_status amoe_trace_block_request(amoe_trace_reader *r, uint64_t block, uint32_t *request, amoe_err *e);
 /* Which logits blocks carry (default AMOE_LOGITS_ALL; block.h). NONE:
  * b->logits is NULL. TOP, from a version-4 trace: each node-layer's top-k,
  * b->lm = top_k (older versions give all m). */
