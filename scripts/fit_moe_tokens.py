@@ -17,7 +17,15 @@ Prints the fit, its residual at every point and what each coefficient means
 in the simulator's terms: mem_s as a streaming efficiency of the B200's HBM,
 per_token_s as an effective FLOP rate. Plain Python.
 
-usage: scripts/fit_moe_tokens.py [REAL_DATA_DIR]   (default ../shared/real-data)
+With --sim it also runs workloads/specs/moe-tokens-b200.yaml (the b200 preset,
+which carries this fit, and DeepSeek-V3's NVFP4 experts on 8 B200s, plain
+decoding at a batch of n requests: n tokens in each pass's MoE layers) through
+the whole simulator and prints its MoE time per layer and pass beside the
+measured module time, at the pass's mean occupancy (the generated routing, not
+uniform: its union stops short of 256).
+
+usage: scripts/fit_moe_tokens.py [REAL_DATA_DIR] [--sim]   (default ../shared/real-data;
+       ACCEPTMOE: the binary)
 """
 import csv
 import math
@@ -61,8 +69,32 @@ def model(n, t0, mem, pt):
     return t0 + expected_max(n, mem, pt)
 
 
+def through_simulator(pts):
+    """The spec's plain decoding at each measured token count: MoE time per layer and pass."""
+    import subprocess
+    import tempfile
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    binary = os.environ.get("ACCEPTMOE", os.path.join(root, "build", "acceptmoe"))
+    spec = os.path.join(root, "workloads", "specs", "moe-tokens-b200.yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([binary, "run", spec, "--quiet", "--out", tmp], check=True, stdout=subprocess.DEVNULL)
+        rows = list(csv.DictReader(open(os.path.join(tmp, "summary.csv"))))
+    sim = {}
+    for r in rows:
+        if r["policy"] != "autoregressive":
+            continue
+        per_pass = float(r["moe_s_per_token"]) * float(r["committed_tokens"]) / float(r["forward_passes"]) / 58
+        sim[int(r["workload.batch"])] = (per_pass, float(r["batch_occupancy_mean"]), float(r["union_mean"]))
+    print("num_tokens,simulated_tokens,simulated_union,measured_us,simulated_us,residual")
+    for n, t in pts:
+        if n in sim:
+            s, occ, u = sim[n]
+            print(f"{n},{occ:.1f},{u:.1f},{t * 1e6:.2f},{s * 1e6:.2f},{100 * (s - t) / t:+.1f}%")
+
+
 def main():
-    path = real_data.path(sys.argv[1:], "batch", "moe_module_vs_tokens.csv", "fit_moe_tokens")
+    args = [a for a in sys.argv[1:] if a != "--sim"]
+    path = real_data.path(args, "batch", "moe_module_vs_tokens.csv", "fit_moe_tokens")
     if path is None:
         return 2
     with open(path) as f:
@@ -106,6 +138,8 @@ def main():
           f" ({FLOPS_PER_TOKEN / pt / B200_FP4_DENSE:.3f} of dense FP4 peak); compute passes memory at"
           f" {mem / pt:.0f} tokens per expert")
     print(f"worst residual: {100 * worst:.1f}%")
+    if "--sim" in sys.argv[1:]:
+        through_simulator(pts)
     return 0
 
 
