@@ -672,6 +672,46 @@ if grep -q '^mass: \[1.000000, 0\.[0-9]' "$T/cal.yaml" && "$A" run "$T/mgf.yaml"
 expect 2 "verifier marginal needs the draft mass per depth .*commitment.mass beside commitment.table" -- \
   "$A" run "$T/mgt.yaml" --out "$T/mgt"
 
+# batches (§17): a sweep over workload.batch gains the batch columns, its
+# batch-1 point is the plain run's, a trace's slots seek to the blocks the
+# generator's slots make, the same spec gives the same bytes, and what a
+# batch cannot do is refused by name
+printf 'name: tb\nmodel: {name: tiny-moe, layers: 2, moe_layers: 2, experts: 16, top_k: 2, hidden: 64, moe_intermediate: 32, vocab: 1000}\nhardware: h200\nworkload: {blocks: 40, tokens_per_request: 6, tree: {depth: 3, top_k: 4, nodes: 12}, acceptance: {tau: 2.0}}\npolicies: [natural, acceptmoe, acceptmoe-pass, {draft: autoregressive}, {draft: evict}, {draft: mtp, tokens: 3}]\nsweep: {workload.batch: [1, 4]}\n' >"$T/tb.yaml"
+"$A" run "$T/tb.yaml" --quiet --out "$T/tb" >/dev/null 2>"$T/tb.err"
+"$A" run "$T/tb.yaml" --quiet --out "$T/tb2" >/dev/null 2>&1
+bcols='NR==1{for(i=1;i<=NF;i++)c[$i]=i; if(!("speedup_vs_autoregressive" in c)||!("tpot_p90_s" in c))exit 1; next}
+  $c["workload.batch"]==4&&$c["policy"]=="natural"{if(!($c["batch_occupancy_mean"]>1&&$c["requests"]>3))exit 1; n++}
+  $c["workload.batch"]==4&&$c["policy"]=="autoregressive"{if($c["speedup_vs_autoregressive"]!=1)exit 1; n++}
+  $c["policy"]~/^(natural|acceptmoe|autoregressive|mtp\/N=3)$/{t[$c["policy"],$c["workload.batch"]]=$c["committed_tokens"]}
+  END{for(k in t){split(k,q,SUBSEP); if(t[q[1],1]!=t[q[1],4])exit 1; m++} exit n!=2||m!=8}'
+if [ -s "$T/tb/summary.csv" ] && awk -F, "$bcols" "$T/tb/summary.csv" && cmp -s "$T/tb/summary.csv" "$T/tb2/summary.csv" &&
+   cmp -s "$T/tb/layers.csv" "$T/tb2/layers.csv"; then ok
+else bad "batch sweep: columns, occupancy, tokens per row or determinism: $(cat "$T/tb.err") $(head -c 400 "$T/tb/summary.csv")"; fi
+# its batch-1 point is the plain run's, and a plain spec resolves without the batch keys
+sed 's|^sweep:.*||' "$T/tb.yaml" >"$T/tb1.yaml"
+"$A" run "$T/tb1.yaml" --quiet --out "$T/tb1" >/dev/null 2>&1
+pick='NR==1{for(i=1;i<=NF;i++)c[$i]=i;next} (!("workload.batch" in c)||$c["workload.batch"]==1){print $c["policy"],$c["tokens_per_s"],$c["union_mean"],$c["committed_tokens"]}'
+if cmp -s <(awk -F, "$pick" "$T/tb/summary.csv") <(awk -F, "$pick" "$T/tb1/summary.csv") &&
+   ! grep -q 'batch:' "$T/tb1/spec.resolved.yaml" && grep -q 'workload.batch: \[1, 4\]' "$T/tb/spec.resolved.yaml"; then ok
+else bad "batch 1 in a sweep differs from the plain run, or the resolved specs' batch keys are wrong"; fi
+# a trace's slots give what the generator's give
+sed -e 's|^sweep:.*||' -e 's|workload: {blocks: 40,|workload: {batch: 4, blocks: 40,|' "$T/tb.yaml" >"$T/tb4.yaml"
+"$A" gen "$T/tb4.yaml" -o "$T/tb4.amt" --quiet >/dev/null 2>&1
+tc=(--set 'commitment.table=[1, 0.8, 0.6, 0.4, 0.2]' --set 'policies=[natural, acceptmoe, acceptmoe-pass, autoregressive]')
+"$A" run "$T/tb4.yaml" "${tc[@]}" --quiet --out "$T/tb4g" >/dev/null 2>&1
+"$A" run "$T/tb4.yaml" "${tc[@]}" --set workload.source=trace --set "workload.path=$T/tb4.amt" --quiet --out "$T/tb4t" \
+  >/dev/null 2>&1
+if [ -s "$T/tb4t/summary.csv" ] && cmp -s "$T/tb4g/summary.csv" "$T/tb4t/summary.csv" && cmp -s "$T/tb4g/layers.csv" "$T/tb4t/layers.csv"; then ok
+else bad "batch 4: a trace's slots and the generator's differ"; fi
+expect 2 "output.blocks_csv: blocks.csv is not written at workload.batch > 1" -- "$A" run "$T/tb4.yaml" --blocks-csv \
+  --out "$T/bad" --quiet
+expect 2 "workload.batch: 4 needs workload.source synthetic or trace" -- "$A" run "$T/tb4.yaml" \
+  --set workload.source=routing-jsonl --set workload.path=tests/fixtures/capture/decode.jsonl --out "$T/bad" --quiet
+expect 2 "--backend: the backends execute one block's pass; workload.batch is 4" -- "$A" run "$T/tb4.yaml" \
+  --backend cpu --out "$T/bad" --quiet
+expect 2 "workload.prefill_schedule must be one of separate, chunked" -- "$A" run "$T/tb4.yaml" --set workload.prefill_schedule=interleaved \
+  --out "$T/bad" --quiet
+
 # real data, when the shared folder is there
 if [ -f "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" ]; then
   expect 0 '"2":3.31[01][0-9]*,"4":4.97[89]' -- "$A" inspect "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" \

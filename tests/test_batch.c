@@ -232,6 +232,32 @@ static void continuous(void) {
   CHECK(many[2].tot.executed_sum <= many[2].tot.eligible_sum, "acceptmoe-pass executed %g of eligible %g",
         many[2].tot.executed_sum, many[2].tot.eligible_sum);
   for (int i = 0; i < 3; i++) amoe_row_result_free(&one[i]), amoe_row_result_free(&many[i]);
+  /* prompts of 20 tokens: a pass of their own each (separate), or 8, 8
+   * and 4 of them in the next three passes before the request decodes
+   * (chunked): the same requests and tokens either way, the prefill time
+   * apart or inside the passes */
+  s.workload.prompt_tokens = 20;
+  s.workload.chunk_tokens = 8;
+  amoe_row_result sep[3], chk[3];
+  for (int c = 0; c < 2; c++) {
+    s.workload.prefill_schedule = c ? AMOE_PREFILL_CHUNKED : AMOE_PREFILL_SEPARATE;
+    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_run(&s, &offline, src, NULL, c ? chk : sep, &e) == AMOE_OK, "%s", e.msg);
+    amoe_source_close(src);
+  }
+  for (int i = 0; i < 3; i++) {
+    const amoe_totals *a = &sep[i].tot, *b = &chk[i].tot;
+    CHECK(a->prefills == nrq && b->prefills == nrq && a->t_prefill > 0 && b->t_prefill == 0 &&
+              a->committed == b->committed && a->blocks == b->blocks && sep[i].nreqs == nrq && chk[i].nreqs == nrq,
+          "row %d prefills %g/%g, prefill time %g/%g, committed %g/%g", i, a->prefills, b->prefills, a->t_prefill,
+          b->t_prefill, a->committed, b->committed);
+    /* chunked passes carry the prompts: more passes than separate's decode passes, each slower */
+    CHECK(b->passes > a->passes && b->request_passes == a->request_passes && b->t_total > a->t_total,
+          "row %d: chunked %g passes (%g requests in them), separate %g (%g)", i, b->passes, b->request_passes,
+          a->passes, a->request_passes);
+    amoe_row_result_free(&sep[i]);
+    amoe_row_result_free(&chk[i]);
+  }
   amoe_diag_free(&d);
 }
 
