@@ -984,7 +984,8 @@ static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, ro
  * the requests rq[0..nrq). */
 static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
                                const int *rows, int nr, int one, const amoe_source_request *rq, int nrq, bslot *sl,
-                               bpass *bp, const amoe_run_hooks *h, int record_only, amoe_err *e) {
+                               bpass *bp, const amoe_run_hooks *h, int record_only, int group, int groups,
+                               amoe_err *e) {
   const int B = s->workload.batch, P = s->workload.prompt_tokens;
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
   int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], next = 0;
@@ -1042,7 +1043,11 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       }
       x->req = -1;
     }
-    if (h && h->on_progress && !record_only) h->on_progress(h->ctx, done);
+    if (h && h->on_progress && !record_only) { /* (the groups' shares of the blocks, one after another) */
+      uint64_t total = 0;
+      for (int i = 0; i < nrq; i++) total += (uint64_t)rq[i].blocks;
+      h->on_progress(h->ctx, (group * total + done) / (uint64_t)groups);
+    }
     if (h && h->stop && h->stop(h->ctx)) return amoe_fail(e, AMOE_EINTR, "interrupted");
   }
   return AMOE_OK;
@@ -1074,11 +1079,14 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
     if (st == AMOE_OK && P > 0 && !(sl[i].prefill = malloc(chunks * L * E * sizeof *sl[i].prefill)))
       st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
-  for (int one = 0; one < 2 && st == AMOE_OK; one++) {
+  int groups = 0, kinds[2] = {0, 0};
+  for (int i = 0; i < s->npolicies; i++) kinds[rs[i].draft->one_token_per_pass != 0] = 1;
+  groups = kinds[0] + kinds[1];
+  for (int one = 0, g = 0; one < 2 && st == AMOE_OK; one++) {
     int rows[AMOE_MAX_POLICIES], nr = 0;
     for (int i = 0; i < s->npolicies; i++)
       if (rs[i].draft->one_token_per_pass == one) rows[nr++] = i;
-    if (nr) st = batch_group(s, offline, src, rs, rows, nr, one, rq, nrq, sl, &bp, h, record_only, e);
+    if (nr) st = batch_group(s, offline, src, rs, rows, nr, one, rq, nrq, sl, &bp, h, record_only, g++, groups, e);
   }
   for (int i = 0; sl && i < B; i++) {
     amoe_block_free(&sl[i].b);
