@@ -709,6 +709,7 @@ expect 2 "workload.batch: 4 needs workload.source synthetic or trace" -- "$A" ru
   --set workload.source=routing-jsonl --set workload.path=tests/fixtures/capture/decode.jsonl --out "$T/bad" --quiet
 expect 2 "--backend: the backends execute one block's pass; workload.batch is 4" -- "$A" run "$T/tb4.yaml" \
   --backend cpu --out "$T/bad" --quiet
+expect 2 "fit_batch.py: .*/nowhere/batch/decode_vs_batch.csv not found" -- python3 scripts/fit_batch.py "$T/nowhere"
 expect 2 "workload.prefill_schedule must be one of separate, chunked" -- "$A" run "$T/tb4.yaml" --set workload.prefill_schedule=interleaved \
   --out "$T/bad" --quiet
 
