@@ -703,6 +703,11 @@ tc=(--set 'commitment.table=[1, 0.8, 0.6, 0.4, 0.2]' --set 'policies=[natural, a
   >/dev/null 2>&1
 if [ -s "$T/tb4t/summary.csv" ] && cmp -s "$T/tb4g/summary.csv" "$T/tb4t/summary.csv" && cmp -s "$T/tb4g/layers.csv" "$T/tb4t/layers.csv"; then ok
 else bad "batch 4: a trace's slots and the generator's differ"; fi
+# the slots advance on the generator's threads: the same bytes on any count
+"$A" run "$T/tb4.yaml" --threads 1 --quiet --out "$T/th1" >/dev/null 2>&1
+"$A" run "$T/tb4.yaml" --threads 3 --quiet --out "$T/th3" >/dev/null 2>&1
+cmp -s "$T/th1/summary.csv" "$T/th3/summary.csv" && cmp -s "$T/th1/layers.csv" "$T/th3/layers.csv" && ok ||
+  bad "batch 4: --threads 1 and 3 differ"
 expect 2 "output.blocks_csv: blocks.csv is not written at workload.batch > 1" -- "$A" run "$T/tb4.yaml" --blocks-csv \
   --out "$T/bad" --quiet
 expect 2 "workload.batch: 4 needs workload.source synthetic or trace" -- "$A" run "$T/tb4.yaml" \

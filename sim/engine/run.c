@@ -1,6 +1,7 @@
 #include "run.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -748,6 +749,8 @@ typedef struct {     /* one pass's merged sets (one layer at a time) */
   amoe_vctx *vc;     /* [batch] their contexts */
   double *tau;       /* [batch] what each request committed */
   int *count;        /* [layer][E] natural rows: the pass's tokens per expert */
+  amoe_status *rc;   /* [batch] each advancing slot's outcome */
+  amoe_err *err;     /* [batch] and its error */
 } bpass;
 
 /* The row's clock: every pass it ran, prefills included. */
@@ -963,8 +966,9 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
 }
 
 /* The slot's next block into x->b (AMOE_END: its request is done); a
- * one-token group's tokens of it into x->w.seq (the draft of rs0). */
-static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, row_state *rs0, int one, bslot *x,
+ * one-token group's tokens of it into x->w.seq (the draft of rs0, which
+ * reads the block alone: slots advance on several threads). */
+static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one, bslot *x,
                              amoe_err *e) {
   const amoe_status rc = amoe_source_next(x->src, &x->b, e);
   if (rc != AMOE_OK) return rc;
@@ -974,10 +978,46 @@ static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, ro
   memset(x->w.ldone, 0, (size_t)x->b.layers);
   x->pos = 0;
   if (one) {
-    x->len = block_draft(s, offline, rs0, &x->b, &x->w, NULL);
+    const amoe_dctx dc = {&x->b, s, rs0->row, offline, s->workload.nodes, NULL, NULL, x->w.dscratch, NULL, NULL, NULL};
+    x->len = rs0->draft->choose(&dc, x->w.nodes);
     memcpy(x->w.seq, x->w.nodes, (size_t)x->len * sizeof *x->w.seq);
   }
   return AMOE_OK;
+}
+
+/* The slots todo[0..n) to their next blocks, rc[i] and e[i] each: on the
+ * generator's threads when it has them (each slot's generator is its own,
+ * so the blocks are the same on any count). */
+typedef struct {
+  const amoe_spec *s;
+  const amoe_offline *offline;
+  const row_state *rs0;
+  int one, n, step, first;
+  bslot *sl;
+  const int *todo;
+  amoe_status *rc;
+  amoe_err *e;
+} advance_job;
+static void *advance_some(void *v) {
+  const advance_job *j = v;
+  for (int i = j->first; i < j->n; i += j->step)
+    j->rc[i] = slot_next(j->s, j->offline, j->rs0, j->one, &j->sl[j->todo[i]], &j->e[i]);
+  return NULL;
+}
+static void advance(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one, bslot *sl,
+                    const int *todo, int n, amoe_status *rc, amoe_err *e) {
+  int T = s->workload.source == AMOE_SRC_SYNTHETIC ? s->workload.threads : 1; /* (a trace reads fast enough) */
+  T = T > n ? n : T > 16 ? 16 : T;
+  advance_job job[16];
+  pthread_t th[16];
+  int started = 0;
+  for (int t = 0; t < (T > 1 ? T : 1); t++)
+    job[t] = (advance_job){s, offline, rs0, one, n, T > 1 ? T : 1, t, sl, todo, rc, e};
+  for (int t = 1; t < T; t++) started += pthread_create(&th[t], NULL, advance_some, &job[t]) == 0 ? 1 << t : 0;
+  advance_some(&job[0]);
+  for (int t = 1; t < T; t++)
+    if (started >> t & 1) pthread_join(th[t], NULL);
+    else advance_some(&job[t]); /* (no thread: here) */
 }
 
 /* The rows rows[0..nr) of one schedule (one: one token per pass) over
@@ -988,7 +1028,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
                                amoe_err *e) {
   const int B = s->workload.batch, P = s->workload.prompt_tokens;
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
-  int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], next = 0;
+  int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
   uint64_t done = 0;
   for (int i = 0; i < B; i++) sl[i].req = -1;
   for (int r = 0; r < nr; r++) rs[rows[r]].have_prev = 0;
@@ -1028,20 +1068,28 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       AMOE_TRY(batch_pass(s, offline, x, sl, act, na, pf, npf, bp, record_only, e));
     }
     for (int q = 0; q < npf; q++) sl[pf[q]].chunk++;
-    for (int q = 0; q < na; q++) {
+    int nt = 0;
+    for (int q = 0; q < na; q++) { /* the slots whose block is done */
       bslot *x = &sl[act[q]];
       x->fresh = 0;
       if (one && ++x->pos < x->len) continue;
-      done++;
-      const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one, x, e);
-      if (rc == AMOE_OK) continue;
-      if (rc != AMOE_END) return rc;
+      todo[nt++] = act[q];
+    }
+    done += (uint64_t)nt;
+    advance(s, offline, &rs[rows[0]], one, sl, todo, nt, bp->rc, bp->err);
+    for (int q = 0; q < nt; q++) { /* in slot order, whatever the threads did */
+      const int i = todo[q];
+      if (bp->rc[q] == AMOE_OK) continue;
+      if (bp->rc[q] != AMOE_END) {
+        *e = bp->err[q];
+        return bp->rc[q];
+      }
       for (int r = 0; r < nr && !record_only; r++) { /* the request is done */
         row_state *y = &rs[rows[r]];
-        const double c = y->slot_committed[act[q]];
-        if (c > 0) AMOE_TRY(push_request(y->res, c, row_clock(y) - y->slot_first[act[q]], e));
+        const double c = y->slot_committed[i];
+        if (c > 0) AMOE_TRY(push_request(y->res, c, row_clock(y) - y->slot_first[i], e));
       }
-      x->req = -1;
+      sl[i].req = -1;
     }
     if (h && h->on_progress && !record_only) { /* (the groups' shares of the blocks, one after another) */
       uint64_t total = 0;
@@ -1068,8 +1116,11 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
   bp.vc = calloc((size_t)B, sizeof *bp.vc);
   bp.tau = calloc((size_t)B, sizeof *bp.tau);
   bp.count = calloc((size_t)L * E, sizeof *bp.count);
-  amoe_status st =
-      sl && bp.cov && bp.given && bp.vc && bp.tau && bp.count ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  bp.rc = calloc((size_t)B, sizeof *bp.rc);
+  bp.err = calloc((size_t)B, sizeof *bp.err);
+  amoe_status st = sl && bp.cov && bp.given && bp.vc && bp.tau && bp.count && bp.rc && bp.err
+                       ? AMOE_OK
+                       : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   for (int l = 0; l < L && bp.cov; l++) bp.covl[l] = bp.cov + (size_t)l * E;
   for (int i = 0; i < B && st == AMOE_OK; i++) {
     amoe_block_init(&sl[i].b, L, E, amoe_source_m(src));
@@ -1099,6 +1150,8 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
   free(bp.vc);
   free(bp.tau);
   free(bp.count);
+  free(bp.rc);
+  free(bp.err);
   free(sl);
   free(rq);
   return st;
