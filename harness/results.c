@@ -1,8 +1,8 @@
 #include "results.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -228,6 +228,9 @@ static const col SUMMARY_BATCH[] = {
     {"speedup_vs_autoregressive", BA(speedup_ar, 'g')},
 };
 
+/* Σ over passes of the requests in each (batch 1: one a pass). */
+static double request_passes(const amoe_totals *t) { return t->request_passes > 0 ? t->request_passes : t->passes; }
+
 static int cmp_double(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -240,7 +243,7 @@ static void batch_of(const amoe_spec *s, const amoe_row_result *r, double ar_tok
                      batch_row *o) {
   const amoe_totals *t = &r->tot;
   o->batch = s->workload.batch;
-  o->occupancy = t->passes > 0 ? (t->request_passes > 0 ? t->request_passes : t->passes) / t->passes : 0;
+  o->occupancy = t->passes > 0 ? request_passes(t) / t->passes : 0;
   o->requests = r->nreqs;
   o->tpot_mean = o->tpot_p90 = o->rate_mean = o->rate_p10 = 0;
   const int n = r->nreqs;
@@ -263,14 +266,6 @@ static void batch_of(const amoe_spec *s, const amoe_row_result *r, double ar_tok
   const double wall = t->t_total + t->t_prefill;
   o->wall_tokens_per_s = wall > 0 ? t->committed / wall : 0;
   o->speedup_ar = ar_tokens_per_s > 0 ? tokens_per_s / ar_tokens_per_s : 0;
-}
-
-/* Whether summary.csv has the batch columns: some point runs a batch. */
-static int batch_columns(const amoe_experiment *x) {
-  if (x->base.workload.batch > 1) return 1;
-  for (int j = 0; j < x->nsweep; j++)
-    if (!strcmp(x->sweep[j].key, "workload.batch")) return 1;
-  return 0;
 }
 
 #define NCOL(t) ((int)(sizeof t / sizeof t[0]))
@@ -301,7 +296,7 @@ amoe_status amoe_results_open(amoe_results **out, const amoe_results_opts *o, am
   header(r->summary.f, o->x, SUMMARY, NCOL(SUMMARY));
   if (o->backend)
     for (int i = 0; i < NCOL(SUMMARY_MEASURED); i++) fprintf(r->summary.f, ",%s", SUMMARY_MEASURED[i].name);
-  if (batch_columns(o->x))
+  if (amoe_experiment_batched(o->x))
     for (int i = 0; i < NCOL(SUMMARY_BATCH); i++) fprintf(r->summary.f, ",%s", SUMMARY_BATCH[i].name);
   fputc('\n', r->summary.f);
   header(r->layers.f, o->x, LAYERS, NCOL(LAYERS));
@@ -439,7 +434,7 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
       sr.x = pt->measured[i];
       values(r->summary.f, &sr, SUMMARY_MEASURED, NCOL(SUMMARY_MEASURED));
     }
-    if (batch_columns(r->o.x)) {
+    if (amoe_experiment_batched(r->o.x)) {
       batch_row br;
       memset(&br, 0, sizeof br);
       batch_of(s, &pt->rows[i], ar.tokens_per_s, sr.m.tokens_per_s, &br);
@@ -514,8 +509,7 @@ void amoe_results_close(amoe_results *r) {
 
 void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   double c = t->committed > 0 ? t->committed : 1, lb = t->layer_blocks > 0 ? t->layer_blocks : 1;
-  /* per request and pass: at batch > 1 a pass holds several */
-  const double rp = t->request_passes > 0 ? t->request_passes : t->passes;
+  const double rp = request_passes(t);
   o->tau_mean = rp > 0 ? t->committed / rp : 0;
   o->verified_nodes_mean = rp > 0 ? t->verified / rp : 0;
   o->union_mean = t->union_sum / lb;

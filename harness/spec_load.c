@@ -1074,23 +1074,25 @@ static int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   else if (amoe_model_check(&s->model, &me)) amoe_diag_add(d, "%s: model %s: %s", where, s->model.name, me.msg);
   if (!s->hw.name[0] || s->hw.hbm_bw <= 0 || s->hw.h2d_bw <= 0 || s->hw.peak_flops <= 0)
     amoe_diag_add(d, "%s: hardware: required (a preset name, or hbm_bw, h2d_bw and peak_flops)", where);
-  if (s->workload.batch > 1 && s->workload.source != AMOE_SRC_SYNTHETIC && s->workload.source != AMOE_SRC_TRACE)
-    amoe_diag_add(d, "%s: workload.batch: %d needs workload.source synthetic or trace (each slot reads its own request; "
-                  "`acceptmoe import` makes a trace of %s)", where, s->workload.batch,
-                  amoe_source_kind_names[s->workload.source]);
-  if (s->workload.batch > 1 && s->output.dump_selection[0])
-    amoe_diag_add(d, "%s: output.dump_selection: per-block selections are not written at workload.batch > 1 "
-                  "(a pass holds several blocks)", where);
-  if (s->workload.batch > 1 && s->output.blocks_csv)
-    amoe_diag_add(d, "%s: output.blocks_csv: blocks.csv is not written at workload.batch > 1 (a pass holds several "
-                  "blocks; summary.csv has the per-request figures)", where);
-  if (s->workload.batch > 1 && s->offload.enabled && s->offload.reset)
-    amoe_diag_add(d, "%s: offload.reset: the caches serve every request of a pass and are not emptied per request "
-                  "at workload.batch > 1", where);
-  if (s->workload.batch > 1 && s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED && s->offload.enabled &&
-      s->offload.prefill == AMOE_PREFILL_BYPASS && s->workload.prompt_tokens > 0)
-    amoe_diag_add(d, "%s: workload.prefill_schedule: chunked puts the prompt's experts in the decode pass, through "
-                  "the caches; offload.prefill: bypass needs separate", where);
+  if (s->workload.batch > 1) { /* what a pass of several requests cannot do (§17) */
+    if (s->workload.source != AMOE_SRC_SYNTHETIC && s->workload.source != AMOE_SRC_TRACE)
+      amoe_diag_add(d, "%s: workload.batch: %d needs workload.source synthetic or trace (each slot reads its own "
+                    "request; `acceptmoe import` makes a trace of %s)", where, s->workload.batch,
+                    amoe_source_kind_names[s->workload.source]);
+    if (s->output.dump_selection[0])
+      amoe_diag_add(d, "%s: output.dump_selection: per-block selections are not written at workload.batch > 1 "
+                    "(a pass holds several blocks)", where);
+    if (s->output.blocks_csv)
+      amoe_diag_add(d, "%s: output.blocks_csv: blocks.csv is not written at workload.batch > 1 (a pass holds several "
+                    "blocks; summary.csv has the per-request figures)", where);
+    if (s->offload.enabled && s->offload.reset)
+      amoe_diag_add(d, "%s: offload.reset: the caches serve every request of a pass and are not emptied per request "
+                    "at workload.batch > 1", where);
+    if (s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED && s->offload.enabled &&
+        s->offload.prefill == AMOE_PREFILL_BYPASS && s->workload.prompt_tokens > 0)
+      amoe_diag_add(d, "%s: workload.prefill_schedule: chunked puts the prompt's experts in the decode pass, through "
+                    "the caches; offload.prefill: bypass needs separate", where);
+  }
   if (s->workload.source != AMOE_SRC_SYNTHETIC && !s->workload.path[0])
     amoe_diag_add(d, "%s: workload.path is required for source %s", where, amoe_source_kind_names[s->workload.source]);
   if (s->workload.candidates && s->workload.candidates < s->workload.nodes)
@@ -1295,13 +1297,17 @@ static int swept(const amoe_experiment *x, const char *key) {
   return 0;
 }
 
+int amoe_experiment_batched(const amoe_experiment *x) {
+  return x->base.workload.batch > 1 || swept(x, "workload.batch");
+}
+
 /* Keys of §17 batches, written only where they do something (a spec that
  * runs no batch resolves as it did before them). */
 static int unused_batch_key(const amoe_experiment *x, const char *path) {
   const amoe_spec *s = &x->base;
   if (!strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||
       !strcmp(path, "workload.chunk_tokens"))
-    return s->workload.batch <= 1 && !swept(x, "workload.batch");
+    return !amoe_experiment_batched(x);
   if (!strcmp(path, "engine.request_s") || !strcmp(path, "engine.request_per"))
     return s->engine.request_s == 0 && !swept(x, "engine.request_s") && !swept(x, "engine.request_per");
   if (!strcmp(path, "hardware.moe_flops")) return s->hw.moe_flops == 0 && !swept(x, path);

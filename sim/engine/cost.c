@@ -2,12 +2,16 @@
 
 static double mx(double a, double b) { return a > b ? a : b; }
 
+/* A decoder layer's dense weights: attention, and the shared experts of a
+ * MoE layer or the dense MLP of a dense one. */
+static double dense_weights(const amoe_model *m, int is_moe) {
+  const double w = m->attn_bytes_per_layer;
+  return w + (is_moe ? m->shared_experts * amoe_model_shared_expert_bytes(m)
+                     : 3.0 * m->hidden * (double)m->dense_intermediate * 2.0);
+}
+
 double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int context, int is_moe, int tp) {
-  double w = m->attn_bytes_per_layer;
-  if (is_moe)
-    w += m->shared_experts * amoe_model_shared_expert_bytes(m);
-  else
-    w += 3.0 * m->hidden * (double)m->dense_intermediate * 2.0;
+  const double w = dense_weights(m, is_moe);
   double kv = m->kv_bytes_per_token_layer * (double)context;
   /* bf16 weights: 2 FLOPs per parameter per token; attention ~4·ctx·d per token */
   double flops = (double)n * (w + 4.0 * context * (double)m->hidden);
@@ -16,11 +20,7 @@ double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int contex
 
 double amoe_cost_dense_batch(const amoe_model *m, const amoe_hw *hw, int n, double kv_tokens, double attn_tokens,
                              int is_moe, int tp) {
-  double w = m->attn_bytes_per_layer;
-  if (is_moe)
-    w += m->shared_experts * amoe_model_shared_expert_bytes(m);
-  else
-    w += 3.0 * m->hidden * (double)m->dense_intermediate * 2.0;
+  const double w = dense_weights(m, is_moe);
   const double kv = m->kv_bytes_per_token_layer * kv_tokens; /* each request's own KV */
   const double flops = (double)n * w + 4.0 * attn_tokens * (double)m->hidden;
   return mx((w + kv) / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->layer_fixed_s;

@@ -8,8 +8,8 @@
 #include "accept.h"
 #include "cache.h"
 #include "clones.h"
-#include "grow.h"
 #include "cost.h"
+#include "grow.h"
 #include "layout.h"
 #include "policy.h"
 #include "rng.h"
@@ -189,12 +189,6 @@ AMOE_STAGE void layer_route_natural(const amoe_block *b, int l, int k, work *w, 
   ls->ns = E;
 }
 
-/* Stages select and constrain: the verifier's S, then every node routed
- * inside it. The executed set is the natural entries inside S plus one
- * replacement per displaced entry: X = (U ∩ S) ∪ R, and the token counts
- * likewise (natural counts kept where S holds, plus R's). Adds each
- * accepted-path node's displaced weight share squared to w->perturbation_sq (§7:
- * layers add in quadrature). */
 /* What the verifier sees of block b's nn nodes at layer l (covered: at
  * batch, the experts the pass's earlier requests execute, else NULL). */
 static amoe_vctx vctx_of(const amoe_spec *s, const amoe_offline *offline, const row_state *rs,
@@ -210,6 +204,12 @@ static amoe_vctx vctx_of(const amoe_spec *s, const amoe_offline *offline, const 
   return vc;
 }
 
+/* Stages select and constrain: the verifier's S, then every node routed
+ * inside it. The executed set is the natural entries inside S plus one
+ * replacement per displaced entry: X = (U ∩ S) ∪ R, and the token counts
+ * likewise (natural counts kept where S holds, plus R's). Adds each
+ * accepted-path node's displaced weight share squared to w->perturbation_sq (§7:
+ * layers add in quadrature). */
 AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_offline *offline, const row_state *rs,
                                           const amoe_cost_pass_ctx *pc, const amoe_block *b, int l, work *w, int nn,
                                           int npath, int counted, int want_routes, const uint8_t *resident,
@@ -753,6 +753,18 @@ typedef struct {     /* one pass's merged sets (one layer at a time) */
   amoe_err *err;     /* [batch] and its error */
 } bpass;
 
+/* bpass's arrays once: (member, element type, count) in L layers, E
+ * experts and B slots; run_batch allocates (zeroed) and frees them from
+ * this list. */
+#define BPASS_BUFFERS(BUF) \
+  BUF(cov, uint8_t, L * E) \
+  BUF(given, uint8_t, E) \
+  BUF(vc, amoe_vctx, B) \
+  BUF(tau, double, B) \
+  BUF(count, int, L * E) \
+  BUF(rc, amoe_status, B) \
+  BUF(err, amoe_err, B)
+
 /* The row's clock: every pass it ran, prefills included. */
 static double row_clock(const row_state *rs) { return rs->res->tot.t_total + rs->res->tot.t_prefill; }
 
@@ -832,11 +844,6 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
       const bslot *x = &sl[act[q]];
       for (int l = 0; l < L; l++) amoe_route_natural(&x->b, l, k, x->w.nodes, x->nn, NULL, bp->count + (size_t)l * E);
     }
-    for (int q = 0; q < npf; q++) { /* and the prompt chunks' */
-      const bslot *x = &sl[pf[q]];
-      const uint16_t *c = x->prefill + (size_t)x->chunk * L * E;
-      for (size_t i = 0; i < (size_t)L * E; i++) bp->count[i] += c[i];
-    }
   }
   double su = 0, ss = 0, sx = 0;
   for (int l = 0; l < L; l++) {
@@ -886,7 +893,7 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
       else
         for (int y = 0; y < E; y++) pX[y] |= X[y];
     }
-    for (int q = 0; q < npf && !natural; q++) { /* the prompt chunks' experts, natural */
+    for (int q = 0; q < npf; q++) { /* the prompt chunks' experts, natural */
       const bslot *x = &sl[pf[q]];
       const uint16_t *pc_l = x->prefill + ((size_t)x->chunk * L + l) * E;
       for (int y = 0; y < E; y++) {
@@ -1006,17 +1013,18 @@ static void *advance_some(void *v) {
 }
 static void advance(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one, bslot *sl,
                     const int *todo, int n, amoe_status *rc, amoe_err *e) {
+  enum { MAX_THREADS = 16 };
   int T = s->workload.source == AMOE_SRC_SYNTHETIC ? s->workload.threads : 1; /* (a trace reads fast enough) */
-  T = T > n ? n : T > 16 ? 16 : T;
-  advance_job job[16];
-  pthread_t th[16];
-  int started = 0;
-  for (int t = 0; t < (T > 1 ? T : 1); t++)
-    job[t] = (advance_job){s, offline, rs0, one, n, T > 1 ? T : 1, t, sl, todo, rc, e};
-  for (int t = 1; t < T; t++) started += pthread_create(&th[t], NULL, advance_some, &job[t]) == 0 ? 1 << t : 0;
+  T = T > n ? n : T > MAX_THREADS ? MAX_THREADS : T;
+  if (T < 1) T = 1;
+  advance_job job[MAX_THREADS];
+  pthread_t th[MAX_THREADS];
+  int started[MAX_THREADS] = {0};
+  for (int t = 0; t < T; t++) job[t] = (advance_job){s, offline, rs0, one, n, T, t, sl, todo, rc, e};
+  for (int t = 1; t < T; t++) started[t] = pthread_create(&th[t], NULL, advance_some, &job[t]) == 0;
   advance_some(&job[0]);
   for (int t = 1; t < T; t++)
-    if (started >> t & 1) pthread_join(th[t], NULL);
+    if (started[t]) pthread_join(th[t], NULL);
     else advance_some(&job[t]); /* (no thread: here) */
 }
 
@@ -1029,7 +1037,8 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
   const int B = s->workload.batch, P = s->workload.prompt_tokens;
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
   int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
-  uint64_t done = 0;
+  uint64_t done = 0, total = 0;
+  for (int i = 0; i < nrq; i++) total += (uint64_t)rq[i].blocks;
   for (int i = 0; i < B; i++) sl[i].req = -1;
   for (int r = 0; r < nr; r++) rs[rows[r]].have_prev = 0;
   for (;;) {
@@ -1091,11 +1100,8 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       }
       sl[i].req = -1;
     }
-    if (h && h->on_progress && !record_only) { /* (the groups' shares of the blocks, one after another) */
-      uint64_t total = 0;
-      for (int i = 0; i < nrq; i++) total += (uint64_t)rq[i].blocks;
+    if (h && h->on_progress && !record_only) /* (the groups' shares of the blocks, one after another) */
       h->on_progress(h->ctx, (group * total + done) / (uint64_t)groups);
-    }
     if (h && h->stop && h->stop(h->ctx)) return amoe_fail(e, AMOE_EINTR, "interrupted");
   }
   return AMOE_OK;
@@ -1111,16 +1117,11 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
   bslot *sl = calloc((size_t)B, sizeof *sl);
   bpass bp;
   memset(&bp, 0, sizeof bp);
-  bp.cov = calloc((size_t)L * E, 1);
-  bp.given = calloc((size_t)E, 1);
-  bp.vc = calloc((size_t)B, sizeof *bp.vc);
-  bp.tau = calloc((size_t)B, sizeof *bp.tau);
-  bp.count = calloc((size_t)L * E, sizeof *bp.count);
-  bp.rc = calloc((size_t)B, sizeof *bp.rc);
-  bp.err = calloc((size_t)B, sizeof *bp.err);
-  amoe_status st = sl && bp.cov && bp.given && bp.vc && bp.tau && bp.count && bp.rc && bp.err
-                       ? AMOE_OK
-                       : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  int ok = sl != NULL;
+#define BPASS_ALLOC(f, T, cnt) ok &= (bp.f = calloc((size_t)(cnt), sizeof(T))) != NULL;
+  BPASS_BUFFERS(BPASS_ALLOC)
+#undef BPASS_ALLOC
+  amoe_status st = ok ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   for (int l = 0; l < L && bp.cov; l++) bp.covl[l] = bp.cov + (size_t)l * E;
   for (int i = 0; i < B && st == AMOE_OK; i++) {
     amoe_block_init(&sl[i].b, L, E, amoe_source_m(src));
@@ -1130,9 +1131,9 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
     if (st == AMOE_OK && P > 0 && !(sl[i].prefill = malloc(chunks * L * E * sizeof *sl[i].prefill)))
       st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
-  int groups = 0, kinds[2] = {0, 0};
+  int kinds[2] = {0, 0};
   for (int i = 0; i < s->npolicies; i++) kinds[rs[i].draft->one_token_per_pass != 0] = 1;
-  groups = kinds[0] + kinds[1];
+  const int groups = kinds[0] + kinds[1];
   for (int one = 0, g = 0; one < 2 && st == AMOE_OK; one++) {
     int rows[AMOE_MAX_POLICIES], nr = 0;
     for (int i = 0; i < s->npolicies; i++)
@@ -1145,13 +1146,9 @@ static amoe_status run_batch(const amoe_spec *s, const amoe_offline *offline, am
     free(sl[i].prefill);
   }
   work_free(&bp.w);
-  free(bp.cov);
-  free(bp.given);
-  free(bp.vc);
-  free(bp.tau);
-  free(bp.count);
-  free(bp.rc);
-  free(bp.err);
+#define BPASS_FREE(f, T, cnt) free(bp.f);
+  BPASS_BUFFERS(BPASS_FREE)
+#undef BPASS_FREE
   free(sl);
   free(rq);
   return st;

@@ -23,9 +23,21 @@ static double union_at(const amoe_dctx *c, int n) {
   return M->experts * (1 - pow(1 - (double)M->top_k / M->experts, n));
 }
 
-/* evict's prediction of a pass over the first n nodes of the EAGLE order
- * (maxd: their depth), by the shared cost function (§9). */
-double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) {
+/* The share of experts the pass's other requests already route to (at
+ * batch; 0 without them). */
+static double covered_share(const amoe_dctx *c) {
+  const amoe_model *M = &c->spec->model;
+  double cover = 0;
+  if (c->covered) {
+    for (int l = 0; l < M->moe_layers; l++)
+      for (int x = 0; x < M->experts; x++) cover += c->covered[l][x];
+    cover /= (double)M->moe_layers * M->experts;
+  }
+  return cover;
+}
+
+/* The prediction with that share of the union free. */
+static double predict(const amoe_dctx *c, int n, int maxd, double cover) {
   const amoe_spec *s = c->spec;
   const amoe_model *M = &s->model;
   const int off = s->offload.enabled;
@@ -34,12 +46,7 @@ double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) {
       .offload = off, .fetch_overlap = s->offload.overlap, .tokens = n, .depth = maxd,
       .context = s->workload.context_tokens});
   const double miss = off ? 1 - fmin(1.0, (double)s->offload.slots_per_layer / M->experts) : 0;
-  double u = union_at(c, n), cover = 0;
-  if (c->covered) { /* at batch: the share of experts the pass's other requests already run, free */
-    for (int l = 0; l < M->moe_layers; l++)
-      for (int x = 0; x < M->experts; x++) cover += c->covered[l][x];
-    cover /= (double)M->moe_layers * M->experts;
-  }
+  double u = union_at(c, n);
   const int per = (int)ceil(n * (double)M->top_k / (u > 0 ? u : 1));
   const int waves = off ? (int)ceil(u / s->offload.slots_per_layer) : 1;
   u *= 1 - cover; /* (the tree's experts as independent of the others') */
@@ -50,6 +57,8 @@ double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) {
   }
   return amoe_cost_pass_begin(&pc).total + M->moe_layers * amoe_cost_layer(&pc, &lc).total;
 }
+
+double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) { return predict(c, n, maxd, covered_share(c)); }
 
 /* A node's chance of being committed: its draft path probability, scaled
  * at its depth by p̂_d / m̄_d (the calibration's reach over its draft mass)
@@ -67,6 +76,7 @@ int amoe_draft_evict(const amoe_dctx *c, int *out) {
   int *order = c->scratch;
   int n = amoe_draft_rank(b, order);
   int limit = n < c->nodes ? n : c->nodes;
+  const double cover = covered_share(c);
   double etau = 1, best = -1, best_tau = 1, best_t = 0;
   int best_n = 1, maxd = 0;
   for (int i = 1; i <= limit; i++) {
@@ -74,7 +84,7 @@ int amoe_draft_evict(const amoe_dctx *c, int *out) {
       etau += commit_chance(c, b, order[i - 1]);
       if (b->depth[order[i - 1]] > maxd) maxd = b->depth[order[i - 1]];
     }
-    const double T = amoe_draft_evict_predict(c, i, maxd), v = etau / T;
+    const double T = predict(c, i, maxd, cover), v = etau / T;
     if (v > best) {
       best = v;
       best_n = i;

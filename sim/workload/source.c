@@ -359,6 +359,15 @@ static amoe_status hybrid_next(amoe_source *s, amoe_block *b, amoe_err *e) {
   return amoe_block_finish(b, AMOE_CHECK_ALL, e);
 }
 
+/* b as a block of the source's shape that owns its arrays (what the
+ * generators write into). */
+static void own_block(const amoe_source *s, amoe_block *b) {
+  if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {
+    amoe_block_free(b);
+    amoe_block_init(b, s->model.moe_layers, s->model.experts, s->m);
+  }
+}
+
 amoe_status amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
   if (s->slot) {
     if (s->slot_done >= s->slot_blocks) return AMOE_END;
@@ -367,10 +376,7 @@ amoe_status amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
     if (s->trace) {
       rc = amoe_trace_next(s->trace, b, e);
     } else {
-      if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {
-        amoe_block_free(b);
-        amoe_block_init(b, s->model.moe_layers, s->model.experts, s->m);
-      }
+      own_block(s, b);
       rc = amoe_gen_next(s->gen, b, e);
       if (rc == AMOE_END) /* (the count said it has more) */
         return amoe_fail(e, AMOE_EINVAL, "request %llu ended after %d of its %d blocks",
@@ -384,20 +390,14 @@ amoe_status amoe_source_next(amoe_source *s, amoe_block *b, amoe_err *e) {
   if (amoe_interrupt) return amoe_fail(e, AMOE_EINTR, "interrupted");
   amoe_status rc;
   if (s->hybrid) {
-    if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {
-      amoe_block_free(b);
-      amoe_block_init(b, s->model.moe_layers, s->model.experts, s->m);
-    }
+    own_block(s, b);
     rc = hybrid_next(s, b, e);
     if (rc == AMOE_OK) b->index = s->produced;
   } else if (s->pool) {
     rc = amoe_genpool_next(s->pool, b, e);
     if (rc == AMOE_OK) b->index = s->produced;
   } else if (s->gen) {
-    if (b->layers != s->model.moe_layers || b->m != s->m || b->experts != s->model.experts || !b->owns) {
-      amoe_block_free(b);
-      amoe_block_init(b, s->model.moe_layers, s->model.experts, s->m);
-    }
+    own_block(s, b);
     for (;;) {
       if (!s->in_request) {
         amoe_gen_begin_request(s->gen, s->request);
@@ -449,6 +449,21 @@ amoe_status amoe_source_prefill(amoe_source *s, uint32_t request, int tokens, in
   return AMOE_OK;
 }
 
+/* The parameters of another generator of s's workload: calibrated once
+ * (s's acceptance scale; gp borrows s's replayed accept lengths). */
+static amoe_gen_params sibling_params(const amoe_source *s) {
+  amoe_gen_params p = s->gp;
+  p.accept_scale = amoe_source_accept_scale(s);
+  return p;
+}
+
+/* A batch's slots seek to requests: a generator's or a trace's. */
+static amoe_status batch_source(const amoe_source *s, amoe_err *e) {
+  if (s->kind == AMOE_SRC_SYNTHETIC || s->kind == AMOE_SRC_TRACE) return AMOE_OK;
+  return amoe_fail(e, AMOE_EINVAL, "a batch reads requests from a synthetic workload or a trace, not %s",
+                   amoe_source_kind_names[s->kind]);
+}
+
 /* One more request into the list. */
 static amoe_status add_request(amoe_source_request **v, size_t *cap, int *n, uint32_t id, uint64_t first, int blocks,
                                amoe_err *e) {
@@ -469,10 +484,7 @@ amoe_status amoe_source_requests(amoe_source *s, amoe_source_request **out, int 
   if (s->kind == AMOE_SRC_SYNTHETIC) {
     if (s->w.blocks <= 0)
       return amoe_fail(e, AMOE_EINVAL, "workload.blocks: a batch of generated requests needs a number of blocks");
-    amoe_gen_params p = s->gp;
-    p.accept_scale = amoe_source_accept_scale(s); /* (no calibration again) */
-    p.replay = s->replay;
-    p.replay_n = s->replay_n;
+    const amoe_gen_params p = sibling_params(s);
     amoe_gen *g = NULL;
     st = amoe_gen_open(&g, &p, e);
     uint64_t at = 0;
@@ -493,8 +505,7 @@ amoe_status amoe_source_requests(amoe_source *s, amoe_source_request **out, int 
       else st = add_request(&v, &cap, n, rq, at, 1, e);
     }
   } else {
-    st = amoe_fail(e, AMOE_EINVAL, "a batch reads requests from a synthetic workload or a trace, not %s",
-                   amoe_source_kind_names[s->kind]);
+    st = batch_source(s, e);
   }
   if (st != AMOE_OK) {
     free(v);
@@ -507,9 +518,7 @@ amoe_status amoe_source_requests(amoe_source *s, amoe_source_request **out, int 
 
 static amoe_status open_slot(amoe_source **out, const amoe_source *s, amoe_err *e) {
   *out = NULL;
-  if (s->kind != AMOE_SRC_SYNTHETIC && s->kind != AMOE_SRC_TRACE)
-    return amoe_fail(e, AMOE_EINVAL, "a batch reads requests from a synthetic workload or a trace, not %s",
-                     amoe_source_kind_names[s->kind]);
+  AMOE_TRY(batch_source(s, e));
   amoe_source *c = calloc(1, sizeof *c);
   if (!c) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   c->kind = s->kind;
@@ -523,10 +532,7 @@ static amoe_status open_slot(amoe_source **out, const amoe_source *s, amoe_err *
     st = amoe_trace_open(&c->trace, s->w.path, e);
     if (st == AMOE_OK) amoe_source_want_logits(c, s->want);
   } else {
-    amoe_gen_params p = s->gp;
-    p.accept_scale = amoe_source_accept_scale(s);
-    p.replay = s->replay; /* (borrowed: the parent outlives its slots) */
-    p.replay_n = s->replay_n;
+    const amoe_gen_params p = sibling_params(s); /* (the parent outlives its slots) */
     st = amoe_gen_open(&c->gen, &p, e);
   }
   if (st == AMOE_OK && !(c->prov = strdup(s->prov ? s->prov : "{}"))) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");

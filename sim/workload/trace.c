@@ -420,22 +420,23 @@ amoe_status amoe_trace_rewind(amoe_trace_reader *r, amoe_err *e) {
   return AMOE_OK;
 }
 
-amoe_status amoe_trace_seek(amoe_trace_reader *r, uint64_t block, amoe_err *e) {
-  if (block >= r->info.blocks) {
-    if (block > r->info.blocks)
-      return amoe_fail(e, AMOE_EINVAL, "%s: block %llu: the trace has %llu", r->path, (unsigned long long)block,
-                       (unsigned long long)r->info.blocks);
-    r->pos = r->table_offset;
-    r->next_index = block;
-    return AMOE_OK;
-  }
-  uint64_t off;
+/* Block `block`'s byte offset from the table (block < the block count). */
+static amoe_status table_entry(const amoe_trace_reader *r, uint64_t block, uint64_t *off, amoe_err *e) {
   const uint64_t at = r->table_offset + 8 * block;
-  if (pread(fileno(r->f), &off, 8, (off_t)at) != 8)
+  if (pread(fileno(r->f), off, 8, (off_t)at) != 8)
     return amoe_fail(e, AMOE_EFORMAT, "%s: byte offset %llu: truncated block table", r->path, (unsigned long long)at);
-  if (off < r->data_start || off >= r->table_offset)
+  if (*off < r->data_start || *off >= r->table_offset)
     return amoe_fail(e, AMOE_EFORMAT, "%s: byte offset %llu: block %llu's offset %llu lies outside the blocks",
-                     r->path, (unsigned long long)at, (unsigned long long)block, (unsigned long long)off);
+                     r->path, (unsigned long long)at, (unsigned long long)block, (unsigned long long)*off);
+  return AMOE_OK;
+}
+
+amoe_status amoe_trace_seek(amoe_trace_reader *r, uint64_t block, amoe_err *e) {
+  if (block > r->info.blocks)
+    return amoe_fail(e, AMOE_EINVAL, "%s: block %llu: the trace has %llu", r->path, (unsigned long long)block,
+                     (unsigned long long)r->info.blocks);
+  uint64_t off = r->table_offset; /* (one past the last: at the end) */
+  if (block < r->info.blocks) AMOE_TRY(table_entry(r, block, &off, e));
   r->pos = off;
   r->next_index = block;
   return AMOE_OK;
@@ -443,13 +444,13 @@ amoe_status amoe_trace_seek(amoe_trace_reader *r, uint64_t block, amoe_err *e) {
 
 amoe_status amoe_trace_block_request(amoe_trace_reader *r, uint64_t block, uint32_t *request, amoe_err *e) {
   uint64_t off;
-  const uint64_t at = r->table_offset + 8 * block;
-  if (block >= r->info.blocks || pread(fileno(r->f), &off, 8, (off_t)at) != 8)
-    return amoe_fail(e, AMOE_EFORMAT, "%s: byte offset %llu: no block %llu in the table", r->path,
-                     (unsigned long long)at, (unsigned long long)block);
+  if (block >= r->info.blocks)
+    return amoe_fail(e, AMOE_EINVAL, "%s: block %llu: the trace has %llu", r->path, (unsigned long long)block,
+                     (unsigned long long)r->info.blocks);
+  AMOE_TRY(table_entry(r, block, &off, e));
   unsigned char h[16];
   const uint64_t p = off + r->blk_hdr;
-  if (off < r->data_start || p + 16 > r->table_offset || pread(fileno(r->f), h, 16, (off_t)p) != 16)
+  if (p + 16 > r->table_offset || pread(fileno(r->f), h, 16, (off_t)p) != 16)
     return amoe_fail(e, AMOE_EFORMAT, "%s: block %llu at byte offset %llu: truncated block", r->path,
                      (unsigned long long)block, (unsigned long long)off);
   uint64_t idx;
