@@ -10,7 +10,7 @@
 
 void amoe_fit_targets_init(amoe_fit_targets *t) {
   memset(t, 0, sizeof *t);
-  t->overlap = t->top16 = t->tree_union = NAN;
+  t->overlap = t->top16 = t->tree_union = t->tree_tau = NAN;
   t->reuse_within_8 = t->reuse_within_1 = t->reuse_median = NAN;
   for (int i = 0; i < AMOE_INSPECT_NW; i++) t->window_union[i] = NAN;
 }
@@ -153,6 +153,10 @@ int amoe_fit_targets_load(amoe_fit_targets *t, const char *path, amoe_diag *d) {
       if (number(&y, v, key, 2, 1e6, &x)) t->top16_tokens = (int)x;
     } else if (!strcmp(key, "tree_union")) {
       number(&y, v, key, 1, AMOE_MAX_EXPERTS, &t->tree_union);
+    } else if (!strcmp(key, "tree_union_layers")) {
+      number_list(&y, v, key, 1, AMOE_MAX_EXPERTS, t->tree_union_layer, &t->ntree_layers);
+    } else if (!strcmp(key, "tree_tau")) {
+      number(&y, v, key, 1, 64, &t->tree_tau);
     } else if (!strcmp(key, "tree_nodes")) {
       if (number(&y, v, key, 2, AMOE_MAX_NODES, &x)) t->tree_nodes = (int)x;
     } else if (!strcmp(key, "tree_depth")) {
@@ -178,7 +182,7 @@ int amoe_fit_targets_load(amoe_fit_targets *t, const char *path, amoe_diag *d) {
     } else {
       amoe_diag_add(d,
                     "%s: unknown key '%s' (source, adjacent_overlap, overlap_layers, top16_share, top16_tokens, "
-                    "tree_union, tree_nodes, tree_depth, tree_top_k, window_union, reuse_within_1, reuse_within_8, reuse_median, "
+                    "tree_union, tree_union_layers, tree_nodes, tree_depth, tree_top_k, tree_tau, window_union, reuse_within_1, reuse_within_8, reuse_median, "
                     "entropy_layers, popularity_layers, popularity_prompts, popularity_prompt_tokens)",
                     w, key);
     }
@@ -186,8 +190,9 @@ int amoe_fit_targets_load(amoe_fit_targets *t, const char *path, amoe_diag *d) {
   if (d->n == before && t->npopularity && !(t->popularity_prompts && t->popularity_prompt_tokens))
     amoe_diag_add(d, "%s: popularity_layers needs popularity_prompts and popularity_prompt_tokens (what it was measured over)",
                   path);
-  if (d->n == before && !isnan(t->tree_union) && !t->tree_nodes)
-    amoe_diag_add(d, "%s: tree_union needs tree_nodes (the tree it was measured on)", path);
+  if (d->n == before && (!isnan(t->tree_union) || t->ntree_layers) && !t->tree_nodes)
+    amoe_diag_add(d, "%s: tree_union%s needs tree_nodes (the tree it was measured on)", path,
+                  t->ntree_layers ? "_layers" : "");
   yaml_document_delete(&y.doc);
   return d->n == before;
 }
@@ -213,6 +218,14 @@ void amoe_fit_targets_from_stats(amoe_fit_targets *t, const amoe_inspect_stats *
   t->reuse_within_8 = st->reuse_within_8;
   t->reuse_within_1 = st->reuse_within_1;
   t->reuse_median = st->reuse_median;
+  if (st->nodes_mean >= 2 && st->tree_depth_max > 0) { /* trees: their union per layer, at their shape */
+    t->ntree_layers = L;
+    for (int l = 0; l < L; l++) t->tree_union_layer[l] = st->union_layer[l];
+    t->tree_nodes = (int)lround(st->nodes_mean);
+    t->tree_depth = st->tree_depth_max;
+    t->tree_top_k = st->tree_branch_max;
+    t->tree_tau = st->tau_mean;
+  }
   if (st->entropy_full && !isnan(st->entropy_mean)) { /* a capture with every logit: its score shape */
     t->nentropy = L;
     for (int l = 0; l < L; l++) t->entropy[l] = st->entropy_layer[l];
@@ -236,19 +249,25 @@ static amoe_status eval_chain(const amoe_spec *s, int blocks, int tokens, amoe_i
   return r;
 }
 
-static amoe_status eval_tree(const amoe_spec *s, const amoe_fit_targets *t, double *u, amoe_err *e) {
+#define TREE_BLOCKS 200
+
+/* The union of s's draft tree at t's shape (and accept length), per layer
+ * (u[l]) and over the layers (the return through *mean). */
+static amoe_status eval_tree(const amoe_spec *s, const amoe_fit_targets *t, double *u, double *mean, amoe_err *e) {
   amoe_workload_spec w = s->workload;
-  w.blocks = 60;
+  w.blocks = TREE_BLOCKS;
   w.nodes = w.candidates = t->tree_nodes;
   if (t->tree_depth) w.depth = t->tree_depth;
   if (t->tree_top_k) w.top_k = t->tree_top_k;
+  if (!isnan(t->tree_tau)) w.tau = t->tree_tau, w.replay[0] = 0;
   amoe_source *src = NULL;
   AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
   amoe_inspect_stats st;
   amoe_status r =
       amoe_inspect_chain(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, 0, &st, e);
   amoe_source_close(src);
-  *u = st.tree_union_mean;
+  *mean = st.tree_union_mean;
+  if (u) memcpy(u, st.union_layer, (size_t)s->model.moe_layers * sizeof *u);
   return r;
 }
 
@@ -397,24 +416,73 @@ static amoe_status fit_bias(amoe_spec *s, const amoe_fit_targets *t, int blocks,
   return AMOE_OK;
 }
 
-/* tree_share in [0, 0.95] from the union of a draft tree; 0 when the tree
- * is already as concentrated as the target without it. */
-static amoe_status fit_tree(amoe_spec *s, const amoe_fit_targets *t, amoe_fit_result *r, amoe_err *e) {
-  if (isnan(t->tree_union)) return AMOE_OK;
-  double a = 0, b = 0.95, u;
-  s->model.routing.tree_share = 0;
-  AMOE_TRY(eval_tree(s, t, &u, e));
+#define TREE_SIBLING_MAX 0.99
+
+/* One sibling share at every layer, by bisection on the union over the
+ * layers, which falls as it grows; unset when the union is already at or
+ * under the target without it. */
+static amoe_status bisect_tree(amoe_spec *s, const amoe_fit_targets *t, amoe_fit_result *r, amoe_err *e) {
+  amoe_layer_values *v = &s->model.routing.tree_sibling;
+  double a = 0, b = TREE_SIBLING_MAX, mean;
+  v->n = 0;
+  AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &mean, e));
   r->evaluations++;
-  if (u <= t->tree_union) return AMOE_OK;
+  if (mean <= t->tree_union) return AMOE_OK;
+  v->n = 1;
   for (int step = 0; step < BISECT_STEPS; step++) {
-    s->model.routing.tree_share = 0.5 * (a + b);
-    AMOE_TRY(eval_tree(s, t, &u, e));
+    v->v[0] = 0.5 * (a + b);
+    AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &mean, e));
     r->evaluations++;
-    if (u > t->tree_union) a = s->model.routing.tree_share;
-    else b = s->model.routing.tree_share;
+    if (mean > t->tree_union) a = v->v[0];
+    else b = v->v[0];
   }
-  s->model.routing.tree_share = 0.5 * (a + b);
+  v->v[0] = 0.5 * (a + b);
   return AMOE_OK;
+}
+
+/* A value per layer, all layers at once, by bisection in [0, hi] on each
+ * layer's union, which falls as its value grows (a layer's union answers
+ * mostly to its own value: the token part carries layer_correlation of the
+ * last layer's); a second, narrower pass takes up what the earlier layers'
+ * moves did to the later ones. 0 where the union is already at or under
+ * the target without it. */
+static amoe_status bisect_tree_layers(amoe_spec *s, const amoe_fit_targets *t, amoe_layer_values *v, double hi,
+                                      amoe_fit_result *r, amoe_err *e) {
+  const int L = s->model.moe_layers;
+  double a[AMOE_MAX_LAYERS], b[AMOE_MAX_LAYERS], mean;
+  v->n = L;
+  for (int l = 0; l < L; l++) a[l] = 0, b[l] = hi;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int step = 0; step < BISECT_STEPS; step++) {
+      for (int l = 0; l < L; l++) v->v[l] = 0.5 * (a[l] + b[l]);
+      AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &mean, e));
+      r->evaluations++;
+      for (int l = 0; l < L; l++)
+        if (r->tree_union_layer[l] > t->tree_union_layer[l]) a[l] = v->v[l];
+        else b[l] = v->v[l];
+    }
+    for (int l = 0; l < L; l++) {
+      v->v[l] = 0.5 * (a[l] + b[l]);
+      a[l] = fmax(0, v->v[l] - 0.1 * hi), b[l] = fmin(hi, v->v[l] + 0.1 * hi);
+    }
+  }
+  for (int l = 0; l < L; l++) /* what the bisection leaves of a zero value is its last step's width */
+    if (v->v[l] < 1e-3 * hi) v->v[l] = 0;
+  return AMOE_OK;
+}
+
+/* The tree mechanism (fit.h): after the sequence parameters, which it
+ * leaves alone. */
+static amoe_status fit_tree(amoe_spec *s, const amoe_fit_targets *t, amoe_fit_result *r, amoe_err *e) {
+  amoe_routing_fit *rt = &s->model.routing;
+  rt->tree_sibling.n = rt->tree_repeat.n = 0;
+  if (!t->ntree_layers) {
+    return isnan(t->tree_union) ? AMOE_OK : bisect_tree(s, t, r, e);
+  }
+  /* One union per layer cannot separate the two parts; the rule: repeats
+   * first, siblings for what repeats cannot reach (fit.h). */
+  AMOE_TRY(bisect_tree_layers(s, t, &rt->tree_repeat, 1, r, e));
+  return bisect_tree_layers(s, t, &rt->tree_sibling, TREE_SIBLING_MAX, r, e);
 }
 
 /* The largest change of a per-layer value between two fits. */
@@ -479,7 +547,6 @@ static void relax(amoe_routing_fit *a, const amoe_routing_fit *before) {
   a->locality_first = 0.5 * (a->locality_first + before->locality_first);
   a->locality_last = 0.5 * (a->locality_last + before->locality_last);
   a->request_bias = 0.5 * (a->request_bias + before->request_bias);
-  a->tree_share = 0.5 * (a->tree_share + before->tree_share);
   if (a->skew.n == before->skew.n)
     for (int l = 0; l < a->skew.n; l++) a->skew.v[l] = 0.5 * (a->skew.v[l] + before->skew.v[l]);
 }
@@ -495,7 +562,6 @@ static amoe_status fit_rounds(amoe_spec *s, const amoe_fit_targets *t, int block
     AMOE_TRY(fit_noise(s, t, blocks, r, e));
     AMOE_TRY(fit_locality(s, t, blocks, r, e));
     AMOE_TRY(fit_bias(s, t, blocks, r, e));
-    AMOE_TRY(fit_tree(s, t, r, e));
     /* popularity last: a task's mix of requests is flattened by the request
      * bias (each request concentrates on its own experts, following the
      * locality profile), so the skew answers to what the others just set */
@@ -504,14 +570,14 @@ static amoe_status fit_rounds(amoe_spec *s, const amoe_fit_targets *t, int block
     if (progress)
       fprintf(progress,
               "fit round %d: locality %.3f / %.3f / %.3f (peak at %.2f of the depth), request_bias %.3f, noise %.3f, "
-              "tree_share %.3f, drift_tokens %.1f\n",
+              "drift_tokens %.1f\n",
               round + 1, s->model.routing.locality_first, s->model.routing.locality, s->model.routing.locality_last,
               s->model.routing.locality_peak, s->model.routing.request_bias, s->model.routing.noise,
-              s->model.routing.tree_share, s->model.routing.drift_tokens);
+              s->model.routing.drift_tokens);
     const amoe_routing_fit *a = &s->model.routing;
     if (round > 0 && fabs(a->locality - before.locality) < 0.01 && fabs(a->locality_first - before.locality_first) < 0.01 &&
         fabs(a->locality_last - before.locality_last) < 0.01 && fabs(a->request_bias - before.request_bias) < 0.01 &&
-        fabs(a->noise - before.noise) < 0.01 && fabs(a->tree_share - before.tree_share) < 0.01 &&
+        fabs(a->noise - before.noise) < 0.01 &&
         skew_moved(&a->skew, &before.skew) < 0.01)
       break;
   }
@@ -577,6 +643,10 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
   if (t->nentropy) s->model.routing.score_scale.n = 0; /* the rounds fit the selection, which no scale moves */
   if (!isnan(t->reuse_within_8) && !keep_drift) AMOE_TRY(fit_drift(s, t, blocks, progress, r, e));
   else AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
+  AMOE_TRY(fit_tree(s, t, r, e));
+  if (progress && (t->ntree_layers || !isnan(t->tree_union)))
+    fprintf(progress, "fit tree: tree_repeat %.3f, tree_sibling %s\n", amoe_layer_value(&s->model.routing.tree_repeat, 0, 0),
+            s->model.routing.tree_sibling.n > 1 ? "per layer" : "one value");
   if (t->nentropy) s->workload.top_m = s->model.experts; /* the entropy is the full softmax's: every logit stored */
   AMOE_TRY(fit_scale(s, t, blocks, r, e));
   if (progress && t->nentropy) fprintf(progress, "fit score_scale: %d layers\n", L);
@@ -587,7 +657,7 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
   AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
   r->evaluations++;
   if (t->tree_nodes) {
-    AMOE_TRY(eval_tree(s, t, &r->tree_union, e));
+    AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &r->tree_union, e));
     r->evaluations++;
   }
   return AMOE_OK;
@@ -624,8 +694,22 @@ void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, cons
   row(f, "reuse distance, median (tokens)", r->chain.reuse_median, t->reuse_median);
   if (!isnan(r->tree_union)) {
     char w[64];
+    double want = t->tree_union;
+    if (t->ntree_layers) {
+      want = 0;
+      for (int l = 0; l < t->ntree_layers; l++) want += t->tree_union_layer[l] / t->ntree_layers;
+    }
     snprintf(w, sizeof w, "tree union, %d nodes", t->tree_nodes);
-    row(f, w, r->tree_union, t->tree_union);
+    row(f, w, r->tree_union, want);
+    if (t->ntree_layers) {
+      double worst = 0;
+      int at = 0;
+      for (int l = 0; l < t->ntree_layers; l++)
+        if (fabs(r->tree_union_layer[l] - t->tree_union_layer[l]) > worst)
+          worst = fabs(r->tree_union_layer[l] - t->tree_union_layer[l]), at = l;
+      row(f, "  tree union, layer 0", r->tree_union_layer[0], t->tree_union_layer[0]);
+      fprintf(f, "#   %-34s %8.4f  (layer %d)\n", "  worst layer's |error| (experts)", worst, at);
+    }
   }
   if (t->nentropy) {
     double got = 0, want = 0, worst = 0;
@@ -648,12 +732,14 @@ void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, cons
     fprintf(f, "#   %-34s %8.4f\n", "  worst layer's relative error", worst);
   }
   fprintf(f, "routing:\n  locality: %.4f\n  locality_first: %.4f\n  locality_last: %.4f\n  locality_peak: %.4f\n"
-             "  request_bias: %.4f\n  noise: %.4f\n  tree_share: %.4f\n  drift_tokens: %.1f\n",
+             "  request_bias: %.4f\n  noise: %.4f\n  drift_tokens: %.1f\n",
           rt->locality, rt->locality_first, rt->locality_last, rt->locality_peak, rt->request_bias, rt->noise,
-          rt->tree_share, rt->drift_tokens);
-  const amoe_layer_values *lists[2] = {&rt->skew, &rt->score_scale};
-  const char *names[2] = {"skew", "score_scale"};
-  for (int i = 0; i < 2; i++) /* fitted per layer: one value each */
+          rt->drift_tokens);
+  const amoe_layer_values *lists[4] = {&rt->skew, &rt->score_scale, &rt->tree_sibling, &rt->tree_repeat};
+  const char *names[4] = {"skew", "score_scale", "tree_sibling", "tree_repeat"};
+  for (int i = 2; i < 4; i++) /* the tree's single values */
+    if (lists[i]->n == 1) fprintf(f, "  %s: %.4f\n", names[i], lists[i]->v[0]);
+  for (int i = 0; i < 4; i++) /* fitted per layer: one value each */
     if (lists[i]->n > 1) {
       fprintf(f, "  %s: [", names[i]);
       for (int l = 0; l < lists[i]->n; l++) fprintf(f, "%s%.4f", l ? (l % 12 ? ", " : ",\n    ") : "", lists[i]->v[l]);

@@ -20,9 +20,12 @@
  *       faster drift needs a stronger bias for the same top-16 share over a
  *       request, which concentrates short spans more; 0 (a fixed bias) when
  *       that already reaches the target;
- *   tree_share
- *       the union of a draft tree (0 when the other parameters already
- *       concentrate the tree as much);
+ *   tree_repeat, then tree_sibling (each per layer, all layers at once),
+ *       after every sequence parameter (neither moves a root-to-leaf path,
+ *       so no sequence statistic): one union per layer cannot tell the two
+ *       apart, so the rule is repeats first (each layer's union, no sibling
+ *       share), then the sibling share for what repeats alone cannot reach;
+ *       with one union for every layer (tree_union), one sibling share;
  *   skew (per layer: the std of each expert's fixed popularity bias)
  *       the effective number of experts (exp of the entropy of the
  *       selection shares) of each layer over popularity_prompts prompts of
@@ -60,7 +63,10 @@ typedef struct {
   double top16;              /* per-request top-16 share, or NaN */
   int top16_tokens;          /* committed tokens per request it was measured on (0: the spec's) */
   double tree_union;         /* experts per layer in one draft tree, or NaN */
+  int ntree_layers;          /* the same per MoE layer, or 0 */
+  double tree_union_layer[AMOE_MAX_LAYERS];
   int tree_nodes, tree_depth, tree_top_k;
+  double tree_tau;           /* the accept length it was measured at, or NaN (the spec's) */
   double window_union[AMOE_INSPECT_NW]; /* W = 1, 2, 4, 8, 16; NaN where absent */
   double reuse_within_8;     /* share of uses repeated within 8 tokens, or NaN */
   double reuse_within_1, reuse_median; /* reported beside the fit, not fitted (NaN: absent) */
@@ -83,6 +89,7 @@ typedef struct {
   amoe_inspect_stats chain; /* of the fitted chain workload (every logit stored when entropy was a target) */
   double popularity[AMOE_MAX_LAYERS]; /* effective experts per layer over the prompts (when a target) */
   double tree_union;        /* of the fitted tree workload (NaN if not asked) */
+  double tree_union_layer[AMOE_MAX_LAYERS];
   int evaluations;
 } amoe_fit_result;
 

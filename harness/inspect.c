@@ -211,9 +211,11 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
   double b32 = 0, b32n = 0;
   const int T32 = E >= 64 ? 32 : E / 2;
   double *pop = calloc((size_t)L * E, sizeof(double));
+  uint32_t *uhist = calloc((size_t)L * (E + 1), sizeof *uhist); /* [layer][union]: blocks */
+  double psum = 0, pcnt = 0, nov = 0, novn = 0;
   amoe_block b;
   amoe_block_init(&b, L, E, amoe_source_m(src));
-  amoe_status st = (s.seen && s.cnt && s.next && pop && mass && prob && top) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  amoe_status st = (s.seen && s.cnt && s.next && pop && mass && prob && top && uhist) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   amoe_status rc = AMOE_OK;
   long last_req = -1;
   double nodes = 0, top1 = 0, top1n = 0, usum = 0, ucnt = 0, ent[AMOE_MAX_LAYERS] = {0}, entn = 0, kmass = 0;
@@ -237,12 +239,34 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
       block_top_mass(&b, L, E, k, router, T32, same_request, mass, prob, top, &b32, &b32n);
     o->blocks++;
     nodes += b.n;
+    for (int t = 0; t < b.n; t++) {
+      int ch = 0;
+      for (int u = t + 1; u < b.n; u++) ch += b.parent[u] == t;
+      if (b.depth[t] > o->tree_depth_max) o->tree_depth_max = b.depth[t];
+      if (ch > o->tree_branch_max) o->tree_branch_max = ch;
+    }
+    const int before = s.ntok >= AMOE_INSPECT_NOVELTY_W; /* the request's last W committed tokens */
     for (int l = 0; l < L; l++) { /* the block's union, every node verified */
       memset(useen, 0, (size_t)E);
       int u = 0;
       for (int t = 0; t < b.n; t++) u += amoe_route_union_add(&b, l, k, t, useen);
       usum += u;
       ucnt += 1;
+      uhist[(size_t)l * (E + 1) + u]++;
+      if (before) { /* the share of it those tokens never used */
+        for (int t = s.ntok - AMOE_INSPECT_NOVELTY_W; t < s.ntok; t++)
+          for (int j = 0; j < k; j++) useen[s.routes[((size_t)t * L + l) * k + j]] = 2;
+        int fresh = 0;
+        for (int x = 0; x < E; x++) fresh += useen[x] == 1;
+        nov += u ? (double)fresh / u : 0;
+        novn += 1;
+      }
+      memset(useen, 0, (size_t)E); /* the accepted path's union */
+      int pu = 0;
+      for (int t = 0; t < b.n; t++)
+        if (b.accepted[t]) pu += amoe_route_union_add(&b, l, k, t, useen);
+      psum += pu;
+      pcnt += 1;
     }
     int *grown = amoe_grow(path, &pcap, (size_t)b.n, sizeof *path, 64);
     if (!grown) {
@@ -306,6 +330,21 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
       o->topk_mass_mean = km;
     }
     o->tree_union_mean = ucnt > 0 ? usum / ucnt : NAN;
+    o->path_union_mean = pcnt > 0 ? psum / pcnt : NAN;
+    o->novelty_mean = novn > 0 ? nov / novn : NAN;
+    for (int l = 0; l < L; l++) { /* each layer's mean and percentiles (nearest rank) */
+      const uint32_t *h = uhist + (size_t)l * (E + 1);
+      double sum = 0;
+      for (int u = 0; u <= E; u++) sum += (double)u * h[u];
+      o->union_layer[l] = o->blocks ? sum / o->blocks : NAN;
+      o->union_p90_layer[l] = o->union_p99_layer[l] = NAN;
+      long seen = 0;
+      for (int u = 0; u <= E && o->blocks; u++) {
+        seen += h[u];
+        if (isnan(o->union_p90_layer[l]) && seen >= ceil(0.90 * o->blocks)) o->union_p90_layer[l] = u;
+        if (isnan(o->union_p99_layer[l]) && seen >= ceil(0.99 * o->blocks)) o->union_p99_layer[l] = u;
+      }
+    }
     o->layers = L;
     o->uniform_overlap = (double)k / E;
     double ov = 0;
@@ -328,6 +367,7 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
   free(prob);
   free(top);
   free(pop);
+  free(uhist);
   amoe_block_free(&b);
   return st;
 }
@@ -360,6 +400,16 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
             isfinite(s->reuse_median) ? s->reuse_median : -1.0, isnan(s->reuse_within_1) ? -1.0 : s->reuse_within_1,
             isnan(s->reuse_within_8) ? -1.0 : s->reuse_within_8,
             isnan(s->block_top32_overlap) ? -1.0 : s->block_top32_overlap);
+    fprintf(f, ",\"passes\":{\"path_union_mean\":%.6g,\"novelty_w%d\":%.6g", isnan(s->path_union_mean) ? -1.0 : s->path_union_mean,
+            AMOE_INSPECT_NOVELTY_W, isnan(s->novelty_mean) ? -1.0 : s->novelty_mean);
+    const double *per[3] = {s->union_layer, s->union_p90_layer, s->union_p99_layer};
+    const char *pname[3] = {"union_by_layer", "union_p90_by_layer", "union_p99_by_layer"};
+    for (int i = 0; i < 3; i++) {
+      fprintf(f, ",\"%s\":[", pname[i]);
+      for (int l = 0; l < s->layers; l++) fprintf(f, "%s%.4g", l ? "," : "", isnan(per[i][l]) ? -1.0 : per[i][l]);
+      fputc(']', f);
+    }
+    fputc('}', f);
     fprintf(f, ",\"tau_hist\":{");
     int first = 1;
     for (int i = 0; i <= 64; i++)
@@ -376,6 +426,12 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
   for (int i = 0; i < AMOE_INSPECT_NW; i++) fprintf(f, "  W=%d: %.3f", amoe_inspect_windows[i], s->window_union[i]);
   fprintf(f, "\n  union of every node's top-k per layer and block: %.2f experts (%.1f nodes per block)\n",
           s->tree_union_mean, s->nodes_mean);
+  fprintf(f, "  the pass's union per layer (mean / p90 / p99 over blocks):");
+  for (int l = 0; l < s->layers; l++)
+    fprintf(f, "%s%.1f/%.0f/%.0f", l % 8 ? "  " : "\n   ", s->union_layer[l], s->union_p90_layer[l], s->union_p99_layer[l]);
+  fprintf(f, "\n  the accepted path's union: %.2f experts per layer; novelty (the share of a pass's union the last %d "
+             "committed tokens never used): %.3f\n",
+          s->path_union_mean, AMOE_INSPECT_NOVELTY_W, s->novelty_mean);
   fprintf(f, "  mean renormalised top-1 weight: %.3f\n", s->top1_weight_mean);
   if (!isnan(s->entropy_mean)) {
     fprintf(f, "  router entropy per token (softmax over %s logits, nats): mean %.3f, top-k mass %.3f; by layer:",

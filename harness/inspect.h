@@ -14,6 +14,7 @@
 #include "source.h"
 
 #define AMOE_INSPECT_NW 5
+#define AMOE_INSPECT_NOVELTY_W 8
 extern const int amoe_inspect_windows[AMOE_INSPECT_NW]; /* 1, 2, 4, 8, 16 */
 
 typedef struct {
@@ -22,6 +23,15 @@ typedef struct {
   long tau_hist[65];
   double window_union[AMOE_INSPECT_NW];
   double tree_union_mean; /* mean over blocks and layers of the union of every node's top-k */
+  /* pass to pass (docs/metrics.md, "Passes"): per MoE layer the union of
+   * every node's top-k over the blocks, its mean, 90th and 99th
+   * percentile; the accepted path's union (mean over blocks and layers);
+   * the novelty of a pass, the share of its union that the request's last
+   * AMOE_INSPECT_NOVELTY_W committed tokens never used at the layer (over
+   * blocks with that many before them; NaN without) */
+  double union_layer[AMOE_MAX_LAYERS], union_p90_layer[AMOE_MAX_LAYERS], union_p99_layer[AMOE_MAX_LAYERS];
+  double path_union_mean, novelty_mean;
+  int tree_depth_max, tree_branch_max; /* the deepest node and the most children of one node */
   double top1_weight_mean;
   /* score shape (docs/design.md §5), over the committed tokens: per MoE
    * layer the mean per-token entropy (nats) of the softmax over the

@@ -710,8 +710,9 @@ static int cmd_fit(int argc, char **argv) {
       if (o.window) w.window = o.window;
       const int kind = source_of_format(o.format);
       if (amoe_trace_sniff(o.trace)) w.source = AMOE_SRC_TRACE;
-      else if (kind == AMOE_SRC_ROUTING_JSONL || kind == AMOE_SRC_ROUTING_SAFETENSORS) w.source = kind;
-      else rc = usage_error("%s is not an .amt trace: give --format routing-jsonl|routing-safetensors", o.trace);
+      else if (kind >= 0) w.source = kind;
+      else
+        rc = usage_error("%s is not an .amt trace: give --format blocks-jsonl|routing-jsonl|routing-safetensors", o.trace);
       amoe_source *src = NULL;
       amoe_status st = rc ? AMOE_OK : amoe_source_open(&src, &w, &s->model, &e);
       if (!rc && !st)

@@ -148,6 +148,8 @@ static const col SUMMARY[] = {
     {"predicted_over_measured_tau", SR(m.predicted_tau_ratio, 'g')},
     {"predicted_over_charged_time", SR(m.predicted_time_ratio, 'g')},
     {"prefill_h2d_bytes_per_request", SR(m.prefill_h2d_bytes_per_request, 'g')},
+    {"h2d_bytes_per_token_with_prefill", SR(m.h2d_bytes_per_token_with_prefill, 'g')},
+    {"nonfetch_over_fetch", SR(m.nonfetch_over_fetch, 'g')},
 };
 /* with --backend: measured beside predicted, per block */
 static const col SUMMARY_MEASURED[] = {
@@ -540,4 +542,6 @@ void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   o->assignment_hit_rate = offload ? (t->assignments_served > 0 ? t->assignment_hits / t->assignments_served : 0) : 1.0;
   o->prefill_s_per_request = t->prefills > 0 ? t->t_prefill / t->prefills : 0;
   o->prefill_h2d_bytes_per_request = t->prefills > 0 ? t->prefill_h2d_bytes / t->prefills : 0;
+  o->h2d_bytes_per_token_with_prefill = (t->h2d_bytes + t->prefill_h2d_bytes) / c;
+  o->nonfetch_over_fetch = t->t_fetch > 0 ? (t->t_total - t->t_fetch) / t->t_fetch : 0;
 }

@@ -85,13 +85,14 @@ typedef struct {
       {P "locality_peak", T_DBL, F(R.locality_peak), 0, 1, NULL, NULLABLE, 0, 0},               \
       {P "request_bias", T_DBL, F(R.request_bias), 0, 100, NULL, NULLABLE, 0, 0},               \
       {P "noise", T_DBL, F(R.noise), 0, 100, NULL, NULLABLE, 0, 0},                             \
-      {P "tree_share", T_DBL, F(R.tree_share), 0, 0.99, NULL, NULLABLE, 0, 0},                  \
       {P "drift_tokens", T_DBL, F(R.drift_tokens), 0, 1e9, NULL, NULLABLE, 0, 0},               \
       {P "temperature", T_DBL, F(R.temperature), 1e-3, 1e3, NULL, NULLABLE, 0, 0},              \
       {P "layer_correlation", T_DBL, F(R.layer_correlation), 0, 0.999, NULL, NULLABLE, 0, 0},   \
       {P "skew", T_DVEC, F(R.skew), 0, 100, NULL, 1, 0, SKEW_AUTO},                          \
+      {P "score_scale", T_DVEC, F(R.score_scale), 1e-3, 1e3, NULL, 1, 0, 0},                 \
+      {P "tree_sibling", T_DVEC, F(R.tree_sibling), 0, 0.99, NULL, 1, 0, 0},                 \
   {                                                                                          \
-    P "score_scale", T_DVEC, F(R.score_scale), 1e-3, 1e3, NULL, 1, 0, 0                      \
+    P "tree_repeat", T_DVEC, F(R.tree_repeat), 0, 1, NULL, 1, 0, 0                           \
   }
 /* The stable keys of docs/design.md §13, in the order spec.resolved.yaml lists them. */
 static const krow KEYS[] = {

@@ -2,7 +2,7 @@
 """Copies Qwen3-30B-A3B's fitted routing section into the presets that borrow it.
 
 The scalar fields are copied as they are; the per-layer lists (skew,
-score_scale) are resampled by fraction of depth (linear between the fitted
+score_scale, tree_sibling, tree_repeat) are resampled by fraction of depth (linear between the fitted
 model's layers) to the borrowing model's MoE layers, as the locality profile
 is. Each borrowing preset's comment above its `routing:` says what it borrows
 and why; this script rewrites only the section itself.
@@ -14,7 +14,7 @@ import sys
 
 MODELS = pathlib.Path(__file__).resolve().parent.parent / "workloads" / "models"
 SOURCE = "qwen3-30b-a3b"
-LISTS = ("skew", "score_scale")
+LISTS = ("skew", "score_scale", "tree_sibling", "tree_repeat")
 
 
 def routing_section(text):

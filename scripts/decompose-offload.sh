@@ -17,13 +17,14 @@ trap 'rm -rf "$T"' EXIT INT TERM
 # the routing fitted before the reuse-distance target: a fixed request bias
 fixed=(--set model.routing.locality=0.9493 --set model.routing.locality_first=0.0001 --set model.routing.locality_last=0.3093
   --set model.routing.locality_peak=0.1489 --set model.routing.request_bias=2.2144 --set model.routing.noise=0.7773
-  --set model.routing.tree_share=0 --set model.routing.drift_tokens=0)
+  --set model.routing.tree_sibling=null --set model.routing.tree_repeat=null --set model.routing.drift_tokens=0)
 steps=(
   "graphs on, no prefill, fixed request bias|--set engine.cuda_graphs=true --set engine.overlap_scheduler=true --set workload.prompt_tokens=0 ${fixed[*]}"
   "+ eager launches (CUDA graphs off)|--set engine.cuda_graphs=false --set engine.overlap_scheduler=true --set workload.prompt_tokens=0 ${fixed[*]}"
   "+ overlap scheduler off|--set workload.prompt_tokens=0 ${fixed[*]}"
   "+ prefill through the caches|${fixed[*]}"
-  "+ request drift (the preset, fitted to reuse distance too): the paper's settings|"
+  "+ request drift (fitted to reuse distance too), no tree mechanism|--set model.routing.tree_sibling=null --set model.routing.tree_repeat=null"
+  "+ the tree mechanism (the preset, fitted to a real tree's union): the paper's settings|"
   "sensitivity: launch_s 20 µs (a Python engine's launch; a guess, not fitted)|--set hardware.launch_s=2e-5"
   "sensitivity: 512-token prompts|--set workload.prompt_tokens=512"
   "sensitivity: prefill bypasses the caches|--set offload.prefill=bypass"

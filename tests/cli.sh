@@ -547,7 +547,8 @@ expect 0 "readback_s: (7|6\\.9999)" -- bash -c "\"$A\" run tests/fixtures/golden
 # (sha256 of the .amt the earlier generator wrote); drift on changes them
 old_routing=(--set model.routing.locality=0.9493 --set model.routing.locality_first=0.0001
   --set model.routing.locality_last=0.3093 --set model.routing.locality_peak=0.1489 --set model.routing.request_bias=2.2144
-  --set model.routing.noise=0.7773 --set model.routing.tree_share=0 --set model.routing.skew=null
+  --set model.routing.noise=0.7773 --set model.routing.tree_sibling=null --set model.routing.tree_repeat=null
+  --set model.routing.skew=null
   --set model.routing.score_scale=null --set workload.blocks=40)
 "$A" gen workloads/specs/quickstart.yaml "${old_routing[@]}" --set model.routing.drift_tokens=0 -o "$T/d0.amt" >/dev/null 2>&1
 "$A" gen workloads/specs/quickstart.yaml "${old_routing[@]}" --set model.routing.drift_tokens=0 \
@@ -571,7 +572,7 @@ while IFS=$'\t' read -r k v; do
   "$A" gen workloads/specs/quickstart.yaml --set workload.blocks=6 --set "workload.routing.$k=$v" -o "$T/rk1.amt" \
     >/dev/null 2>&1
   cmp -s "$T/rk0.amt" "$T/rk1.amt" && ok || bad "workload.routing.$k=$v (the model's own value) changes the workload"
-  case $k in locality_peak) w=0.9 ;; layer_correlation) w=0.2 ;; tree_share) w=0.5 ;; *) w=0.37 ;; esac
+  case $k in locality_peak) w=0.9 ;; layer_correlation) w=0.2 ;; tree_sibling | tree_repeat) w=0.5 ;; *) w=0.37 ;; esac
   "$A" gen workloads/specs/quickstart.yaml --set workload.blocks=6 --set "workload.routing.$k=$w" -o "$T/rk2.amt" \
     >/dev/null 2>&1
   "$A" gen workloads/specs/quickstart.yaml --set workload.blocks=6 --set "model.routing.$k=$w" -o "$T/rk3.amt" \
@@ -649,6 +650,70 @@ fi
 printf 'adjacent_overlap: 0.4\nlocalty: 3\n' >"$T/bad-targets.yaml"
 expect 2 "bad-targets.yaml:2:1: unknown key 'localty'" -- "$A" fit workloads/specs/fit-olmoe.yaml --target "$T/bad-targets.yaml"
 expect 2 "one of --target" -- "$A" fit workloads/specs/fit-olmoe.yaml
+# ... and a tree's own concentration (docs/generator.md), from the union
+# per layer of 32-node OLMoE trees (locality 0.3, noise 0.5) generated on
+# another seed: nodes repeating their twins with probability 0.5 and no
+# sibling share; then every node repeating and siblings sharing 0.6
+tr=(--set workload.tree.nodes=32 --set workload.tree.depth=6 --set workload.tree.top_k=10 --set model.routing.locality=0.3
+  --set model.routing.locality_first=0.3 --set model.routing.locality_last=0.3 --set model.routing.noise=0.5)
+for known in "0.5 0 0.4 0.6 0 0.08" "1 0.6 0.95 1.01 0.5 0.7"; do
+  read -r rep sib rlo rhi slo shi <<<"$known"
+  "$A" inspect workloads/specs/fit-olmoe.yaml "${tr[@]}" --set workload.blocks=300 --set workload.seed=5 \
+    --set model.routing.tree_repeat="$rep" --set model.routing.tree_sibling="$sib" --json 2>/dev/null |
+    python3 -c 'import json, sys; u = json.load(sys.stdin)["passes"]["union_by_layer"]
+print("tree_union_layers: [%s]\ntree_nodes: 32\ntree_depth: 6\ntree_top_k: 10\ntree_tau: 4.4" % ", ".join("%.3f" % x for x in u))' \
+    >"$T/tree-targets.yaml"
+  if "$A" fit workloads/specs/fit-olmoe.yaml "${tr[@]}" --target "$T/tree-targets.yaml" -o "$T/fitted-tree.yaml" --quiet \
+    >/dev/null 2>"$T/fit.err"; then
+    awk -v rlo="$rlo" -v rhi="$rhi" -v slo="$slo" -v shi="$shi" '
+      function mean(s,   n, a, i, m) { gsub(/[][,]|[a-z_]+:/, " ", s); n = split(s, a, " "); for (i = 1; i <= n; i++) m += a[i]; return n ? m / n : 0 }
+      /^  tree_repeat:/ { r = 1 } /^  tree_sibling:/ { q = 1 }
+      r { rs = rs " " $0; if (index($0, "]") || !index(rs, "[")) r = 0 } q { qs = qs " " $0; if (index($0, "]") || !index(qs, "[")) q = 0 }
+      END { mr = mean(rs); ms = mean(qs); exit !(mr >= rlo && mr <= rhi && ms >= slo && ms <= shi) }' "$T/fitted-tree.yaml" && ok ||
+      bad "fit did not recover the tree (repeat $rep, sibling $sib): $(grep -A3 '^  tree_' "$T/fitted-tree.yaml" | tr '\n' ' ')"
+  else
+    bad "fit (tree) failed: $(cat "$T/fit.err")"
+  fi
+done
+# inspect's pass statistics on a hand-made two-pass request (Mixtral: top-2
+# of 8, every layer alike): pass 0 a 9-token chain, all accepted, each token
+# on {0, 1}; pass 1 a root on {0, 1} with children on {2, 3} (accepted) and
+# {1, 4}. Unions 2 and 5: mean 3.5, p90 and p99 5; accepted paths' 2 and 4:
+# 3; pass 1's novelty against the 8 tokens before it, which used {0, 1}:
+# {2, 3, 4} of 5 = 0.6 (pass 0 has no 8 tokens before it)
+python3 - "$T/two.jsonl" <<'PY'
+import json, sys
+L = 32
+def blk(step, parent, acc, sets):
+    return {"request": 0, "step": step, "parent": parent, "logp": [0.0] * len(parent), "accepted": acc,
+            "topk": [[[[a, 1.0], [b, 0.5]] for a, b in sets] for _ in range(L)]}
+with open(sys.argv[1], "w") as f:
+    f.write(json.dumps(blk(0, [-1] + list(range(8)), [1] * 9, [(0, 1)] * 9)) + "\n")
+    f.write(json.dumps(blk(1, [-1, 0, 0], [1, 1, 0], [(0, 1), (2, 3), (1, 4)])) + "\n")
+PY
+expect 0 '"passes":\{"path_union_mean":3,"novelty_w8":0\.6,"union_by_layer":\[3\.5,3\.5,.*"union_p90_by_layer":\[5,5,.*"union_p99_by_layer":\[5,' -- \
+  "$A" inspect "$T/two.jsonl" --format blocks-jsonl --model mixtral-8x7b --json
+# SGLang's expert-activation tracker (per-pass trees) to tree blocks-jsonl:
+# a hand-made capture whose trees are scattered over the token order, with
+# physical ids through a map with replicas, converts to the blocks it stands
+# for, byte for byte; inspect reads them and a run replays them; a batch of
+# two rows, and physical ids without the map, are refused and leave no file
+python3 tests/sglang_tree_capture.py "$T/stc.json" "$T/stmap.json" "$T/st_truth.jsonl"
+python3 scripts/capture/sglang_tree.py "$T/stc.json" "$T/st.jsonl" --experts 64 --physical-to-logical "$T/stmap.json" \
+  2>"$T/st.err"
+[ -s "$T/st.jsonl" ] && cmp -s "$T/st.jsonl" "$T/st_truth.jsonl" && ok || bad "sglang tree conversion: $(cat "$T/st.err")"
+expect 0 '"blocks":3,"requests":2,"committed_tokens":7' -- \
+  "$A" inspect "$T/st.jsonl" --format blocks-jsonl --model olmoe-1b-7b --json
+"$A" run workloads/specs/fit-olmoe.yaml --set workload.source=blocks-jsonl --set "workload.path=$T/st.jsonl" \
+  --set workload.blocks=0 --out "$T/strun" --quiet >/dev/null 2>"$T/st.err" &&
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["policy"] == "natural" { b = $c["blocks"] } END { exit b != 3 }' \
+    "$T/strun/summary.csv" && ok || bad "a run does not replay the converted trees: $(cat "$T/st.err")"
+expect 2 "token 2: expert ids \[18, 55, .*\] \(need 8 in 0\.\.63\)" -- \
+  python3 scripts/capture/sglang_tree.py "$T/stc.json" "$T/st2.jsonl" --experts 64
+python3 tests/sglang_tree_capture.py "$T/stc2.json" "$T/stmap.json" "$T/st_truth2.jsonl" --batch2
+expect 2 "sample 0, pass 0: retrive_next_token has 2 rows: a batch of several requests" -- \
+  python3 scripts/capture/sglang_tree.py "$T/stc2.json" "$T/st3.jsonl" --experts 64 --physical-to-logical "$T/stmap.json"
+[ ! -e "$T/st2.jsonl" ] && [ ! -e "$T/st3.jsonl" ] && [ ! -e "$T/st3.jsonl.tmp" ] && ok || bad "a refused capture left a file"
 
 # marginal (§6): a row with its share; the oracle under MIN bounds the lossless verifier (natural) of the same
 # draft under every cache policy: no more fetches, no less speed

@@ -226,6 +226,88 @@ static void generic_twins(void) {
     }
   }
   CHECK(same, "the generator's vector paths differ from their plain twins");
+  /* the tree path's logits with their noise given, at whole and ragged widths */
+  const int widths[] = {5, 8, 60, 128, 250};
+  for (int i = 0; i < 5; i++) {
+    const int E = widths[i];
+    float w[8 * 256], st[8], bias[256], rb[256], eps[256], za[256], zb[256];
+    amoe_rng r;
+    amoe_rng_seed(&r, 11, (uint64_t)E, 2);
+    for (int j = 0; j < 8 * E; j++) w[j] = (float)amoe_rng_normal(&r) * 0.3f;
+    for (int j = 0; j < 8; j++) st[j] = (float)amoe_rng_normal(&r);
+    for (int x = 0; x < E; x++)
+      bias[x] = (float)amoe_rng_normal(&r) * 0.4f, rb[x] = (float)amoe_rng_normal(&r), eps[x] = (float)amoe_rng_normal(&r);
+    for (int withrb = 0; withrb < 2; withrb++) {
+      amoe_gen_layer_logits(w, st, eps, bias, withrb ? rb : NULL, E, 0.7f, za);
+      amoe_gen_layer_logits_generic(w, st, eps, bias, withrb ? rb : NULL, E, 0.7f, zb);
+      CHECK(!memcmp(za, zb, (size_t)E * sizeof *za), "layer logits with given noise: vector path differs at E = %d", E);
+    }
+  }
+}
+
+/* The tree mechanism (gen.h): siblings' shared share narrows a tree's
+ * union; a node repeating its twin (the first node with its depth and
+ * sibling rank, worked out here from the block) routes exactly as the twin
+ * at the layers it repeats at when no layer sees the parent (locality 0),
+ * and not at the others; and a root-to-leaf path's statistics stay. */
+static void tree_checks(void) {
+  amoe_spec o = spec_for("qwen3-30b-a3b");
+  o.workload.blocks = 40;
+  o.workload.nodes = o.workload.candidates = 32;
+  o.workload.depth = 6;
+  o.workload.top_k = 10;
+  o.workload.tau = 2.475;
+  o.model.routing.tree_sibling.n = o.model.routing.tree_repeat.n = 0;
+  const amoe_inspect_stats off = stats_of(&o);
+  o.model.routing.tree_sibling = (amoe_layer_values){.n = 1, .v = {0.95}};
+  const amoe_inspect_stats sib = stats_of(&o);
+  CHECK(sib.tree_union_mean < off.tree_union_mean - 4, "sibling share 0.95 narrows the 32-node union: %.2f vs %.2f",
+        sib.tree_union_mean, off.tree_union_mean);
+  CHECK(fabs(sib.adjacent_overlap - off.adjacent_overlap) < 0.02 && fabs(sib.top16_share - off.top16_share) < 0.02,
+        "the committed path's statistics stay: overlap %.3f vs %.3f, top-16 %.3f vs %.3f", sib.adjacent_overlap,
+        off.adjacent_overlap, sib.top16_share, off.top16_share);
+  /* repeats at the first 4 layers, no locality anywhere */
+  const int L = o.model.moe_layers, R = 4;
+  o.model.routing.tree_sibling.n = 0;
+  o.model.routing.tree_repeat.n = L;
+  for (int l = 0; l < L; l++) o.model.routing.tree_repeat.v[l] = l < R ? 1.0 : 0.0;
+  o.model.routing.locality = o.model.routing.locality_first = o.model.routing.locality_last = 0;
+  o.model.routing.request_bias = 0;
+  amoe_err e;
+  amoe_source *src;
+  CHECK(amoe_source_open(&src, &o.workload, &o.model, &e) == AMOE_OK, "%s", e.msg);
+  amoe_block b;
+  amoe_block_init(&b, L, o.model.experts, amoe_source_m(src));
+  long pairs = 0, same_in = 0, same_out = 0, out = 0;
+  const int k = o.model.top_k;
+  while (amoe_source_next(src, &b, &e) == AMOE_OK) {
+    int depth[AMOE_MAX_NODES], rank[AMOE_MAX_NODES];
+    for (int t = 0; t < b.n; t++) {
+      depth[t] = t ? depth[b.parent[t]] + 1 : 0;
+      rank[t] = 0;
+      for (int u = 1; u < b.n; u++)
+        rank[t] += u != t && b.parent[u] == b.parent[t] &&
+                   (b.logp[u] > b.logp[t] || (b.logp[u] == b.logp[t] && u < t));
+    }
+    for (int t = 1; t < b.n; t++) {
+      int tw = -1;
+      for (int u = 1; u < t && tw < 0; u++)
+        if (depth[u] == depth[t] && rank[u] == rank[t]) tw = u;
+      if (tw < 0) continue;
+      pairs++;
+      for (int l = 0; l < L; l++) {
+        const int same = !memcmp(amoe_block_ids(&b, l, t), amoe_block_ids(&b, l, tw), (size_t)k * sizeof(uint16_t));
+        if (l < R) same_in += same;
+        else same_out += same, out++;
+      }
+    }
+  }
+  amoe_block_free(&b);
+  amoe_source_close(src);
+  CHECK(pairs > 100, "the 32-node trees have twins (%ld)", pairs);
+  CHECK(same_in == pairs * R, "a repeat routes as its twin at every layer it repeats at (%ld of %ld)", same_in,
+        pairs * R);
+  CHECK(same_out < out / 2, "and as itself past them (%ld of %ld the same)", same_out, out);
 }
 
 int main(int argc, char **argv) {
@@ -277,25 +359,7 @@ int main(int argc, char **argv) {
     }
     CHECK(w16[1] < w16[0] - 5, "request_bias 2 narrows the W=16 union: %.2f vs %.2f", w16[1], w16[0]);
   }
-  /* tree_share makes the draft's j-th guess at a depth route alike in every
-   * branch: a 127-node tree's union narrows */
-  {
-    amoe_spec o = spec_for("olmoe-1b-7b");
-    o.workload.blocks = 30;
-    o.workload.nodes = o.workload.candidates = 127;
-    o.workload.depth = 6;
-    o.workload.top_k = 10;
-    /* (at OLMoE's fitted locality 0.95 the token part is a small share of a
-     * state, and 127 nodes' union of 64 experts is close to saturated) */
-    o.workload.routing.locality = o.workload.routing.locality_first = o.workload.routing.locality_last = 0.3;
-    o.workload.routing.noise = 0.2;
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-      o.workload.routing.tree_share = i ? 0.9 : 0.0;
-      u[i] = stats_of(&o).tree_union_mean;
-    }
-    CHECK(u[1] < u[0] - 1.5, "tree_share 0.9 narrows the 127-node tree union: %.2f vs %.2f", u[1], u[0]);
-  }
+  tree_checks();
   /* Replay: τ per block follows the file, clamped to depth + 1 = 6. */
   uint16_t *rep;
   int nrep;

@@ -54,10 +54,11 @@ static const size_t ROUTING_NUMBERS[] = {
     offsetof(amoe_routing_fit, locality),     offsetof(amoe_routing_fit, locality_first),
     offsetof(amoe_routing_fit, locality_last), offsetof(amoe_routing_fit, locality_peak),
     offsetof(amoe_routing_fit, request_bias), offsetof(amoe_routing_fit, noise),
-    offsetof(amoe_routing_fit, tree_share),   offsetof(amoe_routing_fit, drift_tokens),
-    offsetof(amoe_routing_fit, temperature),  offsetof(amoe_routing_fit, layer_correlation)};
-static const size_t ROUTING_LAYER_VALUES[] = {offsetof(amoe_routing_fit, skew),
-                                              offsetof(amoe_routing_fit, score_scale)};
+    offsetof(amoe_routing_fit, drift_tokens), offsetof(amoe_routing_fit, temperature),
+    offsetof(amoe_routing_fit, layer_correlation)};
+static const size_t ROUTING_LAYER_VALUES[] = {
+    offsetof(amoe_routing_fit, skew), offsetof(amoe_routing_fit, score_scale),
+    offsetof(amoe_routing_fit, tree_sibling), offsetof(amoe_routing_fit, tree_repeat)};
 #define COUNT(a) (sizeof(a) / sizeof *(a))
 
 void amoe_routing_resolve(const amoe_routing_fit *model, const amoe_routing_fit *override, amoe_routing_fit *out) {

@@ -50,7 +50,6 @@ typedef struct {
   double locality, locality_first, locality_last, locality_peak;
   double request_bias;
   double noise; /* the token-specific share of each logit: caps how alike adjacent tokens can route */
-  double tree_share; /* the share of a node's token part common to its depth and sibling rank across branches */
   double drift_tokens; /* the request bias's time constant in committed tokens (0: fixed per request) */
   double temperature;  /* divides the state and noise part of a logit (Mixtral's fit) */
   double layer_correlation; /* how much of a token's part carries from one layer to the next */
@@ -59,6 +58,14 @@ typedef struct {
    * sets are drawn (unset: 1), so each set stays and the weights flatten
    * (< 1) or sharpen (> 1) */
   amoe_layer_values score_scale;
+  /* the draft tree (docs/design.md §5 item 3; unset: 0, every node its own):
+   * tree_sibling, per layer, the share of a node's fresh token part and
+   * logit noise common to its siblings (alternatives at one position share
+   * their context); tree_repeat, per layer, the probability that a node
+   * carries the token of the first node with its depth and sibling rank in
+   * another branch, and routes as that token (its token part and noise)
+   * at the layer. Neither moves a root-to-leaf path's statistics. */
+  amoe_layer_values tree_sibling, tree_repeat;
 } amoe_routing_fit;
 typedef struct {
   char name[AMOE_NAME_MAX];

@@ -67,7 +67,12 @@ struct amoe_gen {
   uint8_t *verified;
   float *state; /* [layer][node][DIM] */
   float *tok;   /* [node][DIM] token part of the current layer */
-  float *shared; /* [depth][rank][DIM] tree_share's per-block normals */
+  /* the tree mechanism (tree_sibling / tree_repeat set), per block: */
+  float *tree_a, *tree_q; /* [layer] sibling share and repeat probability, or NULL: off */
+  float *sib_xi, *sib_eps; /* [parent][DIM] and [parent][E16]: the normals siblings share */
+  float *eps_all;          /* [node][E16]: every node's noise of the layer */
+  float *repeat_u;         /* [node] the uniform that decides the layers it repeats its twin at */
+  int *twin;               /* [node] the first node with its depth and sibling rank, or -1 */
   int *rank;     /* [node] rank among its siblings (draft probability desc); then [node] depth */
   float *xi;    /* [node][DIM] its fresh normals */
   float *zfull, *eps;
@@ -304,6 +309,8 @@ static amoe_status calibrate(amoe_gen *g, amoe_err *e) {
   return st;
 }
 
+#define TREE_ON(p) ((p)->tree_sibling_layers != NULL || (p)->tree_repeat_layers != NULL)
+
 /* Every buffer of a generator once: (member, element type, count, whether
  * it is there), counts in the pool's nodes P, the candidates c, L layers
  * and E experts (ints: the limits keep them far from overflow); + 16 where
@@ -331,8 +338,14 @@ static amoe_status calibrate(amoe_gen *g, amoe_err *e) {
   BUF(drift, float, L * E + 16, p->request_bias > 0 && p->drift_tokens > 0) \
   BUF(state, float, c * L * AMOE_GEN_DIM, 1) \
   BUF(tok, float, c * AMOE_GEN_DIM, 1) \
-  BUF(shared, float, (p->depth + 2) * (p->branch + 1) * AMOE_GEN_DIM + 16, 1) \
-  BUF(rank, int, 2 * c, 1) /* ranks, then depths */ \
+  BUF(tree_a, float, L, TREE_ON(p)) \
+  BUF(tree_q, float, L, TREE_ON(p)) \
+  BUF(sib_xi, float, c * AMOE_GEN_DIM + 16, TREE_ON(p)) \
+  BUF(sib_eps, float, c * E16, TREE_ON(p)) \
+  BUF(eps_all, float, c * E16, TREE_ON(p)) \
+  BUF(repeat_u, float, c, TREE_ON(p)) \
+  BUF(twin, int, c + (p->depth + 2) * (p->branch + 1), TREE_ON(p)) /* twins, then the first of each key */ \
+  BUF(rank, int, 2 * c, TREE_ON(p)) /* ranks, then depths */ \
   BUF(xi, float, c * AMOE_GEN_DIM + 16, 1) \
   BUF(zfull, float, E, 1) \
   BUF(eps, float, E + 16, 1)
@@ -353,7 +366,7 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   g->p = *p;
   int K = p->branch;
   g->pool_cap = 1 + K + (p->depth - 1) * K * K;
-  const int L = p->layers, E = p->experts, c = p->candidates, P = g->pool_cap;
+  const int L = p->layers, E = p->experts, c = p->candidates, P = g->pool_cap, E16 = (E + 15) / 16 * 16;
   int ok = 1;
 #define GEN_ALLOC(f, T, cnt, when) \
   if (when) ok &= (g->f = calloc((size_t)(cnt), sizeof(T))) != NULL;
@@ -392,8 +405,14 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   }
   for (int l = 0; l < L; l++)
     g->req_scale[l] = (float)(p->request_bias_layers ? p->request_bias_layers[l] : p->request_bias);
+  if (TREE_ON(p))
+    for (int l = 0; l < L; l++) {
+      g->tree_a[l] = (float)(p->tree_sibling_layers ? p->tree_sibling_layers[l] : 0);
+      g->tree_q[l] = (float)(p->tree_repeat_layers ? p->tree_repeat_layers[l] : 0);
+    }
   /* (copied: the caller's arrays need not outlive the generator) */
   g->p.locality_layers = g->p.request_bias_layers = g->p.skew_layers = g->p.score_scale_layers = NULL;
+  g->p.tree_sibling_layers = g->p.tree_repeat_layers = NULL;
   if (!p->replay && p->accept_scale > 0) {
     g->h = p->accept_scale;
   } else if (!p->replay) {
@@ -583,6 +602,70 @@ void amoe_gen_node_logits_generic(gen_rng4 *r, float *eps, const float *w, const
   layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
 }
 
+/* layer_logits with the noise given (the tree mechanism mixes it first). */
+static void layer_logits_eps(const float *w, const float *s, const float *eps, const float *bias,
+                             const float *req_bias, int E, float sig, float *zf) {
+#ifdef AMOE_X86_PATHS
+  if (amoe_x86_avx2) {
+    amoe_x86_layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
+    return;
+  }
+#endif
+  layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
+}
+
+void amoe_gen_layer_logits_generic(const float *w, const float *s, const float *eps, const float *bias,
+                                   const float *req_bias, int E, float sig, float *zf) {
+  layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
+}
+
+/* The tree mechanism's per-block part: each node's twin (the first node
+ * with its depth and rank among its siblings, by draft probability; -1 for
+ * that first one) and the uniform that decides the layers it repeats it at,
+ * on a stream of its own. */
+static void tree_twins(amoe_gen *g, const amoe_block *b, int n) {
+  const int keys = (g->p.depth + 2) * (g->p.branch + 1), c = g->p.candidates;
+  int *rank = g->rank, *depth = g->rank + c, *first = g->twin + c;
+  for (int i = 0; i < keys; i++) first[i] = -1;
+  amoe_rng r;
+  amoe_rng_seed(&r, g->p.seed ^ 0x7265706561ULL, g->request, g->step);
+  for (int t = 0; t < n; t++) {
+    int rk = 0; /* draft probability desc, ties to the earlier node */
+    for (int s = 1; s < n; s++)
+      rk += s != t && b->parent[s] == b->parent[t] && (b->logp[s] > b->logp[t] || (b->logp[s] == b->logp[t] && s < t));
+    rank[t] = t ? rk : 0;
+    depth[t] = t ? depth[b->parent[t]] + 1 : 0; /* parent[t] < t */
+    const int key = (depth[t] <= g->p.depth + 1 ? depth[t] : g->p.depth + 1) * (g->p.branch + 1) +
+                    (rank[t] < g->p.branch ? rank[t] : g->p.branch);
+    g->twin[t] = t ? first[key] : -1;
+    if (t && first[key] < 0) first[key] = t;
+    g->repeat_u[t] = (float)amoe_rng_unif(&r);
+  }
+}
+
+/* The tree mechanism's per-layer part: every node's noise drawn from r (as
+ * node_logits would draw it, node by node), then the fresh normals of every
+ * node but the root mixed with its siblings' shared ones (a stream per
+ * block and layer, drawn only where the layer shares). */
+static void tree_noise(amoe_gen *g, gen_rng4 *r, const amoe_block *b, int n, int l) {
+  const int E = g->p.experts, E16 = (E + 15) / 16 * 16, D = AMOE_GEN_DIM;
+  for (int t = 0; t < n; t++) normals16(r, g->eps_all + (size_t)t * E16, E);
+  const float a = g->tree_a[l];
+  if (!(a > 0)) return;
+  gen_rng4 rs;
+  rng4_seed(&rs, g->p.seed ^ 0x7369626cULL ^ (uint64_t)l << 40, g->request, g->step);
+  normals16(&rs, g->sib_xi, n * D);
+  for (int p = 0; p < n; p++) normals16(&rs, g->sib_eps + (size_t)p * E16, E);
+  const float own = sqrtf(1 - a), shr = sqrtf(a);
+  for (int t = 1; t < n; t++) {
+    const int p = b->parent[t];
+    for (int i = 0; i < D; i++) g->xi[(size_t)t * D + i] = own * g->xi[(size_t)t * D + i] + shr * g->sib_xi[(size_t)p * D + i];
+    float *et = g->eps_all + (size_t)t * E16;
+    const float *ep = g->sib_eps + (size_t)p * E16;
+    for (int x = 0; x < E; x++) et[x] = own * et[x] + shr * ep[x];
+  }
+}
+
 amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   if (g->committed >= g->p.tokens_per_request) return AMOE_END;
   int n = build_tree(g, &g->rng);
@@ -601,21 +684,11 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   const int L = g->p.layers, E = g->p.experts, D = AMOE_GEN_DIM;
   const float lc = (float)g->p.layer_correlation, clc = (float)sqrt(1 - lc * (double)lc);
   const float sig = (float)(g->p.noise / g->p.temperature); /* (w and b were scaled at open) */
+  const int E16 = (E + 15) / 16 * 16;
   float *tok = g->tok;
-  gen_rng4 r4, r5;
+  gen_rng4 r4;
   rng4_seed(&r4, g->p.seed ^ 0x726f757465ULL, g->request, g->step);
-  const int tree = g->p.tree_share > 0, nshared = (g->p.depth + 2) * (g->p.branch + 1);
-  const float own = (float)sqrt(1 - g->p.tree_share), shr = (float)sqrt(g->p.tree_share);
-  if (tree) { /* its own stream: without tree_share the blocks stay as they were */
-    rng4_seed(&r5, g->p.seed ^ 0x74726565ULL, g->request, g->step);
-    for (int t = 0; t < n; t++) { /* rank among siblings: draft probability desc, ties to the earlier node */
-      int r = 0;
-      for (int s = 1; s < n; s++)
-        r += s != t && b->parent[s] == b->parent[t] && (b->logp[s] > b->logp[t] || (b->logp[s] == b->logp[t] && s < t));
-      g->rank[t] = t ? r : 0;
-      g->rank[g->p.candidates + t] = t ? g->rank[g->p.candidates + b->parent[t]] + 1 : 0; /* parent[t] < t */
-    }
-  }
+  if (g->tree_a) tree_twins(g, b, n);
   /* layer by layer, so that a layer's embeddings (E·D floats) stay in L1
    * for every node; tok carries each node's token part to the next layer */
   for (int l = 0; l < L; l++) {
@@ -624,28 +697,23 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
     const float rho = g->rho[l], crho = g->crho[l];
     float *sl = g->state + (size_t)l * g->p.candidates * D;
     normals16(&r4, g->xi, n * D); /* every node's token part, then node by node the logits' noise */
-    if (tree) {
-      normals16(&r5, g->shared, nshared * D);
-      for (int t = 0; t < n; t++) {
-        const int d = g->rank[g->p.candidates + t];
-        const int key = (d <= g->p.depth + 1 ? d : g->p.depth + 1) * (g->p.branch + 1) +
-                        (g->rank[t] < g->p.branch ? g->rank[t] : g->p.branch);
-        for (int i = 0; i < D; i++)
-          g->xi[(size_t)t * D + i] = own * g->xi[(size_t)t * D + i] + shr * g->shared[(size_t)key * D + i];
-      }
-    }
+    if (g->tree_a) tree_noise(g, &r4, b, n, l);
     for (int t = 0; t < n; t++) {
       const float *ps = t ? sl + (size_t)b->parent[t] * D : g->s_last + (size_t)l * D;
       float *st = sl + (size_t)t * D, *tk = tok + (size_t)t * D;
+      const int tw = g->tree_a && g->twin[t] >= 0 && g->repeat_u[t] < g->tree_q[l] ? g->twin[t] : -1;
       gen_v8f x, k, p; /* the D = 8 dimensions as one vector */
       memcpy(&x, g->xi + (size_t)t * D, sizeof x);
-      memcpy(&k, tk, sizeof k);
+      memcpy(&k, tw >= 0 ? tok + (size_t)tw * D : tk, sizeof k);
       memcpy(&p, ps, sizeof p);
-      k = l ? lc * k + clc * x : x;
+      if (tw < 0) k = l ? lc * k + clc * x : x; /* (a repeat carries its twin's token part as it is) */
       const gen_v8f sv = rho * p + crho * k;
       memcpy(tk, &k, sizeof k);
       memcpy(st, &sv, sizeof sv);
-      node_logits(&r4, g->eps, wl, st, bl, rbl, E, sig, g->zfull);
+      if (g->tree_a)
+        layer_logits_eps(wl, st, g->eps_all + (size_t)(tw >= 0 ? tw : t) * E16, bl, rbl, E, sig, g->zfull);
+      else
+        node_logits(&r4, g->eps, wl, st, bl, rbl, E, sig, g->zfull);
       amoe_block_set_full(b, l, t, g->zfull);
       if (g->score_scale && g->score_scale[l] != 1.0f) amoe_block_scale_logits(b, l, t, g->score_scale[l]);
     }
@@ -667,6 +735,10 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
 }
 
 void amoe_gen_normals16(gen_rng4 *r, float *out, int n) { normals16(r, out, n); }
+void amoe_gen_layer_logits(const float *w, const float *s, const float *eps, const float *bias, const float *req_bias,
+                           int E, float sig, float *zf) {
+  layer_logits_eps(w, s, eps, bias, req_bias, E, sig, zf);
+}
 void amoe_gen_node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                           const float *req_bias, int E, float sig, float *zf) {
   node_logits(r, eps, w, s, bias, req_bias, E, sig, zf);

@@ -16,8 +16,6 @@
  * Routing: a latent-factor model. Node t at MoE layer l has a state
  *   g[t,l] = c·g[t,l-1] + sqrt(1-c²)·ξ         (token part; c = layer_correlation)
  *   s[t,l] = ρ_l·s[parent,l] + sqrt(1-ρ_l²)·g[t,l]  (ρ_l = the layer's locality)
- * where with tree_share τ the token part's fresh normal ξ is
- *   √(1−τ)·ξ_t + √τ·ξ_shared[depth(t), sibling rank(t)],
  * and logits z[t,l,e] = (<s[t,l], w[l,e]> + σ·ε) / temperature + skew·b[l,e]
  * + request_bias·c[r,l,e], with fixed expert embeddings w, popularity biases
  * b, per-logit noise ε and (off by default) a bias c drawn per request, which
@@ -27,6 +25,18 @@
  * a block is generated layer by layer. A logit is computed as nine
  * fused multiply-adds on stored w/T and skew·b (fmaf: the same bits on
  * every path).
+ * The tree (off unless tree_sibling or tree_repeat is set at some layer):
+ * at layer l a node's fresh normals ξ and ε become
+ *   √(1−a_l)·own + √a_l·shared[its parent]      (a_l = tree_sibling[l]),
+ * so siblings, alternatives at one position, route alike as their shared
+ * context outweighs their tokens; and with probability q_l = tree_repeat[l]
+ * (one uniform per node and block, so the layers it repeats at are nested)
+ * a node carries the token of its twin, the first node with its depth and
+ * sibling rank, at that layer: its token part g and noise ε are the twin's,
+ * so it differs from the twin only through its parent's state (at a layer
+ * of locality 0, not at all). Every root-to-leaf path keeps the chain's
+ * distribution (the shared draws are keyed by parent, and a twin is off
+ * the path), so no sequence statistic moves.
  * The root's parent is the last committed token of the previous block.
  * A request (tokens_per_request committed tokens) depends only on
  * (seed, request index). See docs/generator.md for the fit to real data. */
@@ -76,11 +86,9 @@ typedef struct {
   /* request_bias of each MoE layer ([layers]), or NULL: `request_bias` at
    * every layer */
   const double *request_bias_layers;
-  /* tree: the share of a node's token part drawn once per (block, layer,
-   * depth, rank among its siblings), so the draft's j-th guess at a depth
-   * routes alike in every branch (the same token often appears in several
-   * branches); 0: every node's own */
-  double tree_share;
+  /* the tree mechanism per layer ([layers] each), or both NULL: off (the
+   * blocks as without it, byte for byte) */
+  const double *tree_sibling_layers, *tree_repeat_layers;
   double request_bias; /* std of a per-request expert bias (0: none; not fitted) */
   /* the request bias's time constant in committed tokens: after a block
    * that commits n tokens, c ← a·c + √(1−a²)·η with a = exp(−n/drift_tokens)

@@ -22,6 +22,7 @@ const char *const amoe_prefill_schedule_names[] = {"separate", "chunked", NULL};
 /* The generator's per-layer parameters, which its amoe_gen_params point into. */
 typedef struct {
   double locality[AMOE_MAX_LAYERS], request_bias[AMOE_MAX_LAYERS], skew[AMOE_MAX_LAYERS], score_scale[AMOE_MAX_LAYERS];
+  double tree_sibling[AMOE_MAX_LAYERS], tree_repeat[AMOE_MAX_LAYERS];
 } gen_layers;
 
 struct amoe_source {
@@ -177,7 +178,13 @@ static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model 
   for (int l = 0; l < L; l++) scaled |= (lay->score_scale[l] = amoe_layer_value(&r.score_scale, l, 1.0)) != 1.0;
   p.score_scale_layers = scaled ? lay->score_scale : NULL;
   p.noise = r.noise;
-  p.tree_share = r.tree_share;
+  int tree = 0; /* the tree mechanism, only where some layer has it */
+  for (int l = 0; l < L; l++) {
+    tree |= (lay->tree_sibling[l] = amoe_layer_value(&r.tree_sibling, l, 0)) > 0;
+    tree |= (lay->tree_repeat[l] = amoe_layer_value(&r.tree_repeat, l, 0)) > 0;
+  }
+  p.tree_sibling_layers = tree ? lay->tree_sibling : NULL;
+  p.tree_repeat_layers = tree ? lay->tree_repeat : NULL;
   p.request_bias = r.request_bias;
   if (p.request_bias > 0) {
     /* a request's topic reaches the router through the context, as
@@ -203,7 +210,6 @@ static json_t *gen_provenance(const amoe_source *s, const amoe_gen_params *p) {
                       json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "temperature", p->temperature, "locality",
                                 p->locality, "layer_correlation", p->layer_correlation, "skew", p->skew, "noise",
                                 p->noise, "request_bias", p->request_bias));
-  if (p->tree_share > 0) json_object_set_new(json_object_get(o, "routing"), "tree_share", json_real(p->tree_share));
   if (p->drift_tokens > 0 && p->request_bias > 0)
     json_object_set_new(json_object_get(o, "routing"), "drift_tokens", json_real(p->drift_tokens));
   amoe_routing_fit r;
@@ -213,13 +219,14 @@ static json_t *gen_provenance(const amoe_source *s, const amoe_gen_params *p) {
     json_object_set_new(ro, "locality_profile",
                         json_pack("{s:f, s:f, s:f, s:f}", "first", r.locality_first, "peak", r.locality, "peak_at",
                                   r.locality_peak, "last", r.locality_last));
-  if (p->skew_layers || p->score_scale_layers) { /* per-layer values, only when they are there */
-    for (int which = 0; which < 2; which++) {
-      const double *v = which ? p->score_scale_layers : p->skew_layers;
-      if (!v) continue;
+  { /* per-layer values, only when they are there */
+    const double *vals[4] = {p->skew_layers, p->score_scale_layers, p->tree_sibling_layers, p->tree_repeat_layers};
+    const char *names[4] = {"skew_layers", "score_scale", "tree_sibling", "tree_repeat"};
+    for (int which = 0; which < 4; which++) {
+      if (!vals[which]) continue;
       json_t *a = json_array();
-      for (int l = 0; l < p->layers; l++) json_array_append_new(a, json_real(v[l]));
-      json_object_set_new(ro, which ? "score_scale" : "skew_layers", a);
+      for (int l = 0; l < p->layers; l++) json_array_append_new(a, json_real(vals[which][l]));
+      json_object_set_new(ro, names[which], a);
     }
   }
   if (w->replay[0]) {

@@ -87,4 +87,19 @@ __attribute__((target("avx2,fma"))) void amoe_x86_node_logits(const float *restr
     logits8(sv, w, bias, req_bias, E, x0, vsig, e0, &m, zf);
   }
 }
+/* layer_logits with its noise given, eight experts a step, to the bit. */
+__attribute__((target("avx2,fma"))) void amoe_x86_layer_logits(const float *restrict w, const float *restrict s,
+                                                               const float *restrict eps, const float *restrict bias,
+                                                               const float *restrict req_bias, int E, float sig,
+                                                               float *restrict zf) {
+  const __m256 vsig = _mm256_set1_ps(sig);
+  __m256 sv[AMOE_GEN_DIM];
+  for (int i = 0; i < AMOE_GEN_DIM; i++) sv[i] = _mm256_set1_ps(s[i]);
+  int x0 = 0;
+  for (; x0 + 8 <= E; x0 += 8) logits8(sv, w, bias, req_bias, E, x0, vsig, _mm256_loadu_ps(eps + x0), NULL, zf);
+  if (x0 < E) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(E - x0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    logits8(sv, w, bias, req_bias, E, x0, vsig, _mm256_maskload_ps(eps + x0, m), &m, zf);
+  }
+}
 #endif
