@@ -226,21 +226,23 @@ static void generic_twins(void) {
     }
   }
   CHECK(same, "the generator's vector paths differ from their plain twins");
-  /* the tree path's logits with their noise given, at whole and ragged widths */
+  /* the tree path's logits with their noise given, plain and mixed, at whole and ragged widths */
   const int widths[] = {5, 8, 60, 128, 250};
   for (int i = 0; i < 5; i++) {
     const int E = widths[i];
-    float w[8 * 256], st[8], bias[256], rb[256], eps[256], za[256], zb[256];
+    float w[8 * 256], st[8], bias[256], rb[256], eo[256], es[256], za[256], zb[256];
     amoe_rng r;
     amoe_rng_seed(&r, 11, (uint64_t)E, 2);
     for (int j = 0; j < 8 * E; j++) w[j] = (float)amoe_rng_normal(&r) * 0.3f;
     for (int j = 0; j < 8; j++) st[j] = (float)amoe_rng_normal(&r);
     for (int x = 0; x < E; x++)
-      bias[x] = (float)amoe_rng_normal(&r) * 0.4f, rb[x] = (float)amoe_rng_normal(&r), eps[x] = (float)amoe_rng_normal(&r);
-    for (int withrb = 0; withrb < 2; withrb++) {
-      amoe_gen_layer_logits(w, st, eps, bias, withrb ? rb : NULL, E, 0.7f, za);
-      amoe_gen_layer_logits_generic(w, st, eps, bias, withrb ? rb : NULL, E, 0.7f, zb);
-      CHECK(!memcmp(za, zb, (size_t)E * sizeof *za), "layer logits with given noise: vector path differs at E = %d", E);
+      bias[x] = (float)amoe_rng_normal(&r) * 0.4f, rb[x] = (float)amoe_rng_normal(&r), eo[x] = (float)amoe_rng_normal(&r),
+      es[x] = (float)amoe_rng_normal(&r);
+    for (int v = 0; v < 4; v++) {
+      const float *mix = v & 2 ? es : NULL, *req = v & 1 ? rb : NULL;
+      amoe_gen_layer_logits(w, st, eo, mix, 0.6f, 0.8f, bias, req, E, 0.7f, za);
+      amoe_gen_layer_logits_generic(w, st, eo, mix, 0.6f, 0.8f, bias, req, E, 0.7f, zb);
+      CHECK(!memcmp(za, zb, (size_t)E * sizeof *za), "layer logits with given noise: vector path differs at E = %d (%d)", E, v);
     }
   }
 }

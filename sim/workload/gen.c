@@ -602,21 +602,34 @@ void amoe_gen_node_logits_generic(gen_rng4 *r, float *eps, const float *w, const
   layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
 }
 
-/* layer_logits with the noise given (the tree mechanism mixes it first). */
-static void layer_logits_eps(const float *w, const float *s, const float *eps, const float *bias,
-                             const float *req_bias, int E, float sig, float *zf) {
+/* layer_logits with the noise given: eo, or with es the mix own·eo + shr·es
+ * (the tree mechanism's siblings), each product rounded, then their sum. */
+static void layer_logits_mix(const float *restrict w, const float *restrict s, const float *restrict eo,
+                             const float *restrict es, float own, float shr, const float *restrict bias,
+                             const float *restrict req_bias, int E, float sig, float *restrict zf) {
+  for (int x = 0; x < E; x++) {
+    const float ep = es ? own * eo[x] + shr * es[x] : eo[x];
+    float a = bias[x];
+    for (int i = 0; i < AMOE_GEN_DIM; i++) a = fmaf(s[i], w[(size_t)i * E + x], a);
+    a = fmaf(sig, ep, a);
+    zf[x] = req_bias ? a + req_bias[x] : a;
+  }
+}
+
+static void layer_logits_eps(const float *w, const float *s, const float *eo, const float *es, float own, float shr,
+                             const float *bias, const float *req_bias, int E, float sig, float *zf) {
 #ifdef AMOE_X86_PATHS
   if (amoe_x86_avx2) {
-    amoe_x86_layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
+    amoe_x86_layer_logits(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
     return;
   }
 #endif
-  layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
+  layer_logits_mix(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
 }
 
-void amoe_gen_layer_logits_generic(const float *w, const float *s, const float *eps, const float *bias,
-                                   const float *req_bias, int E, float sig, float *zf) {
-  layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
+void amoe_gen_layer_logits_generic(const float *w, const float *s, const float *eo, const float *es, float own,
+                                   float shr, const float *bias, const float *req_bias, int E, float sig, float *zf) {
+  layer_logits_mix(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
 }
 
 /* The tree mechanism's per-block part: each node's twin (the first node
@@ -644,9 +657,11 @@ static void tree_twins(amoe_gen *g, const amoe_block *b, int n) {
 }
 
 /* The tree mechanism's per-layer part: every node's noise drawn from r (as
- * node_logits would draw it, node by node), then the fresh normals of every
- * node but the root mixed with its siblings' shared ones (a stream per
- * block and layer, drawn only where the layer shares). */
+ * node_logits would draw it, node by node); where the layer shares, the
+ * siblings' shared normals (a stream per block and layer; noise for parents
+ * only, from tree_index's children lists, which number nodes as the block
+ * does), and every node's fresh token normals but the root's mixed with its
+ * siblings' (its noise is mixed as its logits are computed). */
 static void tree_noise(amoe_gen *g, gen_rng4 *r, const amoe_block *b, int n, int l) {
   const int E = g->p.experts, E16 = (E + 15) / 16 * 16, D = AMOE_GEN_DIM;
   for (int t = 0; t < n; t++) normals16(r, g->eps_all + (size_t)t * E16, E);
@@ -655,15 +670,12 @@ static void tree_noise(amoe_gen *g, gen_rng4 *r, const amoe_block *b, int n, int
   gen_rng4 rs;
   rng4_seed(&rs, g->p.seed ^ 0x7369626cULL ^ (uint64_t)l << 40, g->request, g->step);
   normals16(&rs, g->sib_xi, n * D);
-  for (int p = 0; p < n; p++) normals16(&rs, g->sib_eps + (size_t)p * E16, E);
+  for (int p = 0; p < n; p++)
+    if (g->child_start[p + 1] > g->child_start[p]) normals16(&rs, g->sib_eps + (size_t)p * E16, E);
   const float own = sqrtf(1 - a), shr = sqrtf(a);
-  for (int t = 1; t < n; t++) {
-    const int p = b->parent[t];
-    for (int i = 0; i < D; i++) g->xi[(size_t)t * D + i] = own * g->xi[(size_t)t * D + i] + shr * g->sib_xi[(size_t)p * D + i];
-    float *et = g->eps_all + (size_t)t * E16;
-    const float *ep = g->sib_eps + (size_t)p * E16;
-    for (int x = 0; x < E; x++) et[x] = own * et[x] + shr * ep[x];
-  }
+  for (int t = 1; t < n; t++)
+    for (int i = 0; i < D; i++)
+      g->xi[(size_t)t * D + i] = own * g->xi[(size_t)t * D + i] + shr * g->sib_xi[(size_t)b->parent[t] * D + i];
 }
 
 amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
@@ -698,6 +710,7 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
     float *sl = g->state + (size_t)l * g->p.candidates * D;
     normals16(&r4, g->xi, n * D); /* every node's token part, then node by node the logits' noise */
     if (g->tree_a) tree_noise(g, &r4, b, n, l);
+    const float own_l = g->tree_a ? sqrtf(1 - g->tree_a[l]) : 1, shr_l = g->tree_a ? sqrtf(g->tree_a[l]) : 0;
     for (int t = 0; t < n; t++) {
       const float *ps = t ? sl + (size_t)b->parent[t] * D : g->s_last + (size_t)l * D;
       float *st = sl + (size_t)t * D, *tk = tok + (size_t)t * D;
@@ -710,9 +723,11 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
       const gen_v8f sv = rho * p + crho * k;
       memcpy(tk, &k, sizeof k);
       memcpy(st, &sv, sizeof sv);
-      if (g->tree_a)
-        layer_logits_eps(wl, st, g->eps_all + (size_t)(tw >= 0 ? tw : t) * E16, bl, rbl, E, sig, g->zfull);
-      else
+      if (g->tree_a) { /* a repeat takes its twin's noise, mixed with the twin's siblings' */
+        const int u = tw >= 0 ? tw : t;
+        const float *es = u && g->tree_a[l] > 0 ? g->sib_eps + (size_t)b->parent[u] * E16 : NULL;
+        layer_logits_eps(wl, st, g->eps_all + (size_t)u * E16, es, own_l, shr_l, bl, rbl, E, sig, g->zfull);
+      } else
         node_logits(&r4, g->eps, wl, st, bl, rbl, E, sig, g->zfull);
       amoe_block_set_full(b, l, t, g->zfull);
       if (g->score_scale && g->score_scale[l] != 1.0f) amoe_block_scale_logits(b, l, t, g->score_scale[l]);
@@ -735,9 +750,9 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
 }
 
 void amoe_gen_normals16(gen_rng4 *r, float *out, int n) { normals16(r, out, n); }
-void amoe_gen_layer_logits(const float *w, const float *s, const float *eps, const float *bias, const float *req_bias,
-                           int E, float sig, float *zf) {
-  layer_logits_eps(w, s, eps, bias, req_bias, E, sig, zf);
+void amoe_gen_layer_logits(const float *w, const float *s, const float *eo, const float *es, float own, float shr,
+                           const float *bias, const float *req_bias, int E, float sig, float *zf) {
+  layer_logits_eps(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
 }
 void amoe_gen_node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                           const float *req_bias, int E, float sig, float *zf) {

@@ -72,11 +72,12 @@ static inline float gen_normal(uint32_t u) {
 void amoe_gen_normals16_generic(gen_rng4 *r, float *out, int n);
 void amoe_gen_node_logits_generic(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                                   const float *req_bias, int E, float sig, float *zf);
-/* layer_logits with the noise given (the tree mechanism's path) */
-void amoe_gen_layer_logits_generic(const float *w, const float *s, const float *eps, const float *bias,
-                                   const float *req_bias, int E, float sig, float *zf);
-void amoe_gen_layer_logits(const float *w, const float *s, const float *eps, const float *bias, const float *req_bias,
-                           int E, float sig, float *zf);
+/* layer_logits with the noise given (the tree mechanism's path): eo, or
+ * with es the mix own·eo + shr·es */
+void amoe_gen_layer_logits_generic(const float *w, const float *s, const float *eo, const float *es, float own,
+                                   float shr, const float *bias, const float *req_bias, int E, float sig, float *zf);
+void amoe_gen_layer_logits(const float *w, const float *s, const float *eo, const float *es, float own, float shr,
+                           const float *bias, const float *req_bias, int E, float sig, float *zf);
 void amoe_gen_normals16(gen_rng4 *r, float *out, int n);
 void amoe_gen_node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                           const float *req_bias, int E, float sig, float *zf);

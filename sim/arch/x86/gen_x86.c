@@ -87,19 +87,24 @@ __attribute__((target("avx2,fma"))) void amoe_x86_node_logits(const float *restr
     logits8(sv, w, bias, req_bias, E, x0, vsig, e0, &m, zf);
   }
 }
-/* layer_logits with its noise given, eight experts a step, to the bit. */
+/* layer_logits with its noise given (eo, or own·eo + shr·es: the products
+ * rounded, then their sum, as the plain loop), eight experts a step. */
 __attribute__((target("avx2,fma"))) void amoe_x86_layer_logits(const float *restrict w, const float *restrict s,
-                                                               const float *restrict eps, const float *restrict bias,
+                                                               const float *restrict eo, const float *restrict es,
+                                                               float own, float shr, const float *restrict bias,
                                                                const float *restrict req_bias, int E, float sig,
                                                                float *restrict zf) {
-  const __m256 vsig = _mm256_set1_ps(sig);
+  const __m256 vsig = _mm256_set1_ps(sig), vo = _mm256_set1_ps(own), vs = _mm256_set1_ps(shr);
   __m256 sv[AMOE_GEN_DIM];
   for (int i = 0; i < AMOE_GEN_DIM; i++) sv[i] = _mm256_set1_ps(s[i]);
-  int x0 = 0;
-  for (; x0 + 8 <= E; x0 += 8) logits8(sv, w, bias, req_bias, E, x0, vsig, _mm256_loadu_ps(eps + x0), NULL, zf);
-  if (x0 < E) {
+  for (int x0 = 0; x0 < E; x0 += 8) {
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(E - x0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    logits8(sv, w, bias, req_bias, E, x0, vsig, _mm256_maskload_ps(eps + x0, m), &m, zf);
+    const int whole = x0 + 8 <= E;
+    __m256 e = whole ? _mm256_loadu_ps(eo + x0) : _mm256_maskload_ps(eo + x0, m);
+    if (es)
+      e = _mm256_add_ps(_mm256_mul_ps(vo, e),
+                        _mm256_mul_ps(vs, whole ? _mm256_loadu_ps(es + x0) : _mm256_maskload_ps(es + x0, m)));
+    logits8(sv, w, bias, req_bias, E, x0, vsig, e, whole ? NULL : &m, zf);
   }
 }
 #endif

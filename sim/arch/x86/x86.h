@@ -91,9 +91,9 @@ typedef struct gen_rng4 gen_rng4;
 void amoe_x86_normals16(gen_rng4 *r, float *out, int n);
 void amoe_x86_node_logits(const float *w, const float *s, gen_rng4 *r, const float *bias, const float *req_bias, int E,
                           float sig, float *zf);
-/* layer_logits with the noise given (gen.c's tree path) */
-void amoe_x86_layer_logits(const float *w, const float *s, const float *eps, const float *bias, const float *req_bias,
-                           int E, float sig, float *zf);
+/* layer_logits with the noise given, or mixed from two (gen.c's tree path) */
+void amoe_x86_layer_logits(const float *w, const float *s, const float *eo, const float *es, float own, float shr,
+                           const float *bias, const float *req_bias, int E, float sig, float *zf);
 /* workload/trace.c's checksum stripes; returns the words done (trace_x86.c) */
 size_t amoe_x86_checksum_stripes(const unsigned char *p, size_t words, uint64_t *acc, const uint64_t *key);
 /* route/route.c's amoe_route_layer for k == 8, E <= 256, m >= 8 (route_x86.c) */
