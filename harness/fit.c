@@ -555,11 +555,11 @@ static void relax(amoe_routing_fit *a, const amoe_routing_fit *before) {
 
 /* Every parameter but drift_tokens, in rounds until none moves by 0.01;
  * from the second round on each step is relaxed (relax). */
-static amoe_status fit_rounds(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
-                              amoe_err *e) {
+static amoe_status fit_rounds(amoe_spec *s, const amoe_fit_targets *t, int blocks, unsigned keep, FILE *progress,
+                              amoe_fit_result *r, amoe_err *e) {
   for (int round = 0; round < FIT_ROUNDS; round++) { /* until no parameter moves by 0.01 */
     const amoe_routing_fit before = s->model.routing;
-    AMOE_TRY(fit_noise(s, t, blocks, r, e));
+    if (!(keep & AMOE_FIT_KEEP_NOISE)) AMOE_TRY(fit_noise(s, t, blocks, r, e));
     AMOE_TRY(fit_locality(s, t, blocks, r, e));
     AMOE_TRY(fit_bias(s, t, blocks, r, e));
     /* popularity last: a task's mix of requests is flattened by the request
@@ -600,10 +600,10 @@ static amoe_status eval_reuse(amoe_spec *s, const amoe_fit_targets *t, int block
 /* drift_tokens: the fixed bias first; if that repeats experts within 8
  * tokens less often than the target (by more than 0.01), the drift whose
  * refitted bias reaches it, by bisection on its logarithm (reuse falls as drift_tokens grows). */
-static amoe_status fit_drift(amoe_spec *s, const amoe_fit_targets *t, int blocks, FILE *progress, amoe_fit_result *r,
-                             amoe_err *e) {
+static amoe_status fit_drift(amoe_spec *s, const amoe_fit_targets *t, int blocks, unsigned keep, FILE *progress,
+                             amoe_fit_result *r, amoe_err *e) {
   s->model.routing.drift_tokens = 0;
-  AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
+  AMOE_TRY(fit_rounds(s, t, blocks, keep, progress, r, e));
   double w8;
   AMOE_TRY(eval_reuse(s, t, blocks, r, &w8, e));
   if (progress) fprintf(progress, "fit drift: fixed bias, reuse within 8 %.4f (target %.4f)\n", w8, t->reuse_within_8);
@@ -614,7 +614,7 @@ static amoe_status fit_drift(amoe_spec *s, const amoe_fit_targets *t, int blocks
   double best_gap = fabs(w8 - t->reuse_within_8);
   for (int step = 0; step < 8; step++) {
     s->model.routing.drift_tokens = exp(0.5 * (a + b));
-    AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
+    AMOE_TRY(fit_rounds(s, t, blocks, keep, progress, r, e));
     AMOE_TRY(eval_reuse(s, t, blocks, r, &w8, e));
     if (progress)
       fprintf(progress, "fit drift: drift_tokens %.1f, reuse within 8 %.4f (target %.4f)\n",
@@ -627,7 +627,7 @@ static amoe_status fit_drift(amoe_spec *s, const amoe_fit_targets *t, int blocks
   return AMOE_OK;
 }
 
-amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, int keep_drift, FILE *progress,
+amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, unsigned keep, FILE *progress,
                              amoe_fit_result *r, amoe_err *e) {
   memset(r, 0, sizeof *r);
   r->tree_union = NAN;
@@ -641,8 +641,8 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
     return amoe_fail(e, AMOE_EINVAL, "fit: entropy_layers and popularity_layers need one value per MoE layer (%d), not %d",
                      L, t->nentropy && t->nentropy != L ? t->nentropy : t->npopularity);
   if (t->nentropy) s->model.routing.score_scale.n = 0; /* the rounds fit the selection, which no scale moves */
-  if (!isnan(t->reuse_within_8) && !keep_drift) AMOE_TRY(fit_drift(s, t, blocks, progress, r, e));
-  else AMOE_TRY(fit_rounds(s, t, blocks, progress, r, e));
+  if (!isnan(t->reuse_within_8) && !(keep & AMOE_FIT_KEEP_DRIFT)) AMOE_TRY(fit_drift(s, t, blocks, keep, progress, r, e));
+  else AMOE_TRY(fit_rounds(s, t, blocks, keep, progress, r, e));
   AMOE_TRY(fit_tree(s, t, r, e));
   if (progress && (t->ntree_layers || !isnan(t->tree_union)))
     fprintf(progress, "fit tree: tree_repeat %.3f, tree_sibling %s\n", amoe_layer_value(&s->model.routing.tree_repeat, 0, 0),

@@ -93,11 +93,16 @@ typedef struct {
   int evaluations;
 } amoe_fit_result;
 
+/* What a fit leaves as the model has it (amoe_fit_routing's keep). */
+enum {
+  AMOE_FIT_KEEP_DRIFT = 1, /* drift_tokens (reuse_within_8 is then reported, not fitted) */
+  AMOE_FIT_KEEP_NOISE = 2  /* noise (instead of its rule): the churn band holds it at a value */
+};
 /* Fits s->model.routing to t on `blocks` generated blocks of s's workload
  * (its seed); s->workload.locality and request_bias are reset to follow
- * the model. keep_drift: drift_tokens stays the model's (reuse_within_8 is
- * then reported, not fitted). progress, if set, gets a line per round. */
-amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, int keep_drift, FILE *progress,
+ * the model. keep: AMOE_FIT_KEEP_* flags. progress, if set, gets a line
+ * per round. */
+amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks, unsigned keep, FILE *progress,
                              amoe_fit_result *r, amoe_err *e);
 /* Writes the fitted routing section with provenance and achieved vs target. */
 void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, const amoe_fit_result *r, int blocks,

@@ -86,7 +86,7 @@ static int g_threads;
 typedef struct {
   const char *out, *dump, *format, *model, *input, *backend, *compute, *target, *trace;
   char *sets[64];
-  int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads, hybrid, blocks, keep_drift;
+  int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads, hybrid, blocks, keep_drift, keep_noise;
   int shard_i, shard_n; /* run --shard I/N: the sweep points p with p mod N = I */
 } opts;
 
@@ -155,6 +155,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
       o->hybrid = 1;
     } else if (!strcmp(a, "--keep-drift")) {
       o->keep_drift = 1;
+    } else if (!strcmp(a, "--keep-noise")) {
+      o->keep_noise = 1;
     } else if (!strcmp(a, "--cold")) {
       o->cold = 1;
     } else if (!strcmp(a, "--profile")) {
@@ -726,14 +728,16 @@ static int cmd_fit(int argc, char **argv) {
       snprintf(how, sizeof how, "--trace %s", o.trace);
     }
   }
-  if (!rc && o.keep_drift) {
-    const size_t n = strlen(how);
-    snprintf(how + n, sizeof how - n, " --keep-drift");
-  }
+  for (int i = 0; i < 2 && !rc; i++)
+    if (i ? o.keep_noise : o.keep_drift) {
+      const size_t n = strlen(how);
+      snprintf(how + n, sizeof how - n, i ? " --keep-noise" : " --keep-drift");
+    }
   if (!rc) {
     const int blocks = o.blocks ? o.blocks : 400;
     amoe_fit_result r;
-    amoe_status st = amoe_fit_routing(s, t, blocks, o.keep_drift, o.quiet || !isatty(2) ? NULL : stderr, &r, &e);
+    const unsigned keep = (o.keep_drift ? AMOE_FIT_KEEP_DRIFT : 0) | (o.keep_noise ? AMOE_FIT_KEEP_NOISE : 0);
+    amoe_status st = amoe_fit_routing(s, t, blocks, keep, o.quiet || !isatty(2) ? NULL : stderr, &r, &e);
     amoe_afile a = {0};
     FILE *f = stdout;
     if (!st && o.out) {
@@ -911,14 +915,16 @@ static const struct {
      "distance and how stable a block's top experts are from block to block",
      "--format --model --window --hybrid --json --set --threads --quiet -q"},
     {"fit", cmd_fit,
-     "SPEC.yaml (--target TARGETS.yaml | --trace FILE [--format routing-jsonl] [--window W])\n"
-     "               [--blocks N] [--keep-drift] [--set KEY=VALUE]... [-o FILE]",
+     "SPEC.yaml (--target TARGETS.yaml | --trace FILE [--format blocks-jsonl|routing-jsonl|...] [--window W])\n"
+     "               [--blocks N] [--keep-drift] [--keep-noise] [--set KEY=VALUE]... [-o FILE]",
      "fit the spec's model's routing structure (locality per layer, request\n"
-     "concentration and its drift) to target statistics or to a real trace's; prints\n"
-     "achieved vs target and the `routing:` section for the model preset.\n"
+     "concentration and its drift, popularity, score shape, the draft tree's own\n"
+     "concentration) to target statistics or to a real trace's; prints achieved vs\n"
+     "target and the `routing:` section for the model preset.\n"
      "--keep-drift keeps the model's drift_tokens instead of fitting it to\n"
-     "reuse_within_8 (which reruns every round at each of 8 drift trials)",
-     "--target --trace --format --window --blocks --keep-drift --set --out -o --quiet -q --threads"},
+     "reuse_within_8 (which reruns every round at each of 8 drift trials);\n"
+     "--keep-noise keeps its noise instead of setting it by its rule",
+     "--target --trace --format --window --blocks --keep-drift --keep-noise --set --out -o --quiet -q --threads"},
     {"calibrate", cmd_calibrate, "SPEC.yaml [--set KEY=VALUE]... [--quiet] [-o FILE]",
      "estimate the commitment table p_d on the spec's calibration workload", "--set --out -o --threads --quiet -q"},
     {"calibrate-hw", cmd_calibrate_hw,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Which term of the score shape (docs/design.md §5) moves AcceptMoE's
 # numbers: runs the offload arm (workloads/specs/acceptmoe-offload-qwen3.yaml,
-# LRU) and the resident arm (acceptmoe-resident-qwen3.yaml, κ 0.16) with the
+# LRU) and the resident arm (acceptmoe-resident-qwen3.yaml, κ 0.14) with the
 # router terms switched on one at a time, from the model as it was before
 # them (softmax weights over the stored logits, Mixtral's temperature for the
 # shape) to the preset as it is, and prints AcceptMoE's set size and executed experts, hit rate, H2D
@@ -24,7 +24,7 @@ for arm in offload resident; do
   spec=workloads/specs/acceptmoe-$arm-qwen3.yaml
   extra=(--set workload.blocks="$blocks")
   [ $arm = offload ] && extra+=(--set offload.policy=lru)
-  [ $arm = resident ] && extra+=(--set acceptance_model.kappa=0.16)
+  [ $arm = resident ] && extra+=(--set acceptance_model.kappa=0.14)
   echo
   echo "$arm ($spec)"
   echo

@@ -55,7 +55,7 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
   cap "Cache hit rate against expert slots" slots-hit "The same runs: the share of executed experts found in the cache." \
     "build/acceptmoe run workloads/specs/figure-offload-slots.yaml"
   cap "Speed against deviation" pareto \
-    "Speedup against the share of committed tokens whose output constrained routing changed (the acceptance model, kappa 0.05 / 0.16 / 0.3), for AcceptMoE's adaptive set, fixed budgets and the lossless EcoSpec, resident on RTX PRO 6000 presets." \
+    "Speedup against the share of committed tokens whose output constrained routing changed (the acceptance model, kappa 0.05 / 0.14 / 0.3), for AcceptMoE's adaptive set, fixed budgets and the lossless EcoSpec, resident on RTX PRO 6000 presets." \
     "build/acceptmoe run workloads/specs/figure-pareto.yaml"
   cap "Where speculation stops paying: batch" batch \
     "Tokens per second over plain decoding's at the same batch (requests per pass, continuous batching), per policy row: Qwen3-30B-A3B on 4 H100s (TP4) and DeepSeek-V3 in FP8 on 8 H200s (TP8), each with the engine's per-request cost fitted to that layout's measured plain decoding at batch 1-64 (scripts/fit_batch.py, docs/validation.md); the speculative rows at batch > 1 are predictions, fitted to nothing." \

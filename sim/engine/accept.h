@@ -14,7 +14,7 @@
  * its displaced weight shares in quadrature, m its margin. κ is calibrated
  * by scripts/calibrate-kappa.sh (docs/validation.md); margin_min is the
  * floor of a margin taken from the draft's confidence, in nats. */
-#define AMOE_DEFAULT_KAPPA 0.16
+#define AMOE_DEFAULT_KAPPA 0.14
 #define AMOE_DEFAULT_MARGIN_MIN 0.25
 
 /* The probability that a node's output flips, given κ, the margin floor,
