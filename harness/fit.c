@@ -253,7 +253,8 @@ static amoe_status eval_chain(const amoe_spec *s, int blocks, int tokens, amoe_i
 
 /* The union of s's draft tree at t's shape (and accept length), per layer
  * (u[l]) and over the layers (the return through *mean). */
-static amoe_status eval_tree(const amoe_spec *s, const amoe_fit_targets *t, double *u, double *mean, amoe_err *e) {
+static amoe_status eval_tree(const amoe_spec *s, const amoe_fit_targets *t, double *u, double *mean,
+                             amoe_inspect_stats *all, amoe_err *e) {
   amoe_workload_spec w = s->workload;
   w.blocks = TREE_BLOCKS;
   w.nodes = w.candidates = t->tree_nodes;
@@ -268,6 +269,7 @@ static amoe_status eval_tree(const amoe_spec *s, const amoe_fit_targets *t, doub
   amoe_source_close(src);
   *mean = st.tree_union_mean;
   if (u) memcpy(u, st.union_layer, (size_t)s->model.moe_layers * sizeof *u);
+  if (all) *all = st;
   return r;
 }
 
@@ -425,13 +427,13 @@ static amoe_status bisect_tree(amoe_spec *s, const amoe_fit_targets *t, amoe_fit
   amoe_layer_values *v = &s->model.routing.tree_sibling;
   double a = 0, b = TREE_SIBLING_MAX, mean;
   v->n = 0;
-  AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &mean, e));
+  AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &mean, NULL, e));
   r->evaluations++;
   if (mean <= t->tree_union) return AMOE_OK;
   v->n = 1;
   for (int step = 0; step < BISECT_STEPS; step++) {
     v->v[0] = 0.5 * (a + b);
-    AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &mean, e));
+    AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &mean, NULL, e));
     r->evaluations++;
     if (mean > t->tree_union) a = v->v[0];
     else b = v->v[0];
@@ -455,7 +457,7 @@ static amoe_status bisect_tree_layers(amoe_spec *s, const amoe_fit_targets *t, a
   for (int pass = 0; pass < 2; pass++) {
     for (int step = 0; step < BISECT_STEPS; step++) {
       for (int l = 0; l < L; l++) v->v[l] = 0.5 * (a[l] + b[l]);
-      AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &mean, e));
+      AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &mean, NULL, e));
       r->evaluations++;
       for (int l = 0; l < L; l++)
         if (r->tree_union_layer[l] > t->tree_union_layer[l]) a[l] = v->v[l];
@@ -637,9 +639,12 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
   amoe_routing_unset(&s->workload.routing);
   if (s->workload.source != AMOE_SRC_SYNTHETIC) return amoe_fail(e, AMOE_EINVAL, "fit: the spec's workload must be synthetic");
   const int L = s->model.moe_layers;
-  if ((t->nentropy && t->nentropy != L) || (t->npopularity && t->npopularity != L))
-    return amoe_fail(e, AMOE_EINVAL, "fit: entropy_layers and popularity_layers need one value per MoE layer (%d), not %d",
-                     L, t->nentropy && t->nentropy != L ? t->nentropy : t->npopularity);
+  if ((t->nentropy && t->nentropy != L) || (t->npopularity && t->npopularity != L) ||
+      (t->ntree_layers && t->ntree_layers != L))
+    return amoe_fail(e, AMOE_EINVAL,
+                     "fit: entropy_layers, popularity_layers and tree_union_layers need one value per MoE layer (%d), not %d",
+                     L, t->nentropy && t->nentropy != L ? t->nentropy
+                        : t->npopularity && t->npopularity != L ? t->npopularity : t->ntree_layers);
   if (t->nentropy) s->model.routing.score_scale.n = 0; /* the rounds fit the selection, which no scale moves */
   if (!isnan(t->reuse_within_8) && !(keep & AMOE_FIT_KEEP_DRIFT)) AMOE_TRY(fit_drift(s, t, blocks, keep, progress, r, e));
   else AMOE_TRY(fit_rounds(s, t, blocks, keep, progress, r, e));
@@ -657,7 +662,7 @@ amoe_status amoe_fit_routing(amoe_spec *s, const amoe_fit_targets *t, int blocks
   AMOE_TRY(eval_chain(s, blocks, t->top16_tokens, &r->chain, e));
   r->evaluations++;
   if (t->tree_nodes) {
-    AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &r->tree_union, e));
+    AMOE_TRY(eval_tree(s, t, r->tree_union_layer, &r->tree_union, &r->tree, e));
     r->evaluations++;
   }
   return AMOE_OK;
@@ -710,6 +715,12 @@ void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, cons
       row(f, "  tree union, layer 0", r->tree_union_layer[0], t->tree_union_layer[0]);
       fprintf(f, "#   %-34s %8.4f  (layer %d)\n", "  worst layer's |error| (experts)", worst, at);
     }
+    double p90 = 0, p99 = 0; /* what the union per layer does not say (docs/metrics.md, "Passes") */
+    for (int l = 0; l < r->tree.layers; l++)
+      p90 += r->tree.union_p90_layer[l] / r->tree.layers, p99 += r->tree.union_p99_layer[l] / r->tree.layers;
+    fprintf(f, "#   %-34s %8.4f / %.4f\n", "  tree union p90 / p99, layer mean", p90, p99);
+    row(f, "  accepted path's union", r->tree.path_union_mean, NAN);
+    row(f, "  novelty against the last 8 tokens", r->tree.novelty_mean, NAN);
   }
   if (t->nentropy) {
     double got = 0, want = 0, worst = 0;

@@ -90,6 +90,7 @@ typedef struct {
   double popularity[AMOE_MAX_LAYERS]; /* effective experts per layer over the prompts (when a target) */
   double tree_union;        /* of the fitted tree workload (NaN if not asked) */
   double tree_union_layer[AMOE_MAX_LAYERS];
+  amoe_inspect_stats tree; /* the fitted tree workload's statistics (when tree_nodes is a target) */
   int evaluations;
 } amoe_fit_result;
 

@@ -650,6 +650,9 @@ fi
 printf 'adjacent_overlap: 0.4\nlocalty: 3\n' >"$T/bad-targets.yaml"
 expect 2 "bad-targets.yaml:2:1: unknown key 'localty'" -- "$A" fit workloads/specs/fit-olmoe.yaml --target "$T/bad-targets.yaml"
 expect 2 "one of --target" -- "$A" fit workloads/specs/fit-olmoe.yaml
+printf 'tree_union_layers: [40, 41]\ntree_nodes: 32\n' >"$T/tree-few.yaml"
+expect 2 "tree_union_layers need one value per MoE layer \(16\), not 2" -- \
+  "$A" fit workloads/specs/fit-olmoe.yaml --target "$T/tree-few.yaml"
 # ... and a tree's own concentration (docs/generator.md), from the union
 # per layer of 32-node OLMoE trees (locality 0.3, noise 0.5) generated on
 # another seed: nodes repeating their twins with probability 0.5 and no
