@@ -101,14 +101,15 @@ amoe_status amoe_inspect(amoe_source *src, int L, int E, int k, int router, amoe
 /* The block's top T experts by router mass per layer (cur, [layer][E]),
  * and, in the same request, how many they share with the previous block's
  * (prev): added to *sum as a share of T, one per layer in *n. */
-static void block_top_mass(const amoe_block *b, int L, int E, int k, int router, int T, int same_request, float *mass,
-                           float *prob, uint8_t *top, double *sum, double *n) {
+static void block_top_mass(const amoe_block *b, int L, int E, int k, int router, int T, int same_request,
+                           const double *alpha, float *mass, float *prob, uint8_t *top, double *sum, double *n) {
   memset(mass, 0, (size_t)L * E * sizeof *mass);
   for (int l = 0; l < L; l++)
     for (int t = 0; t < b->n; t++) {
       amoe_router_probs(b, l, t, router, k, prob);
       const uint16_t *id = amoe_block_ids(b, l, t);
-      for (int q = 0; q < b->m; q++) mass[(size_t)l * E + id[q]] += prob[q];
+      const float a = alpha ? (float)alpha[b->depth[t] < AMOE_INSPECT_DEPTHS ? b->depth[t] : AMOE_INSPECT_DEPTHS - 1] : 1.0f;
+      for (int q = 0; q < b->m; q++) mass[(size_t)l * E + id[q]] += a * prob[q];
     }
   uint8_t *cur = top + (size_t)L * E, *prev = top;
   for (int l = 0; l < L; l++) {
@@ -207,8 +208,9 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
   s.cnt = calloc((size_t)E, sizeof(int));
   s.next = calloc((size_t)E, sizeof(int));
   float *mass = calloc((size_t)L * E, sizeof(float)), *prob = calloc((size_t)E, sizeof(float));
-  uint8_t *top = calloc((size_t)L * E * 2, 1); /* [2][layer][E]: this block's top-32 and the previous one's */
-  double b32 = 0, b32n = 0;
+  /* [2][2][layer][E]: by router mass, then by utility, this block's top-32 and the previous one's */
+  uint8_t *top = calloc((size_t)L * E * 4, 1);
+  double b32 = 0, b32n = 0, u32 = 0, u32n = 0, alpha[AMOE_INSPECT_DEPTHS];
   const int T32 = E >= 64 ? 32 : E / 2;
   double *pop = calloc((size_t)L * E, sizeof(double));
   uint32_t *uhist = calloc((size_t)L * (E + 1), sizeof *uhist); /* [layer][union]: blocks */
@@ -222,6 +224,17 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
   uint8_t useen[AMOE_MAX_EXPERTS];
   int *path = NULL;
   size_t pcap = 0;
+  if (st == AMOE_OK && blocks && T32 > 0) { /* α_d: how often a node at depth d is committed, over the same blocks */
+    double cnt[AMOE_INSPECT_DEPTHS] = {0}, acc[AMOE_INSPECT_DEPTHS] = {0};
+    while ((rc = amoe_source_next(src, &b, e)) == AMOE_OK)
+      for (int t = 0; t < b.n; t++) {
+        const int d = b.depth[t] < AMOE_INSPECT_DEPTHS ? b.depth[t] : AMOE_INSPECT_DEPTHS - 1;
+        cnt[d] += 1;
+        acc[d] += b.accepted[t];
+      }
+    for (int d = 0; d < AMOE_INSPECT_DEPTHS; d++) alpha[d] = cnt[d] > 0 ? acc[d] / cnt[d] : 0;
+    st = rc == AMOE_END ? amoe_source_rewind(src, e) : rc;
+  }
   while (st == AMOE_OK && (rc = amoe_source_next(src, &b, e)) == AMOE_OK) {
     /* every stored pair and normaliser, including what trace replay leaves
      * to the checksum */
@@ -235,8 +248,10 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
       last_req = (long)b.request;
       o->requests++;
     }
-    if (blocks && b.logits && T32 > 0) /* the block's top experts by router mass, against the previous block's */
-      block_top_mass(&b, L, E, k, router, T32, same_request, mass, prob, top, &b32, &b32n);
+    if (blocks && b.logits && T32 > 0) { /* the block's top experts, against the previous block's */
+      block_top_mass(&b, L, E, k, router, T32, same_request, NULL, mass, prob, top, &b32, &b32n);
+      block_top_mass(&b, L, E, k, router, T32, same_request, alpha, mass, prob, top + (size_t)2 * L * E, &u32, &u32n);
+    }
     o->blocks++;
     nodes += b.n;
     for (int t = 0; t < b.n; t++) {
@@ -356,6 +371,7 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
     o->top16_share = s.t16n > 0 ? s.t16 / s.t16n : NAN;
     finish_reuse(&s, o);
     o->block_top32_overlap = b32n > 0 ? b32 / b32n : NAN;
+    o->block_top32_utility_overlap = u32n > 0 ? u32 / u32n : NAN;
     finish_popularity(pop, L, E, o);
   }
   free(path);
@@ -400,6 +416,8 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
             isfinite(s->reuse_median) ? s->reuse_median : -1.0, isnan(s->reuse_within_1) ? -1.0 : s->reuse_within_1,
             isnan(s->reuse_within_8) ? -1.0 : s->reuse_within_8,
             isnan(s->block_top32_overlap) ? -1.0 : s->block_top32_overlap);
+    fprintf(f, ",\"block_top32_utility_overlap\":%.6g",
+            isnan(s->block_top32_utility_overlap) ? -1.0 : s->block_top32_utility_overlap);
     fprintf(f, ",\"passes\":{\"path_union_mean\":%.6g,\"novelty_w%d\":%.6g", isnan(s->path_union_mean) ? -1.0 : s->path_union_mean,
             AMOE_INSPECT_NOVELTY_W, isnan(s->novelty_mean) ? -1.0 : s->novelty_mean);
     const double *per[3] = {s->union_layer, s->union_p90_layer, s->union_p99_layer};
@@ -449,8 +467,9 @@ void amoe_inspect_print(FILE *f, const amoe_inspect_stats *s, const char *what, 
           s->top16_share);
   fprintf(f, "  reuse distance (tokens until a layer uses the expert again): median %g, within 1 %.3f, within 8 %.3f\n",
           s->reuse_median, s->reuse_within_1, s->reuse_within_8);
-  fprintf(f, "  consecutive blocks of a request share %.3f of their 32 experts of most router mass (per layer)\n",
-          s->block_top32_overlap);
+  fprintf(f, "  consecutive blocks of a request share %.3f of their 32 experts of most router mass (per layer), %.3f of "
+             "their 32 of most utility\n",
+          s->block_top32_overlap, s->block_top32_utility_overlap);
   fprintf(f, "  tau histogram:");
   for (int i = 0; i <= 64; i++)
     if (s->tau_hist[i]) fprintf(f, " %d:%ld", i, s->tau_hist[i]);

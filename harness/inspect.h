@@ -15,6 +15,7 @@
 
 #define AMOE_INSPECT_NW 5
 #define AMOE_INSPECT_NOVELTY_W 8
+#define AMOE_INSPECT_DEPTHS 64 /* α_d by depth; deeper nodes share the last */
 extern const int amoe_inspect_windows[AMOE_INSPECT_NW]; /* 1, 2, 4, 8, 16 */
 
 typedef struct {
@@ -60,6 +61,11 @@ typedef struct {
    * mass over all the block's nodes, and the share of them the previous
    * block of the request also had among its 32 (fewer experts: E/2) */
   double block_top32_overlap;
+  /* the same by AcceptMoE's utility: each node's router probabilities
+   * weighted by α_d, the share of the nodes at its depth that the blocks
+   * commit (its commitment table, measured on the same blocks in a first
+   * pass) */
+  double block_top32_utility_overlap;
 } amoe_inspect_stats;
 
 /* router (amoe_router) weights the top-1 statistic: softmax over the top-k,

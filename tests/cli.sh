@@ -683,7 +683,9 @@ done
 # on {0, 1}; pass 1 a root on {0, 1} with children on {2, 3} (accepted) and
 # {1, 4}. Unions 2 and 5: mean 3.5, p90 and p99 5; accepted paths' 2 and 4:
 # 3; pass 1's novelty against the 8 tokens before it, which used {0, 1}:
-# {2, 3, 4} of 5 = 0.6 (pass 0 has no 8 tokens before it)
+# {2, 3, 4} of 5 = 0.6 (pass 0 has no 8 tokens before it); the top-4 (half
+# of 8 experts) by router mass and by utility are {0, 1, 2, 3} in both
+# passes (pass 1: expert 1 leads, 3 and 4 tie and the lower id wins): 1
 python3 - "$T/two.jsonl" <<'PY'
 import json, sys
 L = 32
@@ -694,7 +696,7 @@ with open(sys.argv[1], "w") as f:
     f.write(json.dumps(blk(0, [-1] + list(range(8)), [1] * 9, [(0, 1)] * 9)) + "\n")
     f.write(json.dumps(blk(1, [-1, 0, 0], [1, 1, 0], [(0, 1), (2, 3), (1, 4)])) + "\n")
 PY
-expect 0 '"passes":\{"path_union_mean":3,"novelty_w8":0\.6,"union_by_layer":\[3\.5,3\.5,.*"union_p90_by_layer":\[5,5,.*"union_p99_by_layer":\[5,' -- \
+expect 0 '"block_top32_overlap":1,"block_top32_utility_overlap":1,"passes":\{"path_union_mean":3,"novelty_w8":0\.6,"union_by_layer":\[3\.5,3\.5,.*"union_p90_by_layer":\[5,5,.*"union_p99_by_layer":\[5,' -- \
   "$A" inspect "$T/two.jsonl" --format blocks-jsonl --model mixtral-8x7b --json
 # SGLang's expert-activation tracker (per-pass trees) to tree blocks-jsonl:
 # a hand-made capture whose trees are scattered over the token order, with
