@@ -264,8 +264,8 @@ static amoe_status eval_tree(const amoe_spec *s, const amoe_fit_targets *t, doub
   amoe_source *src = NULL;
   AMOE_TRY(amoe_source_open(&src, &w, &s->model, e));
   amoe_inspect_stats st;
-  amoe_status r =
-      amoe_inspect_chain(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router, 0, &st, e);
+  amoe_status r = amoe_inspect_chain(src, s->model.moe_layers, s->model.experts, s->model.top_k, s->model.router,
+                                     all != NULL, &st, e); /* (the block-to-block overlaps only for the report) */
   amoe_source_close(src);
   *mean = st.tree_union_mean;
   if (u) memcpy(u, st.union_layer, (size_t)s->model.moe_layers * sizeof *u);
@@ -721,6 +721,8 @@ void amoe_fit_write(FILE *f, const amoe_spec *s, const amoe_fit_targets *t, cons
     fprintf(f, "#   %-34s %8.4f / %.4f\n", "  tree union p90 / p99, layer mean", p90, p99);
     row(f, "  accepted path's union", r->tree.path_union_mean, NAN);
     row(f, "  novelty against the last 8 tokens", r->tree.novelty_mean, NAN);
+    fprintf(f, "#   %-34s %8.4f / %.4f\n", "  top-32 pass overlap, mass/utility", r->tree.block_top32_overlap,
+            r->tree.block_top32_utility_overlap);
   }
   if (t->nentropy) {
     double got = 0, want = 0, worst = 0;
