@@ -570,16 +570,19 @@ static int draw_accepted(amoe_gen *g, int n, uint8_t *accepted) {
 /* One node-layer's logits over E experts, each as
  *   z = fma(σ', ε, fma(s7, w7, ... fma(s0, w0, b)))  (+ the request's bias when on)
  * with w and b already scaled (w/T, skew·b) and σ' = σ/T: the model's
- * (<s, w> + σ·ε)/T + skew·b in nine roundings. A fused multiply-add
- * rounds once wherever it runs (fmaf), so this portable loop and the
- * vector path (arch/x86/gen_x86.c) give the same bits. */
-static void layer_logits(const float *restrict w, const float *restrict s, const float *restrict eps,
-                         const float *restrict bias, const float *restrict req_bias, int E, float sig,
-                         float *restrict zf) {
+ * (<s, w> + σ·ε)/T + skew·b in nine roundings. ε is eo, or with es (the
+ * tree mechanism's siblings) own·eo + shr·es, each product rounded, then
+ * their sum. A fused multiply-add rounds once wherever it runs (fmaf), so
+ * this portable loop and the vector paths (arch/x86/gen_x86.c) give the
+ * same bits. */
+static void layer_logits(const float *restrict w, const float *restrict s, const float *restrict eo,
+                         const float *restrict es, float own, float shr, const float *restrict bias,
+                         const float *restrict req_bias, int E, float sig, float *restrict zf) {
   for (int x = 0; x < E; x++) {
+    const float ep = es ? own * eo[x] + shr * es[x] : eo[x];
     float a = bias[x];
     for (int i = 0; i < AMOE_GEN_DIM; i++) a = fmaf(s[i], w[(size_t)i * E + x], a);
-    a = fmaf(sig, eps[x], a);
+    a = fmaf(sig, ep, a);
     zf[x] = req_bias ? a + req_bias[x] : a;
   }
 }
@@ -599,23 +602,10 @@ static void node_logits(gen_rng4 *r, float *eps, const float *w, const float *s,
 void amoe_gen_node_logits_generic(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                                   const float *req_bias, int E, float sig, float *zf) {
   amoe_gen_normals16_generic(r, eps, E);
-  layer_logits(w, s, eps, bias, req_bias, E, sig, zf);
+  layer_logits(w, s, eps, NULL, 1, 0, bias, req_bias, E, sig, zf);
 }
 
-/* layer_logits with the noise given: eo, or with es the mix own·eo + shr·es
- * (the tree mechanism's siblings), each product rounded, then their sum. */
-static void layer_logits_mix(const float *restrict w, const float *restrict s, const float *restrict eo,
-                             const float *restrict es, float own, float shr, const float *restrict bias,
-                             const float *restrict req_bias, int E, float sig, float *restrict zf) {
-  for (int x = 0; x < E; x++) {
-    const float ep = es ? own * eo[x] + shr * es[x] : eo[x];
-    float a = bias[x];
-    for (int i = 0; i < AMOE_GEN_DIM; i++) a = fmaf(s[i], w[(size_t)i * E + x], a);
-    a = fmaf(sig, ep, a);
-    zf[x] = req_bias ? a + req_bias[x] : a;
-  }
-}
-
+/* layer_logits with its noise given (the tree mechanism's path). */
 static void layer_logits_eps(const float *w, const float *s, const float *eo, const float *es, float own, float shr,
                              const float *bias, const float *req_bias, int E, float sig, float *zf) {
 #ifdef AMOE_X86_PATHS
@@ -624,12 +614,12 @@ static void layer_logits_eps(const float *w, const float *s, const float *eo, co
     return;
   }
 #endif
-  layer_logits_mix(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
+  layer_logits(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
 }
 
 void amoe_gen_layer_logits_generic(const float *w, const float *s, const float *eo, const float *es, float own,
                                    float shr, const float *bias, const float *req_bias, int E, float sig, float *zf) {
-  layer_logits_mix(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
+  layer_logits(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
 }
 
 /* The tree mechanism's per-block part: each node's twin (the first node
