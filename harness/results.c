@@ -138,6 +138,11 @@ static const col SUMMARY[] = {
     {"deviated_token_rate", SR(m.deviated_token_rate, 'g')},
     {"step_s_per_token", SR(m.step_s_per_token, 'g')},
     {"draft_s_per_token", SR(m.draft_s_per_token, 'g')},
+    {"draft_extend_s_per_token", SR(m.extend_s_per_token, 'g')},
+    {"tree_s_per_token", SR(m.tree_s_per_token, 'g')},
+    {"sample_s_per_token", SR(m.sample_s_per_token, 'g')},
+    {"cycle_host_s_per_token", SR(m.cycle_host_s_per_token, 'g')},
+    {"selection_s_per_token", SR(m.selection_s_per_token, 'g')},
     {"dense_s_per_token", SR(m.dense_s_per_token, 'g')},
     {"moe_s_per_token", SR(m.moe_s_per_token, 'g')},
     {"fetch_s_per_token", SR(m.fetch_s_per_token, 'g')},
@@ -392,6 +397,11 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
                          "readback_s", s->hw.readback_s, "step_host_s", amoe_engine_step_host_s(eng, &s->hw));
   if (eng->name[0]) json_object_set_new(ej, "preset", json_string(eng->name));
   if (eng->host_overlap) json_object_set_new(ej, "host_overlap", json_true());
+  if (amoe_engine_has_cycle(eng)) /* the speculative cycle's terms, where an engine sets them */
+    json_object_update(ej, json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "draft_step_s", amoe_engine_draft_step_s(eng, &s->hw),
+                                     "draft_token_s", eng->draft_token_s, "draft_extend_s", eng->draft_extend_s,
+                                     "tree_node_s", eng->tree_node_s, "sample_s", eng->sample_s, "cycle_host_s",
+                                     eng->cycle_host_s));
   if (eng->moe_kernels == AMOE_MOE_LOOP) {
     json_object_set_new(ej, "visits", json_string(amoe_visits_names[eng->visits]));
     json_object_set_new(ej, "expert_host_s", json_real(eng->expert_host_s));
@@ -528,6 +538,11 @@ void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   o->perturbation_mean = t->perturbation_n > 0 ? t->perturbation_sum / t->perturbation_n : 0;
   o->step_s_per_token = t->t_step / c;
   o->draft_s_per_token = t->t_draft / c;
+  o->extend_s_per_token = t->t_extend / c;
+  o->tree_s_per_token = t->t_tree / c;
+  o->sample_s_per_token = t->t_sample / c;
+  o->cycle_host_s_per_token = t->t_cycle_host / c;
+  o->selection_s_per_token = t->t_select / c;
   o->dense_s_per_token = t->t_dense / c;
   o->moe_s_per_token = t->t_moe / c;
   o->fetch_s_per_token = t->t_fetch / c;

@@ -18,6 +18,7 @@ typedef struct {
   double hbm_expert_bytes_per_token, h2d_bytes_per_token, cache_hit_rate, fetch_wait_share;
   double time_per_token_s, tokens_per_s, displaced_assignment_rate, deviated_token_rate, perturbation_mean;
   double step_s_per_token, draft_s_per_token, dense_s_per_token, moe_s_per_token, fetch_s_per_token, host_s_per_token;
+  double extend_s_per_token, tree_s_per_token, sample_s_per_token, cycle_host_s_per_token, selection_s_per_token;
   double assignment_hit_rate, prefill_s_per_request, prefill_h2d_bytes_per_request, executed_overlap;
   double h2d_bytes_per_token_with_prefill, nonfetch_over_fetch;
   double predicted_tau_ratio, predicted_time_ratio; /* a draft's predictions over what was charged (0: none) */

@@ -99,7 +99,7 @@ static const krow KEYS[] = {
     {"name", T_STR, F(name), 0, 0, NULL, 0, 0, 0},
     {"model.name", T_STR, F(model.name), 0, 0, NULL, 0, 0, 0},
     {"model.layers", T_INT, F(model.layers), 1, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
-    {"model.moe_layers", T_INT, F(model.moe_layers), 1, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
+    {"model.moe_layers", T_INT, F(model.moe_layers), 0, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
     {"model.experts", T_INT, F(model.experts), 2, AMOE_MAX_EXPERTS, NULL, 0, 0, 0},
     {"model.top_k", T_INT, F(model.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0, 0},
     {"model.shared_experts", T_INT, F(model.shared_experts), 0, 64, NULL, 0, 0, 0},
@@ -160,9 +160,16 @@ static const krow KEYS[] = {
     {"engine.visit_host_s", T_DBL, F(engine.visit_host_s), 0, 1, NULL, 0, 0, 0},
     {"engine.host_overlap", T_BOOL, F(engine.host_overlap), 0, 0, NULL, 0, 0, 0},
     {"engine.launch_s", T_DBL, F(engine.launch_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.moe_call_host_s", T_DBL, F(engine.moe_call_host_s), 0, 1, NULL, 0, 0, 0},
     {"engine.request_s", T_DBL, F(engine.request_s), 0, 1, NULL, 0, 0, 0},
     {"engine.request_per", T_ENUM, F(engine.request_per), 0, 0, amoe_request_per_names, 0, 0, 0},
     {"engine.step_host_s", T_DBL, F(engine.step_host_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.draft_step_s", T_DBL, F(engine.draft_step_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.draft_token_s", T_DBL, F(engine.draft_token_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.draft_extend_s", T_DBL, F(engine.draft_extend_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.tree_node_s", T_DBL, F(engine.tree_node_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.sample_s", T_DBL, F(engine.sample_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.cycle_host_s", T_DBL, F(engine.cycle_host_s), 0, 1, NULL, 0, 0, 0},
     {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0},
     {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0, 0},
@@ -1302,6 +1309,19 @@ int amoe_experiment_batched(const amoe_experiment *x) {
   return x->base.workload.batch > 1 || swept(x, "workload.batch");
 }
 
+static const char *const CYCLE_KEYS[] = {"engine.moe_call_host_s", "engine.draft_step_s", "engine.draft_token_s", "engine.draft_extend_s",
+                                          "engine.tree_node_s", "engine.sample_s", "engine.cycle_host_s", NULL};
+static int cycle_key(const char *path) {
+  for (int i = 0; CYCLE_KEYS[i]; i++)
+    if (!strcmp(path, CYCLE_KEYS[i])) return 1;
+  return 0;
+}
+static int swept_cycle(const amoe_experiment *x) {
+  for (int i = 0; CYCLE_KEYS[i]; i++)
+    if (swept(x, CYCLE_KEYS[i])) return 1;
+  return 0;
+}
+
 /* Keys of §17 batches, written only where they do something (a spec that
  * runs no batch resolves as it did before them). */
 static int unused_batch_key(const amoe_experiment *x, const char *path) {
@@ -1312,6 +1332,10 @@ static int unused_batch_key(const amoe_experiment *x, const char *path) {
   if (!strcmp(path, "engine.request_s") || !strcmp(path, "engine.request_per"))
     return s->engine.request_s == 0 && !swept(x, "engine.request_s") && !swept(x, "engine.request_per");
   if (!strcmp(path, "hardware.moe_flops")) return s->hw.moe_flops == 0 && !swept(x, path);
+  /* the speculative cycle's terms and the eager MoE call (§9): an engine
+   * without them resolves as before them */
+  if (!strncmp(path, "engine.", 7) && cycle_key(path))
+    return !amoe_engine_has_cycle(&s->engine) && !(s->engine.moe_call_host_s > 0) && !swept_cycle(x);
   return 0;
 }
 

@@ -19,10 +19,15 @@ double amoe_model_shared_expert_bytes(const amoe_model *m) {
 }
 
 amoe_status amoe_model_check(const amoe_model *m, amoe_err *e) {
-  if (m->moe_layers < 1 || m->moe_layers > AMOE_MAX_LAYERS)
-    return amoe_fail(e, AMOE_EINVAL, "moe_layers must be in 1..%d", AMOE_MAX_LAYERS);
+  if (m->moe_layers < 0 || m->moe_layers > AMOE_MAX_LAYERS)
+    return amoe_fail(e, AMOE_EINVAL, "moe_layers must be in 0..%d", AMOE_MAX_LAYERS);
   if (m->layers < m->moe_layers)
     return amoe_fail(e, AMOE_EINVAL, "layers (%d) < moe_layers (%d)", m->layers, m->moe_layers);
+  if (m->moe_layers == 0) { /* a dense model (a draft's target in the cycle fit): no expert shapes */
+    if (m->hidden < 1) return amoe_fail(e, AMOE_EINVAL, "hidden (d) is required for a shape");
+    if (m->dense_intermediate < 1) return amoe_fail(e, AMOE_EINVAL, "a dense model (moe_layers 0) needs dense_intermediate");
+    return AMOE_OK;
+  }
   if (m->experts < 2 || m->experts > AMOE_MAX_EXPERTS)
     return amoe_fail(e, AMOE_EINVAL, "experts must be in 2..%d", AMOE_MAX_EXPERTS);
   if (m->top_k < 1 || m->top_k > m->experts || m->top_k > AMOE_MAX_TOPK)

@@ -199,6 +199,7 @@ typedef struct {
   double visit_host_s;      /* loop: host time of a visited expert that runs nothing */
   int host_overlap;         /* 1: a synchronisation-free layer takes max(host, device) */
   double launch_s;          /* 0: the hardware preset's */
+  double moe_call_host_s;   /* eager, fused: host time of one fused-MoE call (0: one launch) */
   double step_host_s;       /* 0: the hardware preset's */
   /* what each request beyond the first adds to a pass, beside the device
    * model: the engine's per-request work at batch (fitted to plain
@@ -206,6 +207,16 @@ typedef struct {
    * batch-1 fit's); 0: none */
   double request_s;
   int request_per; /* amoe_request_per */
+  /* The speculative cycle around the target's pass (docs/design.md §9),
+   * fitted per engine (docs/validation.md); each 0 where unset, except
+   * draft_step_s (0: the hardware's draft_step_fixed_s):
+   *   draft_step_s   per draft forward (the extend and each step), beside the head's bytes
+   *   draft_token_s  per token a draft forward runs over
+   *   draft_extend_s the extend pass's own work beyond a draft forward (hidden states in, KV out)
+   *   tree_node_s    per verified node: building the tree, its attention mask and positions
+   *   sample_s       verification sampling per cycle (the accepted path, its bonus token)
+   *   cycle_host_s   the engine's host work per speculative cycle, beyond a plain step's */
+  double draft_step_s, draft_token_s, draft_extend_s, tree_node_s, sample_s, cycle_host_s;
 } amoe_engine;
 /* The engine's launch and step host time, or the hardware's where it sets none. */
 static inline double amoe_engine_launch_s(const amoe_engine *e, const amoe_hw *hw) {
@@ -213,6 +224,14 @@ static inline double amoe_engine_launch_s(const amoe_engine *e, const amoe_hw *h
 }
 static inline double amoe_engine_step_host_s(const amoe_engine *e, const amoe_hw *hw) {
   return e->step_host_s > 0 ? e->step_host_s : hw->step_host_s;
+}
+/* 1 when the engine sets any term of the speculative cycle. */
+static inline int amoe_engine_has_cycle(const amoe_engine *e) {
+  return e->draft_step_s > 0 || e->draft_token_s > 0 || e->draft_extend_s > 0 || e->tree_node_s > 0 ||
+         e->sample_s > 0 || e->cycle_host_s > 0;
+}
+static inline double amoe_engine_draft_step_s(const amoe_engine *e, const amoe_hw *hw) {
+  return e->draft_step_s > 0 ? e->draft_step_s : hw->draft_step_fixed_s;
 }
 
 /* Bytes of one routed expert: the explicit value if set, else bf16 3·d·f·2. */

@@ -43,8 +43,8 @@ double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n, int tp) {
   return mx(m->lm_head_bytes / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->launch_s;
 }
 
-double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps, int tp) {
-  return steps * (m->draft_head_bytes / tp / hw->hbm_bw + hw->draft_step_fixed_s);
+double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng, double tokens, int tp) {
+  return m->draft_head_bytes / tp / hw->hbm_bw + amoe_engine_draft_step_s(eng, hw) + eng->draft_token_s * tokens;
 }
 
 double amoe_cost_dense_model(const amoe_hw *hw, double params, int n) {
@@ -76,10 +76,19 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   const int batch = sh->kv_tokens > 0; /* several requests, each over its own context */
   p->dense = batch ? amoe_cost_dense_batch(m, hw, tokens, sh->kv_tokens, sh->attn_tokens, 1, tp)
                    : amoe_cost_dense(m, hw, tokens, context, 1, tp);
-  const int steps = amoe_cost_draft_steps(depth), dense_layers = m->layers - m->moe_layers;
+  const int steps = amoe_cost_draft_forwards(depth), dense_layers = m->layers - m->moe_layers;
   const int beyond = eng->request_per == AMOE_REQUEST_PER_PASS && sh->requests > 1 ? sh->requests - 1 : 0;
   p->step = hw->step_s + eng->request_s * beyond; /* (per token: amoe_cost_request_tokens) */
-  p->draft = amoe_cost_draft(m, hw, steps, tp);
+  /* the speculative cycle: the extend (the first forward), then steps − 1
+   * draft steps over `branch` tokens each, and what the engine adds */
+  const int cycle = steps > 0 || sh->draft_priced;
+  const double branch = sh->branch > 0 ? sh->branch : 1, accepted = sh->accepted > 0 ? sh->accepted : 1;
+  p->extend = steps > 0 ? amoe_cost_draft(m, hw, eng, accepted, tp) + eng->draft_extend_s : 0;
+  p->draft = steps > 1 ? (steps - 1) * amoe_cost_draft(m, hw, eng, branch, tp) : 0;
+  p->tree = cycle ? eng->tree_node_s * tokens : 0;
+  p->sample = cycle ? eng->sample_s : 0;
+  p->cycle_host = cycle ? eng->cycle_host_s : 0;
+  p->select = 0;
   const double dense_only =
       dense_layers * (batch ? amoe_cost_dense_batch(m, hw, tokens, sh->kv_tokens, sh->attn_tokens, 0, tp)
                             : amoe_cost_dense(m, hw, tokens, context, 0, tp));
@@ -103,7 +112,7 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
     p->dense_host = eng->kernels_per_layer * launch;
     const double fixed_host = (dense_layers * (eng->kernels_per_layer + 1) + steps * (eng->kernels_per_layer + 1)) * launch;
     if (eng->host_overlap) { /* the dense-only layers and draft steps run under their launches */
-      const double dev = dense_only + p->draft;
+      const double dev = dense_only + p->draft + p->extend;
       p->host = fixed_host > dev ? fixed_host - dev : 0;
     } else {
       p->host = fixed_host;
@@ -138,7 +147,12 @@ amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_co
     const amoe_moe_kernels mk = (amoe_moe_kernels)p->eng->moe_kernels;
     const double moe_kernels =
         mk == AMOE_MOE_PER_EXPERT ? c->executed * p->eng->kernels_per_expert : mk == AMOE_MOE_LOOP ? 0 : (double)c->waves;
-    const double launches = p->dense_host + (moe_kernels + c->fetched) * amoe_engine_launch_s(p->eng, p->hw);
+    const double launch = amoe_engine_launch_s(p->eng, p->hw);
+    /* a fused call issued from Python (its wrapper, alignment and Triton
+     * launches) costs the engine's moe_call_host_s where it sets one */
+    const double moe_host = mk == AMOE_MOE_FUSED && p->eng->moe_call_host_s > 0 ? c->waves * p->eng->moe_call_host_s
+                                                                               : moe_kernels * launch;
+    const double launches = p->dense_host + moe_host + c->fetched * launch;
     if (p->eng->host_overlap) { /* the layer's dense part runs under its launches */
       t.host += launches > t.dense ? launches - t.dense : 0;
     } else {

@@ -1,7 +1,9 @@
-/* The cost model (docs/design.md §9). Every coefficient comes from the model and
- * hardware presets (or a calibration file); none lives here. A forward
- * pass over n tokens costs
- *   T = t_step + T_draft + Σ_layers (t_dense + t_moe + t_fetch) + t_head. */
+/* The cost model (docs/design.md §9). Every coefficient comes from the model,
+ * hardware and engine presets (or a calibration file); none lives here. A
+ * speculative cycle whose target pass runs n tokens costs
+ *   T = t_step + T_draft + T_extend + T_tree + T_sample + T_cycle_host + T_select
+ *     + Σ_layers (t_dense + t_moe + t_fetch + t_host + t_comm) + t_head;
+ * plain decoding (no draft) pays none of the cycle's terms. */
 #ifndef AMOE_COST_H
 #define AMOE_COST_H
 
@@ -51,12 +53,15 @@ double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, double fetched);
 double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw);
 /* LM head over n tokens, vocabulary split over tp GPUs. */
 double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n, int tp);
-/* Draft: `steps` forward passes of the draft head, split over tp GPUs (a
- * tree of depth D takes D steps plus one draft-extend pass over the
- * committed tokens). */
-double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, int steps, int tp);
-/* Draft steps of a tree of depth `depth` (0: no draft). */
-static inline int amoe_cost_draft_steps(int depth) { return depth > 0 ? depth + 1 : 0; }
+/* One forward of the draft head over `tokens` tokens, split over tp GPUs:
+ * its bytes, the engine's fixed cost per draft forward (engine.draft_step_s,
+ * else the hardware's draft_step_fixed_s) and engine.draft_token_s per token. */
+double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng, double tokens, int tp);
+/* Draft forwards of a tree of depth `depth` (0: no draft): the draft's
+ * extend pass over the tokens the last cycle committed yields the first
+ * level, and each further level is one draft step (SGLang's and vLLM's
+ * EAGLE workers; `speculative-num-steps` = depth = forwards). */
+static inline int amoe_cost_draft_forwards(int depth) { return depth > 0 ? depth : 0; }
 
 /* ---- The one cost function of a forward pass (docs/design.md §9) ----
  * Everything that prices a pass (the run loop, the policies that predict a
@@ -75,6 +80,11 @@ typedef struct amoe_cost_pass_ctx {
   double comm;        /* several GPUs: one MoE layer's collectives (two all-reduces, or one and a dispatch + combine) */
   double dense_host;  /* eager: its launches */
   double step, draft, rest, host; /* the pass's fixed parts: rest = head + dense-only layers; host = eager launches + step host work */
+  /* the speculative cycle around the pass (0 without a draft): the draft's
+   * extend pass, tree building and masks, verification sampling, the
+   * engine's host work per cycle, and the verifier's own selection (a row's
+   * selection_s, set by the caller) */
+  double extend, tree, sample, cycle_host, select;
   double rest_comm;   /* the dense-only layers' and draft steps' collectives */
 } amoe_cost_pass_ctx;
 
@@ -97,7 +107,7 @@ typedef struct {
   double dense, moe, fetch, host, comm, total;
 } amoe_layer_time;
 typedef struct {
-  double step, draft, dense, moe, fetch, host, comm, total;
+  double step, draft, extend, tree, sample, cycle_host, select, dense, moe, fetch, host, comm, total;
 } amoe_pass_time;
 
 /* What a pass is: the model on its hardware under the engine (resolved:
@@ -114,6 +124,13 @@ typedef struct {
   const amoe_engine *engine;
   const amoe_parallel *parallel;
   int tokens, depth, context;
+  /* the draft (depth > 0 or draft_priced): tokens per draft step after
+   * the extend (the tree's top_k; 0: 1), the tokens the extend runs over
+   * (the last cycle's committed; 0: 1); draft_priced: the caller prices
+   * the draft's forwards itself (MTP) and the cycle's other terms apply */
+  int branch;
+  double accepted;
+  int draft_priced;
   int offload, fetch_overlap;
   /* several requests (§17): Σ_j context_j and Σ_j n_j·context_j over the
    * pass's requests (context unused); 0: one request, `context` */
@@ -127,8 +144,10 @@ amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_co
  * the same calls layer by layer. */
 amoe_pass_time amoe_cost_pass(const amoe_cost_pass_ctx *p, const amoe_layer_counts *layers, int n);
 static inline amoe_pass_time amoe_cost_pass_begin(const amoe_cost_pass_ctx *p) {
-  amoe_pass_time t = {p->step, p->draft, p->rest, 0, 0, p->host, p->rest_comm,
-                      p->step + p->draft + p->rest + p->host + p->rest_comm};
+  amoe_pass_time t = {p->step, p->draft, p->extend, p->tree, p->sample, p->cycle_host, p->select, p->rest, 0, 0,
+                      p->host, p->rest_comm,
+                      p->step + p->draft + p->extend + p->tree + p->sample + p->cycle_host + p->select + p->rest +
+                          p->host + p->rest_comm};
   return t;
 }
 static inline void amoe_cost_pass_add(amoe_pass_time *t, const amoe_layer_time *lt) {

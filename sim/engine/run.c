@@ -27,6 +27,7 @@ typedef struct {
   uint8_t *prev_x;      /* [layer][E] the previous pass's executed sets (executed_overlap) */
   const amoe_layout *layout; /* several GPUs: where the experts are, else NULL */
   double predicted[2];  /* the draft's predicted τ and pass time for the current block (0: none) */
+  double select_s;      /* the verifier's selection_s per pass (0: none) */
   int have_prev;        /* prev_x holds a pass of this request */
   double req_time, req_committed; /* batch 1: the current request's decode time and tokens so far */
   double *slot_first, *slot_committed; /* batch > 1, per slot: the clock at its request's first pass, its tokens */
@@ -403,6 +404,20 @@ AMOE_STAGE void layer_account(const amoe_model *M, row_state *rs, int l, double 
   tt->hbm_expert_bytes += ls->nx * amoe_model_expert_bytes(M);
 }
 
+/* The pass's parts that do not depend on its layers into the row's totals. */
+static void account_pass(amoe_totals *tt, const amoe_cost_pass_ctx *pc) {
+  tt->t_step += pc->step;
+  tt->t_draft += pc->draft;
+  tt->t_extend += pc->extend;
+  tt->t_tree += pc->tree;
+  tt->t_sample += pc->sample;
+  tt->t_cycle_host += pc->cycle_host;
+  tt->t_select += pc->select;
+  tt->t_dense += pc->rest; /* the head and the dense layers */
+  tt->t_host += pc->host;
+  tt->t_comm += pc->rest_comm;
+}
+
 /* One forward pass of the target over w->nodes[0..nn) (ascending, root
  * first), after drafting a tree of `depth` (0: none): per MoE layer the
  * stages route or select + constrain, execute, cache, cost. Leaves the
@@ -428,8 +443,10 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
   amoe_cost_pass_ctx pc;
   amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = HW, .engine = &s->engine, .parallel = &s->parallel,
       .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = nn,
-      .depth = rs->draft->mtp ? 0 : depth, .context = s->workload.context_tokens});
+      .depth = rs->draft->mtp ? 0 : depth, .branch = s->workload.top_k, .accepted = npath,
+      .draft_priced = rs->draft->mtp && depth > 0, .context = s->workload.context_tokens});
   if (rs->draft->mtp) pc.draft = mtp_draft_s(s, rs, b, w, nn);
+  if (depth > 0) pc.select = rs->select_s;
   if (rs->draft->draft_cost) pc.draft += rs->draft->draft_cost(rs->row, s, b->n);
   pass_sums sum = {0};
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
@@ -475,13 +492,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
   if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
   rs->have_prev = 1;
-  if (!record_only) {
-    rs->res->tot.t_step += pt.step;
-    rs->res->tot.t_draft += pt.draft;
-    rs->res->tot.t_dense += pc.rest; /* the head and the dense layers */
-    rs->res->tot.t_host += pc.host;
-    rs->res->tot.t_comm += pc.rest_comm;
-  }
+  if (!record_only) account_pass(&rs->res->tot, &pc);
   const double T = pt.total;
   sum.T = T;
   *ps = sum;
@@ -781,7 +792,7 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
    * requests drafted before it route to */
   if (cover_draft) memset(bp->cov, 0, (size_t)L * E);
   int tokens = 0, maxd = 0, candidates = 0;
-  double kv = 0, attn = 0, mtp_s = 0;
+  double kv = 0, attn = 0, mtp_s = 0, accepted = 0;
   for (int q = 0; q < na; q++) {
     bslot *x = &sl[act[q]];
     const amoe_block *b = &x->b;
@@ -801,6 +812,7 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
       npath += b->accepted[t];
     }
     w->npath = npath;
+    accepted += npath;
     if (cover_draft)
       for (int l = 0; l < L; l++)
         for (int i = 0; i < nn; i++) {
@@ -828,9 +840,11 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   amoe_cost_pass_ctx pc;
   amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
       .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
-      .depth = rs->draft->mtp || one ? 0 : maxd, .context = s->workload.context_tokens, .kv_tokens = kv,
+      .depth = rs->draft->mtp || one ? 0 : maxd, .branch = s->workload.top_k * na, .accepted = accepted,
+      .draft_priced = rs->draft->mtp && na > 0, .context = s->workload.context_tokens, .kv_tokens = kv,
       .attn_tokens = attn, .requests = na + npf});
   if (rs->draft->mtp) pc.draft = mtp_s;
+  if (!one && na > 0) pc.select = rs->select_s;
   if (rs->draft->draft_cost && na) pc.draft += rs->draft->draft_cost(rs->row, s, candidates);
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const amoe_expert_coef ec = pc.ec;
@@ -928,11 +942,7 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   rs->have_prev = 1;
   if (record_only) return AMOE_OK;
   amoe_totals *tt = &rs->res->tot;
-  tt->t_step += pt.step;
-  tt->t_draft += pt.draft;
-  tt->t_dense += pc.rest;
-  tt->t_host += pc.host;
-  tt->t_comm += pc.rest_comm;
+  account_pass(tt, &pc);
   tt->t_total += pt.total;
   tt->passes += 1;
   tt->request_passes += na;
@@ -1195,6 +1205,9 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     rs[i].ver = &amoe_verifier_table[s->policies[i].verifier];
     rs[i].draft = &amoe_draft_table[s->policies[i].draft];
     rs[i].res = &rows[i];
+    int which, idx;
+    if (amoe_policy_param(rs[i].row, "selection_s", &which, &idx))
+      rs[i].select_s = which ? rs[i].row->vparam[idx] : rs[i].row->dparam[idx];
     const size_t dsb = rs[i].draft->state_bytes ? rs[i].draft->state_bytes(L, E) : 0;
     if (dsb) rs[i].draft_state = calloc(1, dsb);
     rs[i].prev_x = calloc((size_t)L * E, 1);

@@ -23,9 +23,11 @@ typedef struct {
   double union_sum, eligible_sum, executed_sum;
   double hbm_expert_bytes, h2d_bytes, hits, requests;
   double t_fetch, t_total;
-  /* T's parts (§9): t_step + t_draft + t_dense (attention, norms, shared
-   * experts, dense layers, head) + t_moe + t_fetch + t_host = t_total */
+  /* T's parts (§9): t_step + t_draft + t_extend + t_tree + t_sample +
+   * t_cycle_host + t_select + t_dense (attention, norms, shared experts,
+   * dense layers, head) + t_moe + t_fetch + t_host + t_comm = t_total */
   double t_step, t_draft, t_dense, t_moe, t_host;
+  double t_extend, t_tree, t_sample, t_cycle_host, t_select;
   double displaced, assignments, perturbation_sum, perturbation_n, deviated;
   double busiest_sum, t_comm; /* several GPUs: experts on the busiest group per layer; collectives' time */
   double groups;              /* expert groups of the layout (1: one GPU) */

@@ -14,6 +14,9 @@
 #define BETA {.key = "beta", .tag = "beta", .def = 0.5, .min = 0, .max = 100}
 /* marginal's share of AcceptMoE's displaced path mass it may spend; 0.5
  * was chosen on a tuning seed (scripts/marginal-eval.sh, docs/validation.md) */
+/* the verifier's own work per pass on the host (utilities, an entropy, a
+ * pruning loop): no source measures it, so 0 unless a spec sets it */
+#define SELECTION {.key = "selection_s", .tag = "sel", .def = 0, .min = 0, .max = 1}
 #define SHARE {.key = "share", .tag = "share", .def = 0.5, .min = 1e-6, .max = 1, .shown_if_default = 1}
 
 /* ecospec's predictor: the share of its experts it gets right, its size
@@ -35,23 +38,23 @@ amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE] = {
      .description = "every node routes to its own top-k; the pass executes their union (EAGLE-3 as shipped)"},
     {.name = "moe-spec", .params = {BUDGET}, .logits = AMOE_LOGITS_ALL, .select = amoe_verifier_moe_spec,
      .description = "MoE-Spec: the B experts of most router mass over the tree's nodes"},
-    {.name = "acceptmoe", .params = {BETA}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
+    {.name = "acceptmoe", .params = {BETA, SELECTION}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
      .select = amoe_verifier_acceptmoe,
      .description = "AcceptMoE: commitment-weighted utility, size by effective rank, residency pruning under "
                     "offload; as published it ignores the layout over several GPUs"},
-    {.name = "acceptmoe-fix", .params = {BUDGET, BETA}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
+    {.name = "acceptmoe-fix", .params = {BUDGET, BETA, SELECTION}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
      .select = amoe_verifier_acceptmoe_fix, .description = "AcceptMoE's utility with a fixed budget B"},
     {.name = "oracle", .logits = AMOE_LOGITS_TOP, .select = amoe_verifier_oracle,
      .description = "the accepted path's experts only: with offload.policy min, a bound on every lossless "
                     "verifier of the same draft (lossy rows can beat it); not a policy"},
-    {.name = "marginal", .params = {BETA, SHARE}, .reads_commitment = 1, .reads_mass = 1, .logits = AMOE_LOGITS_TOP,
+    {.name = "marginal", .params = {BETA, SHARE, SELECTION}, .reads_commitment = 1, .reads_mass = 1, .logits = AMOE_LOGITS_TOP,
      .select = amoe_verifier_marginal, .batch = AMOE_BATCH_COVERED,
      .description = "AcceptMoE's expected displacement (times share) spent on the experts of least reach-weighted "
                     "router mass per second of the cost function (fetch, busiest GPU); beyond both papers"},
-    {.name = "marginal-depth", .params = {BETA, SHARE}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
+    {.name = "marginal-depth", .params = {BETA, SHARE, SELECTION}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
      .select = amoe_verifier_marginal_depth, .batch = AMOE_BATCH_COVERED,
      .description = "marginal with reach from the depth alone (p̂_d), not the draft's scores: the ablation"},
-    {.name = "acceptmoe-pass", .params = {BETA}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
+    {.name = "acceptmoe-pass", .params = {BETA, SELECTION}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
      .select = amoe_verifier_acceptmoe, .batch = AMOE_BATCH_PASS, .select_pass = amoe_verifier_acceptmoe_pass,
      .description = "AcceptMoE's rule once per pass over every request's utilities pooled: one set sized by "
                     "their effective rank, not a union of per-request sets; at batch 1 it is acceptmoe; not "
