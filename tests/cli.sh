@@ -529,6 +529,30 @@ expect 2 "unknown engine preset 'hf-transformers-9'" -- "$A" run tests/fixtures/
 expect 2 "engine.moe_kernels: loop synchronises at every expert, so it cannot run under CUDA graphs" -- "$A" run \
   tests/fixtures/golden.yaml --set engine=hf-transformers-4.57 --set engine.cuda_graphs=true --out "$T/bad" --quiet
 expect 2 "engine.visits is the loop's" -- "$A" run tests/fixtures/golden.yaml --set engine.visits=all --out "$T/bad" --quiet
+# every engine preset loads and round-trips through spec.resolved.yaml (the speculative
+# cycle's keys written where the engine sets them), and each new key's error names it
+for ep in workloads/engines/*.yaml; do
+  en=$(basename "$ep" .yaml); rm -rf "$T/ep1" "$T/ep2"
+  if "$A" run tests/fixtures/golden.yaml --set engine="$en" --set workload.blocks=20 --out "$T/ep1" --quiet >/dev/null 2>&1 &&
+     grep -q "\"preset\": \"$en\"" "$T/ep1/meta.json" &&
+     "$A" run "$T/ep1/spec.resolved.yaml" --out "$T/ep2" --quiet >/dev/null 2>&1 &&
+     cmp -s "$T/ep1/summary.csv" "$T/ep2/summary.csv"; then ok
+  else bad "engine preset $en does not load or round-trip through spec.resolved.yaml"; fi
+done
+grep -q 'cycle_host_s: ' "$T/ep1/spec.resolved.yaml" && ok || bad "vllm's cycle terms are missing from its resolved spec"
+! grep -q 'cycle_host_s' "$T/g1/spec.resolved.yaml" && ok || bad "an engine without cycle terms writes them"
+for key in draft_step_s draft_token_s draft_extend_s tree_node_s sample_s cycle_host_s moe_call_host_s; do
+  expect 2 "engine.$key" -- "$A" run tests/fixtures/golden.yaml --set engine.$key=-1 --out "$T/bad" --quiet
+done
+# a verifier's selection_s: its own column, per pass, and nothing else moves
+"$A" run tests/fixtures/golden.yaml --set 'policies=[acceptmoe, {verifier: acceptmoe, selection_s: 1e-3}]' \
+  --out "$T/sel" --quiet >/dev/null 2>&1
+if awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next} {t[NR]=$c["time_per_token_s"]; s[NR]=$c["selection_s_per_token"];
+     p[NR]=$c["forward_passes"]; k[NR]=$c["committed_tokens"]}
+     END{w=1e-3*p[3]/k[3]; d=t[3]-t[2]-w; if(NR!=3 || s[2]!=0 || (s[3]-w)^2>1e-30 || d*d>1e-24) exit 1}' "$T/sel/summary.csv"
+then ok; else bad "selection_s is not charged once per pass in its own column: $(cut -d, -f1-4 "$T/sel/summary.csv")"; fi
+expect 2 "selection_s" -- "$A" run tests/fixtures/golden.yaml --set 'policies=[{verifier: acceptmoe, selection_s: -1}]' \
+  --out "$T/bad" --quiet
 # ... and on 8 GPUs each layer's busiest group (layers.csv) averages to the summary's
 "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 --set hardware.interconnect=nvlink4 --set parallel.attention_tp=8 \
   --set parallel.moe_ep=8 --set workload.blocks=20 --set 'policies=[natural, acceptmoe]' \

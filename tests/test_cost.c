@@ -231,8 +231,8 @@ static void autoregressive_single_nodes(void) {
 
 /* An eager engine (docs/design.md §9) on the hand-made block: every kernel
  * is a host launch (launch_s 1e-6) added to the device time. Kernels: the
- * dense layer 10 + 1, three draft steps 3 · (10 + 1), the MoE layer 10 + one
- * fused call = 55 launches; without the overlap scheduler the step's host
+ * dense layer 10 + 1, the draft's extend and one step 2 · (10 + 1), the MoE
+ * layer 10 + one fused call = 44 launches; without the overlap scheduler the step's host
  * work (3e-4) too. Per-expert MoE kernels (2 per executed expert): the MoE
  * layer 10 + 6 · 2. */
 static void eager_by_hand(amoe_source *src, double T) {
@@ -246,14 +246,14 @@ static void eager_by_hand(amoe_source *src, double T) {
   s.engine.kernels_per_expert = 2;
   s.hw.step_host_s = 3e-4;
   CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
-  CHECK(fabs(rows[0].tot.t_total - (T + 55e-6 + 3e-4)) < 1e-12 && fabs(rows[0].tot.t_host - (55e-6 + 3e-4)) < 1e-15,
-        "eager: total %.12g (by hand %.12g), host %.12g", rows[0].tot.t_total, T + 55e-6 + 3e-4, rows[0].tot.t_host);
+  CHECK(fabs(rows[0].tot.t_total - (T + 44e-6 + 3e-4)) < 1e-12 && fabs(rows[0].tot.t_host - (44e-6 + 3e-4)) < 1e-15,
+        "eager: total %.12g (by hand %.12g), host %.12g", rows[0].tot.t_total, T + 44e-6 + 3e-4, rows[0].tot.t_host);
   amoe_row_result_free(&rows[0]);
   s.engine.moe_kernels = AMOE_MOE_PER_EXPERT;
   s.engine.overlap_scheduler = 1;
   CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
-  CHECK(fabs(rows[0].tot.t_total - (T + 66e-6)) < 1e-12, "per-expert eager: total %.12g, by hand %.12g",
-        rows[0].tot.t_total, T + 66e-6);
+  CHECK(fabs(rows[0].tot.t_total - (T + 55e-6)) < 1e-12, "per-expert eager: total %.12g, by hand %.12g",
+        rows[0].tot.t_total, T + 55e-6);
   amoe_row_result_free(&rows[0]);
   /* the shared function on the same counts */
   amoe_cost_pass_ctx pc;
@@ -261,8 +261,8 @@ static void eager_by_hand(amoe_source *src, double T) {
       .depth = 2, .context = s.workload.context_tokens});
   const amoe_layer_counts lc = {6, 0, 1, 6 * pc.ec.mem_s};
   const amoe_pass_time pt = amoe_cost_pass(&pc, &lc, 1);
-  CHECK(fabs(pt.total - (T + 66e-6)) < 1e-12 &&
-            fabs(pt.step + pt.draft + pt.dense + pt.moe + pt.fetch + pt.host - pt.total) < 1e-15,
+  CHECK(fabs(pt.total - (T + 55e-6)) < 1e-12 &&
+            fabs(pt.step + pt.draft + pt.extend + pt.dense + pt.moe + pt.fetch + pt.host - pt.total) < 1e-15,
         "amoe_cost_pass: %.12g, parts add to it", pt.total);
   CHECK(fabs(amoe_cost_expert_marginal(&pc, &lc, 1, 0) - (pc.ec.mem_s + 2e-6)) < 1e-15,
         "one more expert: its bytes and its two launches");
@@ -270,14 +270,14 @@ static void eager_by_hand(amoe_source *src, double T) {
 
 /* Hugging Face transformers' expert loop (engine.moe_kernels: loop) on the
  * hand-made block: no fused call (T less t0 1e-6); launches 10 per layer
- * and 44 fixed ((1 dense layer + 3 draft steps) · 11) at 1e-6, added; each
+ * and 33 fixed ((1 dense layer + 2 draft forwards) · 11) at 1e-6, added; each
  * of the 6 executed experts takes max(expert_host_s, its 2e-3 device time),
  * and with visits all or all-skip each of the 4 others its host time. */
 static void loop_engine_by_hand(amoe_source *src, double T) {
   static amoe_offline offline;
   amoe_err e;
   amoe_row_result rows[1];
-  const double base = T - 1e-6 + 54e-6;
+  const double base = T - 1e-6 + 43e-6;
   struct {
     int visits, overlap;
     double expert_host, launch, want;
@@ -287,7 +287,7 @@ static void loop_engine_by_hand(amoe_source *src, double T) {
       {AMOE_VISIT_ALL, 0, 3e-3, 0, base + 6e-3 + 12e-3},   /* and 4 empty experts run their kernels */
       {AMOE_VISIT_ALL_SKIP, 0, 3e-3, 0, base + 6e-3 + 2e-3}, /* or are only visited, 5e-4 each */
       {AMOE_VISIT_HIT, 1, 3e-3, 0, T - 1e-6 + 6e-3},       /* host_overlap: the launches hide under the device */
-      {AMOE_VISIT_HIT, 0, 1e-3, 2e-6, T - 1e-6 + 108e-6},  /* the engine's own launch_s */
+      {AMOE_VISIT_HIT, 0, 1e-3, 2e-6, T - 1e-6 + 86e-6},  /* the engine's own launch_s */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     amoe_spec s = spec();
@@ -402,10 +402,69 @@ static void sync_per_peer_by_hand(void) {
                                                 .parallel = &s.parallel, .tokens = 4, .depth = 2});
     /* all-reduce of 4 tokens: 1e-5 + 4 · 100 · 2 / 1e9; of 1 token 1e-5 + 2e-7 */
     const double ar4 = 1e-5 + 8e-7, ar1 = 1e-5 + 2e-7, sync = 3e-6 * (gpus[i] - 1);
-    const double comm = 2 * ar4 + sync, rest = 1 * (2 * ar4 + sync) + 3 * (2 * ar1 + sync);
+    const double comm = 2 * ar4 + sync, rest = 1 * (2 * ar4 + sync) + 2 * (2 * ar1 + sync);
     CHECK(fabs(pc.comm - comm) < 1e-15 && fabs(pc.rest_comm - rest) < 1e-15,
           "%d GPUs: comm %.12g (by hand %.12g), rest %.12g (by hand %.12g)", gpus[i], pc.comm, comm, pc.rest_comm, rest);
   }
+}
+
+/* The speculative cycle (docs/design.md §9) on the hand-made block, every
+ * term set: n = 4 verified tokens after a tree of depth 2 over 2 decoder
+ * layers, 3 of them accepted, top_k 2 tokens a draft step.
+ *   extend  the first draft forward over the 3 accepted tokens:
+ *           3e6/1e9 + draft_step_s 2e-6 + 3 · draft_token_s 1e-7 + draft_extend_s 3e-5
+ *   draft   one step over 2 tokens: 3e-3 + 2e-6 + 2 · 1e-7
+ *   tree    tree_node_s 1e-6 · 4 nodes · 2 layers = 8e-6
+ *   sample  4e-5; cycle host 5e-4
+ * replacing T's two draft forwards of 3e-3 + 1e-6 (the hardware's fixed
+ * cost); the parts add to the total, and the summary's columns to the
+ * time per token. The verifier's selection_s joins a pass by the same
+ * function. */
+static void cycle_by_hand(amoe_source *src, double T) {
+  static amoe_offline offline;
+  amoe_err e;
+  amoe_row_result rows[1];
+  amoe_spec s = spec();
+  s.workload.top_k = 2;
+  s.engine.draft_step_s = 2e-6;
+  s.engine.draft_token_s = 1e-7;
+  s.engine.draft_extend_s = 3e-5;
+  s.engine.tree_node_s = 1e-6;
+  s.engine.sample_s = 4e-5;
+  s.engine.cycle_host_s = 5e-4;
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  const double extend = 3e-3 + 2e-6 + 3e-7 + 3e-5, draft = 3e-3 + 2e-6 + 2e-7, tree = 8e-6, sample = 4e-5,
+               host = 5e-4;
+  const double want = T - 2 * (3e-3 + 1e-6) + extend + draft + tree + sample + host;
+  const amoe_totals *t = &rows[0].tot;
+  CHECK(fabs(t->t_total - want) < 1e-12, "cycle: total %.12g, by hand %.12g", t->t_total, want);
+  CHECK(fabs(t->t_extend - extend) < 1e-15 && fabs(t->t_draft - draft) < 1e-15 && fabs(t->t_tree - tree) < 1e-15 &&
+            fabs(t->t_sample - sample) < 1e-15 && fabs(t->t_cycle_host - host) < 1e-15 && t->t_select == 0,
+        "cycle parts: extend %.12g draft %.12g tree %.12g sample %.12g host %.12g", t->t_extend, t->t_draft, t->t_tree,
+        t->t_sample, t->t_cycle_host);
+  amoe_summary m;
+  amoe_summarize(t, 1, &m);
+  const double parts = m.step_s_per_token + m.draft_s_per_token + m.extend_s_per_token + m.tree_s_per_token +
+                       m.sample_s_per_token + m.cycle_host_s_per_token + m.selection_s_per_token + m.dense_s_per_token +
+                       m.moe_s_per_token + m.fetch_s_per_token + m.host_s_per_token + m.comm_s_per_token;
+  CHECK(fabs(parts - m.time_per_token_s) < 1e-15, "summary parts %.15g, time per token %.15g", parts,
+        m.time_per_token_s);
+  amoe_row_result_free(&rows[0]);
+  /* plain decoding pays none of it */
+  amoe_cost_pass_ctx pc;
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .tokens = 1,
+      .context = s.workload.context_tokens});
+  CHECK(pc.extend == 0 && pc.draft == 0 && pc.tree == 0 && pc.sample == 0 && pc.cycle_host == 0,
+        "a pass without a draft pays a cycle term");
+  /* an MTP chain (draft_priced) pays the tree, sampling and host terms, not the draft head's */
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .tokens = 3,
+      .draft_priced = 1, .context = s.workload.context_tokens});
+  CHECK(pc.extend == 0 && pc.draft == 0 && fabs(pc.tree - 6e-6) < 1e-18 && pc.sample == 4e-5 && pc.cycle_host == 5e-4,
+        "MTP: tree %.12g sample %.12g host %.12g", pc.tree, pc.sample, pc.cycle_host);
+  pc.select = 7e-5;
+  const amoe_pass_time pt = amoe_cost_pass_begin(&pc);
+  CHECK(pt.select == 7e-5 && fabs(pt.total - (pc.step + pc.rest + pc.host + pc.rest_comm + 6e-6 + 4e-5 + 5e-4 + 7e-5)) < 1e-15,
+        "selection_s joins the pass: %.12g", pt.total);
 }
 
 int main(void) {
@@ -428,13 +487,14 @@ int main(void) {
    * dense (dense layer): weights 2e6 + 3·100·200·2 = 2.12e6, + KV 1e4 -> 2.13e-3 + 1e-6
    * expert: max(1e6/(0.5·1e9), 6·100·50·n/1e12) = 2e-3 each; t_moe = 12e-3 + t0 1e-6
    * head: max(4e6/1e9, 2·4·1000·100/1e12) + launch = 4.001e-3
-   * draft: depth 2 + one extend pass = 3 steps · (3e6/1e9 + 1e-6) = 9.003e-3 */
+   * draft: depth 2 = the extend pass (the first level) and one draft step,
+   *   each 3e6/1e9 + 1e-6 = 3.001e-3 */
   double t_dense_moe = 2.01e-3 + 1e-6, t_dense_dense = 2.13e-3 + 1e-6;
-  double t_moe = 12e-3 + 1e-6, t_head = 4e-3 + 1e-6, t_draft = 3 * (3e-3 + 1e-6);
-  double T = 5e-4 + t_draft + t_head + t_dense_dense + t_dense_moe + t_moe;
+  double t_moe = 12e-3 + 1e-6, t_head = 4e-3 + 1e-6, t_draft = 3e-3 + 1e-6, t_extend = 3e-3 + 1e-6;
+  double T = 5e-4 + t_draft + t_extend + t_head + t_dense_dense + t_dense_moe + t_moe;
   CHECK(fabs(rows[0].tot.t_total - T) < 1e-12, "block time %.9g, by hand %.9g", rows[0].tot.t_total, T);
   const amoe_totals *bt = &rows[0].tot; /* and its parts */
-  CHECK(fabs(bt->t_step - 5e-4) < 1e-15 && fabs(bt->t_draft - t_draft) < 1e-15 &&
+  CHECK(fabs(bt->t_step - 5e-4) < 1e-15 && fabs(bt->t_draft - t_draft) < 1e-15 && fabs(bt->t_extend - t_extend) < 1e-15 &&
             fabs(bt->t_dense - (t_dense_moe + t_dense_dense + t_head)) < 1e-15 && fabs(bt->t_moe - t_moe) < 1e-15 &&
             bt->t_fetch == 0,
         "parts: step %.9g draft %.9g dense %.9g moe %.9g", bt->t_step, bt->t_draft, bt->t_dense, bt->t_moe);
@@ -512,6 +572,7 @@ int main(void) {
   autoregressive_by_hand(src, spec());
   eager_by_hand(src, T);
   loop_engine_by_hand(src, T);
+  cycle_by_hand(src, T);
   pipeline_by_hand(src, T);
   evict_predicts_what_is_charged(src);
   amoe_source_close(src);

@@ -85,7 +85,7 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   const double branch = sh->branch > 0 ? sh->branch : 1, accepted = sh->accepted > 0 ? sh->accepted : 1;
   p->extend = steps > 0 ? amoe_cost_draft(m, hw, eng, accepted, tp) + eng->draft_extend_s : 0;
   p->draft = steps > 1 ? (steps - 1) * amoe_cost_draft(m, hw, eng, branch, tp) : 0;
-  p->tree = cycle ? eng->tree_node_s * tokens : 0;
+  p->tree = cycle ? eng->tree_node_s * tokens * m->layers : 0; /* the tree mask read by every layer's attention */
   p->sample = cycle ? eng->sample_s : 0;
   p->cycle_host = cycle ? eng->cycle_host_s : 0;
   p->select = 0;

@@ -1181,7 +1181,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
   amoe_status st = AMOE_OK;
   amoe_layout *layout = NULL;
   for (int i = 0; i < P; i++) memset(&rows[i], 0, sizeof rows[i]);
-  if (amoe_parallel_has_groups(&s->parallel, s->hw.gpus)) { /* expert groups on several GPUs (§16) */
+  if (L > 0 && amoe_parallel_has_groups(&s->parallel, s->hw.gpus)) { /* (a dense model has no experts to place) */ /* expert groups on several GPUs (§16) */
     const int groups = s->parallel.moe_ep > 0 ? s->parallel.moe_ep : 1;
     layout = amoe_layout_new(L, E, groups);
     if (!layout) return amoe_fail(e, AMOE_ENOMEM, "out of memory for the placement");
