@@ -330,15 +330,10 @@ void amoe_results_begin_point(amoe_results *r, int point, const amoe_spec *s) {
   r->s = s;
   /* the point's value of each sweep key: the last key varies fastest */
   const amoe_experiment *x = r->o.x;
-  char vals[AMOE_MAX_SWEEP_KEYS][128];
-  int idx = point;
-  for (int i = x->nsweep - 1; i >= 0; i--) {
-    snprintf(vals[i], sizeof vals[i], "%s", x->sweep[i].values[idx % x->sweep[i].nvalues]);
-    idx /= x->sweep[i].nvalues;
-  }
   r->sweepvals[0] = 0;
   for (int i = 0; i < x->nsweep; i++)
-    snprintf(r->sweepvals + strlen(r->sweepvals), sizeof r->sweepvals - strlen(r->sweepvals), ",%s", vals[i]);
+    snprintf(r->sweepvals + strlen(r->sweepvals), sizeof r->sweepvals - strlen(r->sweepvals), ",%s",
+             x->sweep[i].values[amoe_experiment_value_index(x, point, i)]);
 }
 
 int amoe_results_wants_blocks(const amoe_results *r) { return r->blocks.f != NULL; }

@@ -1033,6 +1033,63 @@ static int spec_set(amoe_spec *s, const char *key, const char *value, const char
   return d->n == before;
 }
 
+/* `[k1, k2, ...]: [[v1, v2, ...], ...]`: one sweep key each, the later ones
+ * tied to the first, every value checked at its own position. */
+static void parse_sweep_tied(ydoc *y, yaml_node_t *k, yaml_node_t *v, const char *w, amoe_experiment *x) {
+  const int nk = (int)(k->data.sequence.items.top - k->data.sequence.items.start);
+  if (nk < 1 || x->nsweep + nk > AMOE_MAX_SWEEP_KEYS) {
+    amoe_diag_add(y->d, "%s: tied sweep keys: 1 to %d keys in all", w, AMOE_MAX_SWEEP_KEYS);
+    return;
+  }
+  if (v->type != YAML_SEQUENCE_NODE) {
+    amoe_diag_add(y->d, "%s: tied sweep keys take a list of [%d values] lists", w, nk);
+    return;
+  }
+  const int first = x->nsweep;
+  for (int i = 0; i < nk; i++) {
+    yaml_node_t *ki = yaml_document_get_node(&y->doc, k->data.sequence.items.start[i]);
+    const char *key = ki->type == YAML_SCALAR_NODE ? scalar(ki) : "";
+    if (!find_key(key) && strcmp(key, "model") && strcmp(key, "hardware")) {
+      char kw[AMOE_PATH_MAX + 64];
+      at(y, ki, kw, sizeof kw);
+      amoe_diag_add(y->d, "%s: cannot sweep unknown key '%s'%s", kw, key, did_you_mean(key));
+      return;
+    }
+    amoe_sweep_key *sk = &x->sweep[first + i];
+    memset(sk, 0, sizeof *sk);
+    snprintf(sk->key, sizeof sk->key, "%s", key);
+    sk->tied = i > 0;
+  }
+  int ok = 1;
+  for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+    yaml_node_t *row = yaml_document_get_node(&y->doc, *it);
+    char rw[AMOE_PATH_MAX + 64];
+    at(y, row, rw, sizeof rw);
+    const int nv = row->type == YAML_SEQUENCE_NODE ? (int)(row->data.sequence.items.top - row->data.sequence.items.start) : -1;
+    if (nv != nk || x->sweep[first].nvalues == AMOE_MAX_SWEEP_VALUES) {
+      amoe_diag_add(y->d, "%s: each point of tied sweep keys is a list of %d scalars (at most %d points)", rw, nk,
+                    AMOE_MAX_SWEEP_VALUES);
+      ok = 0;
+      continue;
+    }
+    amoe_spec probe = x->base;
+    for (int i = 0; i < nk; i++) {
+      yaml_node_t *e = yaml_document_get_node(&y->doc, row->data.sequence.items.start[i]);
+      char ew[AMOE_PATH_MAX + 64];
+      at(y, e, ew, sizeof ew);
+      amoe_sweep_key *sk = &x->sweep[first + i];
+      if (e->type != YAML_SCALAR_NODE) {
+        amoe_diag_add(y->d, "%s: sweep values must be scalars", ew);
+        ok = 0;
+        continue;
+      }
+      ok &= spec_set(&probe, sk->key, scalar(e), ew, y->d);
+      snprintf(sk->values[sk->nvalues++], 128, "%s", scalar(e));
+    }
+  }
+  if (ok && x->sweep[first].nvalues > 0) x->nsweep += nk;
+}
+
 static void parse_sweep(ydoc *y, yaml_node_t *n, amoe_experiment *x) {
   char w[AMOE_PATH_MAX + 64];
   if (!expect_node(y, n, YAML_MAPPING_NODE, "sweep must map keys to lists of values")) return;
@@ -1042,6 +1099,10 @@ static void parse_sweep(ydoc *y, yaml_node_t *n, amoe_experiment *x) {
     if (x->nsweep == AMOE_MAX_SWEEP_KEYS) {
       amoe_diag_add(y->d, "%s: at most %d sweep keys", w, AMOE_MAX_SWEEP_KEYS);
       return;
+    }
+    if (k->type == YAML_SEQUENCE_NODE) { /* tied keys: their values move together */
+      parse_sweep_tied(y, k, v, w, x);
+      continue;
     }
     const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "";
     if (!find_key(key) && strcmp(key, "model") && strcmp(key, "hardware")) {
@@ -1223,7 +1284,8 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
     int swept = -1;
     for (int j = 0; j < x->nsweep; j++)
       if (!strcmp(x->sweep[j].key, key)) swept = j;
-    if (swept >= 0) { /* --set pins a swept key to one value */
+    if (swept >= 0) { /* --set pins a swept key to one value (the keys tied to it sweep on together) */
+      if (!x->sweep[swept].tied && swept + 1 < x->nsweep) x->sweep[swept + 1].tied = 0;
       for (int j = swept; j < x->nsweep - 1; j++) x->sweep[j] = x->sweep[j + 1];
       x->nsweep--;
     }
@@ -1238,8 +1300,16 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
 
 int amoe_experiment_points(const amoe_experiment *x) {
   int n = 1;
-  for (int i = 0; i < x->nsweep; i++) n *= x->sweep[i].nvalues;
+  for (int i = 0; i < x->nsweep; i++) n *= x->sweep[i].tied ? 1 : x->sweep[i].nvalues;
   return n;
+}
+
+int amoe_experiment_value_index(const amoe_experiment *x, int point, int i) {
+  int g = i;
+  while (g > 0 && x->sweep[g].tied) g--; /* the group's first key holds its digit */
+  for (int j = x->nsweep - 1; j > g; j--)
+    if (!x->sweep[j].tied) point /= x->sweep[j].nvalues;
+  return point % x->sweep[g].nvalues;
 }
 
 static int experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, amoe_diag *d) {
@@ -1249,10 +1319,9 @@ static int experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, a
   if (out->npolicies && out->policies[out->npolicies - 1].implicit) out->npolicies--;
   for (int i = 0; i < NKEYS; i++)
     if (KEYS[i].autos && (x->auto_unset >> auto_bit(&KEYS[i]) & 1)) auto_unset(out, &KEYS[i]);
-  for (int i = x->nsweep - 1; i >= 0; i--) { /* the last key varies fastest */
+  for (int i = 0; i < x->nsweep; i++) {
     const amoe_sweep_key *k = &x->sweep[i];
-    int v = idx % k->nvalues;
-    idx /= k->nvalues;
+    const int v = amoe_experiment_value_index(x, idx, i);
     char where[AMOE_PATH_MAX + 200];
     snprintf(where, sizeof where, "%s: sweep %s", x->spec_path, k->key);
     spec_set(out, k->key, k->values[v], where, d);
@@ -1424,9 +1493,24 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
   if (x->nsweep) {
     fputs("sweep:\n", f);
     for (int i = 0; i < x->nsweep; i++) {
-      fprintf(f, "  %s: [", x->sweep[i].key);
-      for (int j = 0; j < x->sweep[i].nvalues; j++) fprintf(f, "%s%s", j ? ", " : "", x->sweep[i].values[j]);
+      int n = 1; /* the keys tied to this one */
+      while (i + n < x->nsweep && x->sweep[i + n].tied) n++;
+      if (n == 1) {
+        fprintf(f, "  %s: [", x->sweep[i].key);
+        for (int j = 0; j < x->sweep[i].nvalues; j++) fprintf(f, "%s%s", j ? ", " : "", x->sweep[i].values[j]);
+        fputs("]\n", f);
+        continue;
+      }
+      fputs("  [", f);
+      for (int t = 0; t < n; t++) fprintf(f, "%s%s", t ? ", " : "", x->sweep[i + t].key);
+      fputs("]: [", f);
+      for (int j = 0; j < x->sweep[i].nvalues; j++) {
+        fprintf(f, "%s[", j ? ", " : "");
+        for (int t = 0; t < n; t++) fprintf(f, "%s%s", t ? ", " : "", x->sweep[i + t].values[j]);
+        fputc(']', f);
+      }
       fputs("]\n", f);
+      i += n - 1;
     }
   }
 }

@@ -26,6 +26,9 @@ typedef struct {
   char key[128];
   int nvalues;
   char values[AMOE_MAX_SWEEP_VALUES][128]; /* scalar text, applied like --set */
+  /* 1: moves with the key before it, value by value (`sweep: {[k1, k2]:
+   * [[a1, a2], [b1, b2]]}`: tied keys add no points of their own) */
+  int tied;
 } amoe_sweep_key;
 
 typedef struct {
@@ -53,6 +56,9 @@ int amoe_experiment_batched(const amoe_experiment *x);
 int amoe_experiment_auto(const amoe_experiment *x, const char *key);
 /* Number of sweep points (1 without a sweep) and the spec at point i. */
 int amoe_experiment_points(const amoe_experiment *x);
+/* The index into sweep key i's values at point `point` (the last key varies
+ * fastest; tied keys share their group's index). */
+int amoe_experiment_value_index(const amoe_experiment *x, int point, int i);
 amoe_status amoe_experiment_point(const amoe_experiment *x, int i, amoe_spec *out, amoe_diag *d);
 /* Writes the resolved spec (every default filled in) as YAML. */
 void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x);

@@ -18,14 +18,21 @@ trap 'rm -rf "$T"' EXIT INT TERM
 fixed=(--set model.routing.locality=0.9493 --set model.routing.locality_first=0.0001 --set model.routing.locality_last=0.3093
   --set model.routing.locality_peak=0.1489 --set model.routing.request_bias=2.2144 --set model.routing.noise=0.7773
   --set model.routing.tree_sibling=null --set model.routing.tree_repeat=null --set model.routing.drift_tokens=0)
+# the engine as a C++ engine's launches (the hardware's launch_s, 15 kernels a layer, added to
+# the device time) and no speculative cycle beyond the draft's forwards: the model before
+# the cycle fit (which also charged one draft forward more)
+cpp=(--set engine.launch_s=0 --set engine.host_overlap=false --set engine.kernels_per_layer=15
+  --set engine.moe_call_host_s=0 --set engine.draft_step_s=0 --set engine.tree_node_s=0 --set engine.cycle_host_s=0)
+cycle=(--set engine.draft_step_s=0 --set engine.tree_node_s=0 --set engine.cycle_host_s=0)
 steps=(
-  "graphs on, no prefill, fixed request bias|--set engine.cuda_graphs=true --set engine.overlap_scheduler=true --set workload.prompt_tokens=0 ${fixed[*]}"
-  "+ eager launches (CUDA graphs off)|--set engine.cuda_graphs=false --set engine.overlap_scheduler=true --set workload.prompt_tokens=0 ${fixed[*]}"
-  "+ overlap scheduler off|--set workload.prompt_tokens=0 ${fixed[*]}"
-  "+ prefill through the caches|${fixed[*]}"
-  "+ request drift (fitted to reuse distance too), no tree mechanism|--set model.routing.tree_sibling=null --set model.routing.tree_repeat=null"
-  "+ the tree mechanism (the preset, fitted to a real tree's union): the paper's settings|"
-  "sensitivity: launch_s 20 µs (a Python engine's launch; a guess, not fitted)|--set hardware.launch_s=2e-5"
+  "graphs on, no prefill, fixed request bias|--set engine.cuda_graphs=true --set engine.overlap_scheduler=true --set workload.prompt_tokens=0 ${fixed[*]} ${cpp[*]}"
+  "+ eager launches (CUDA graphs off)|--set engine.cuda_graphs=false --set engine.overlap_scheduler=true --set workload.prompt_tokens=0 ${fixed[*]} ${cpp[*]}"
+  "+ overlap scheduler off|--set workload.prompt_tokens=0 ${fixed[*]} ${cpp[*]}"
+  "+ prefill through the caches|${fixed[*]} ${cpp[*]}"
+  "+ request drift (fitted to reuse distance too), no tree mechanism|--set model.routing.tree_sibling=null --set model.routing.tree_repeat=null ${cpp[*]}"
+  "+ the tree mechanism (the preset, fitted to a real tree's union)|${cpp[*]}"
+  "+ SGLang's eager host (sglang-eager: Python launches, 232 µs per fused-MoE call)|${cycle[*]}"
+  "+ the speculative cycle (draft step, tree nodes, 8.87 ms host per cycle): the paper's settings|"
   "sensitivity: 512-token prompts|--set workload.prompt_tokens=512"
   "sensitivity: prefill bypasses the caches|--set offload.prefill=bypass"
   "sensitivity: caches emptied at each request|--set offload.reset=request"

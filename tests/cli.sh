@@ -547,9 +547,10 @@ done
 # a verifier's selection_s: its own column, per pass, and nothing else moves
 "$A" run tests/fixtures/golden.yaml --set 'policies=[acceptmoe, {verifier: acceptmoe, selection_s: 1e-3}]' \
   --out "$T/sel" --quiet >/dev/null 2>&1
-if awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next} {t[NR]=$c["time_per_token_s"]; s[NR]=$c["selection_s_per_token"];
-     p[NR]=$c["forward_passes"]; k[NR]=$c["committed_tokens"]}
-     END{w=1e-3*p[3]/k[3]; d=t[3]-t[2]-w; if(NR!=3 || s[2]!=0 || (s[3]-w)^2>1e-30 || d*d>1e-24) exit 1}' "$T/sel/summary.csv"
+if awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next} $c["policy"]!~/^acceptmoe/{next} {j=($c["policy"]=="acceptmoe")?0:1; q=$c["point"]; n++;
+     t[q,j]=$c["time_per_token_s"]; s[q,j]=$c["selection_s_per_token"]; p[q,j]=$c["forward_passes"]; k[q,j]=$c["committed_tokens"]}
+     END{if(n!=4) exit 1; for(q=0;q<2;q++){w=1e-3*p[q,1]/k[q,1]; d=t[q,1]-t[q,0]-w;
+       if(s[q,0]!=0 || (s[q,1]-w)^2>1e-30 || d*d>1e-24) exit 1}}' "$T/sel/summary.csv"
 then ok; else bad "selection_s is not charged once per pass in its own column: $(cut -d, -f1-4 "$T/sel/summary.csv")"; fi
 expect 2 "selection_s" -- "$A" run tests/fixtures/golden.yaml --set 'policies=[{verifier: acceptmoe, selection_s: -1}]' \
   --out "$T/bad" --quiet
