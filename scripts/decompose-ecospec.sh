@@ -34,22 +34,34 @@ row() { # NAME SPEC BASE ARGS...: one line of the table
 }
 for m in qwen3-235b-a22b gpt-oss-120b deepseek-v3; do
   base=natural
-  [ $m = deepseek-v3 ] && base=mtp/N=3
+  # every row at the paper spec's first point: its plausible tree (4 verified tokens, tau 2.0;
+  # DeepSeek keeps its 64-node trees) and transformers' stock MoE path
+  tree=(--set workload.tree.nodes=4 --set workload.acceptance.tau=2.0) stock=() loop=()
+  case $m in
+  deepseek-v3) base=mtp/N=3 tree=() stock=(--set engine.visits=all-skip) loop=(--set engine.visits=hit) ;;
+  gpt-oss-120b) stock=(--set engine.moe_kernels=fused) loop=(--set engine.moe_kernels=loop) ;;
+  esac
   echo
   echo "### $m (baseline drafter: $base)"
   echo
   echo "| setting | union per layer, natural tree | EcoSpec's (cut) | EcoSpec nodes / tau | EcoSpec over the drafter | EcoSpec over AR | drafter over AR |"
   echo "|---|---|---|---|---|---|---|"
-  row "serving engine: EP8, CUDA graphs, fused MoE (ecospec-8xh200-$m)" "ecospec-8xh200-$m" $base
-  row "+ layout: layers in order over 8 GPUs (pipeline 8), same engine" "ecospec-8xh200-$m" $base \
+  row "serving engine: EP8, CUDA graphs, fused MoE (ecospec-8xh200-$m)" "ecospec-8xh200-$m" $base ${tree[@]+"${tree[@]}"}
+  row "+ layout: layers in order over 8 GPUs (pipeline 8), same engine" "ecospec-8xh200-$m" $base ${tree[@]+"${tree[@]}"} \
     --set parallel.attention_tp=1 --set parallel.moe_ep=1 --set parallel.moe_tp=1 --set parallel.pipeline=8
-  row "+ engine: transformers 4.57, eager (ecospec-paper-$m, the paper's setting)" "ecospec-paper-$m" $base
+  row "+ engine: transformers 4.57, eager (ecospec-paper-$m, the paper's setting)" "ecospec-paper-$m" $base \
+    ${tree[@]+"${tree[@]}"} ${stock[@]+"${stock[@]}"}
+  [ ${#loop[@]} -gt 0 ] && row "the per-expert loop arm (the loop over the hit experts only)" "ecospec-paper-$m" $base \
+    ${tree[@]+"${tree[@]}"} "${loop[@]}"
+  [ ${#tree[@]} -gt 0 ] && row "sensitivity: a 64-node tree (tau 3.1), the sweep's last point" "ecospec-paper-$m" $base \
+    --set workload.tree.nodes=64 --set workload.acceptance.tau=3.1 ${stock[@]+"${stock[@]}"}
   row "sensitivity: transformers 4.51 (the loop visits every expert)" "ecospec-paper-$m" $base \
-    --set engine=hf-transformers-4.51
+    ${tree[@]+"${tree[@]}"} --set engine=hf-transformers-4.51
   row "sensitivity: predictor accuracy 1.0 (routes known exactly)" "ecospec-paper-$m" $base \
+    ${tree[@]+"${tree[@]}"} ${stock[@]+"${stock[@]}"} \
     --set "policies=[natural, {draft: autoregressive}, {draft: mtp, tokens: 3}, {draft: ecospec, predictor_accuracy: 1.0}]"
   row "sensitivity: no tree mechanism (siblings route as independent tokens)" "ecospec-paper-$m" $base \
-    --set model.routing.tree_sibling=null --set model.routing.tree_repeat=null
+    ${tree[@]+"${tree[@]}"} ${stock[@]+"${stock[@]}"} --set model.routing.tree_sibling=null --set model.routing.tree_repeat=null
 done
 echo
 echo "### How candidate nodes differ in the experts they bring (qwen3-235b-a22b, natural trees)"
@@ -61,6 +73,7 @@ for ts in 0 0.3 0.6 0.9; do
   for n in 16 32 64 128; do
     "$A" run workloads/specs/ecospec-paper-qwen3-235b-a22b.yaml --set workload.blocks="$blocks" --set 'policies=[natural]' \
       --set model.routing.tree_sibling=$ts --set model.routing.tree_repeat=null --set workload.tree.nodes=$n --set workload.tree.candidates=128 \
+      --set workload.acceptance.tau=2.5 \
       --out "$T/u" --quiet >/dev/null
     u[$n]=$(awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next} $c["policy"]=="natural"{print $c["executed_mean"]}' "$T/u/summary.csv")
   done

@@ -59,6 +59,18 @@ printf "| same | active experts per MoE layer per pass, baseline → EcoSpec | \
   "$(val $ep-qwen3-235b-a22b - - natural executed_mean)" "$(val $ep-qwen3-235b-a22b - - $eco executed_mean)" \
   "$(val $ep-gpt-oss-120b - - natural executed_mean)" "$(val $ep-gpt-oss-120b - - $eco executed_mean)" \
   "$(val $ep-deepseek-v3 - - mtp/N=3 executed_mean)" "$(val $ep-deepseek-v3 - - $eco executed_mean)"
+# the tree sweep (4 to 64 verified tokens) and the engine arms: EcoSpec over the drafter at every point
+span() { # RUN BASE [KEY VALUE]: min–max over the sweep points (where KEY = VALUE) of EcoSpec over BASE
+  awk -F, -v base="$2" -v eco="$eco" -v key="${3:-}" -v want="${4:-}" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    key != "" && $c[key] != want { next }
+    $c["policy"] == base { b[$1] = $c["tokens_per_s"] } $c["policy"] == eco { e[$1] = $c["tokens_per_s"] }
+    END { lo = 1e9; hi = 0; for (p in e) { r = e[p] / b[p]; if (r < lo) lo = r; if (r > hi) hi = r }
+      if (sprintf("%.2f", lo) == sprintf("%.2f", hi)) printf "%.2f×", lo; else printf "%.2f–%.2f×", lo, hi }' "$res/$1/summary.csv"
+}
+printf "| same, the tree swept over 4–64 verified tokens (τ 2.0–3.1; DeepSeek: its 64-node trees) | EcoSpec over the baseline drafter: transformers' stock path / a per-expert loop over the hit experts | (the first point above) | Qwen3-235B (its stock path is a loop) %s / GPT-OSS %s, loop %s / DeepSeek %s, loop %s |\n" \
+  "$(span $ep-qwen3-235b-a22b natural)" "$(span $ep-gpt-oss-120b natural engine.moe_kernels fused)" \
+  "$(span $ep-gpt-oss-120b natural engine.moe_kernels loop)" "$(span $ep-deepseek-v3 mtp/N=3 engine.visits all-skip)" \
+  "$(span $ep-deepseek-v3 mtp/N=3 engine.visits hit)"
 printf "| EcoSpec on a serving engine, 8×H200 resident, EP8 (not the paper's setting): GPT-OSS-120B / Qwen3-235B-A22B over EAGLE-3, DeepSeek-V3 over its MTP head (N = 3) | speedup over the drafter | (not measured) | %s / %s / %s |\n" \
   "$(best_ecospec ecospec-8xh200-gpt-oss-120b natural)" "$(best_ecospec ecospec-8xh200-qwen3-235b-a22b natural)" \
   "$(best_ecospec ecospec-8xh200-deepseek-v3 mtp/N=3)"
