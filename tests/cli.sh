@@ -544,6 +544,27 @@ grep -q 'cycle_host_s: ' "$T/ep1/spec.resolved.yaml" && ok || bad "vllm's cycle 
 for key in draft_step_s draft_token_s draft_extend_s tree_node_s sample_s cycle_host_s moe_call_host_s; do
   expect 2 "engine.$key" -- "$A" run tests/fixtures/golden.yaml --set engine.$key=-1 --out "$T/bad" --quiet
 done
+# tied sweep keys move together: one point per pair, the same rows as each pair run alone,
+# written back as they were given; mismatched points are refused with their position
+cat >"$T/tied.yaml" <<YAML
+name: tied
+model: {preset: olmoe-1b-7b, top_k: 8}
+hardware: h200
+workload: {blocks: 10, seed: 3, tree: {depth: 4, top_k: 6, nodes: 24}, acceptance: {tau: 3.0}}
+policies: [natural]
+sweep:
+  [workload.tree.nodes, workload.acceptance.tau]: [[4, 2.0], [16, 2.5]]
+  offload.policy: [lru, belady]
+YAML
+"$A" run "$T/tied.yaml" --out "$T/tied" --quiet >/dev/null 2>&1
+"$A" run "$T/tied.yaml" --set workload.tree.nodes=16 --set workload.acceptance.tau=2.5 --set offload.policy=belady \
+  --out "$T/tied1" --quiet >/dev/null 2>&1
+if [ "$(($(wc -l <"$T/tied/summary.csv") - 1))" -eq 4 ] && grep -q '^3,16,2.5,belady,' "$T/tied/summary.csv" &&
+   [ "$(grep '^3,' "$T/tied/summary.csv" | cut -d, -f5-)" = "$(tail -1 "$T/tied1/summary.csv" | cut -d, -f2-)" ] &&
+   grep -q '^  \[workload.tree.nodes, workload.acceptance.tau\]: \[\[4, 2.0\], \[16, 2.5\]\]' "$T/tied/spec.resolved.yaml"; then ok
+else bad "tied sweep keys: $(cut -d, -f1-5 "$T/tied/summary.csv" | tr '\n' ' ')"; fi
+sed -i 's/\[16, 2.5\]\]/[16]]/' "$T/tied.yaml"
+expect 2 "tied.yaml:7:[0-9]+: each point of tied sweep keys is a list of 2 scalars" -- "$A" run "$T/tied.yaml" --out "$T/bad" --quiet
 # a verifier's selection_s: its own column, per pass, and nothing else moves
 "$A" run tests/fixtures/golden.yaml --set 'policies=[acceptmoe, {verifier: acceptmoe, selection_s: 1e-3}]' \
   --out "$T/sel" --quiet >/dev/null 2>&1
