@@ -36,10 +36,12 @@ for m in qwen3-235b-a22b gpt-oss-120b deepseek-v3; do
   base=natural
   # every row at the paper spec's first point: its plausible tree (4 verified tokens, tau 2.0;
   # DeepSeek keeps its 64-node trees) and transformers' stock MoE path
-  tree=(--set workload.tree.nodes=4 --set workload.acceptance.tau=2.0) stock=() loop=()
-  case $m in
-  deepseek-v3) base=mtp/N=3 tree=() stock=(--set engine.visits=all-skip) loop=(--set engine.visits=hit) ;;
-  gpt-oss-120b) stock=(--set engine.moe_kernels=fused) loop=(--set engine.moe_kernels=loop) ;;
+  tree=(--set workload.tree.nodes=4 --set workload.acceptance.tau=2.0) stock=() loop=() old=()
+  case $m in # (old: 4.51's loop over every expert, the spec's engine sweep pinned to it)
+  deepseek-v3) base=mtp/N=3 tree=() stock=(--set engine.visits=all-skip) loop=(--set engine.visits=hit)
+    old=(--set engine.visits=all) ;;
+  gpt-oss-120b) stock=(--set engine.moe_kernels=fused) loop=(--set engine.moe_kernels=loop)
+    old=(--set engine.moe_kernels=loop) ;;
   esac
   echo
   echo "### $m (baseline drafter: $base)"
@@ -56,7 +58,7 @@ for m in qwen3-235b-a22b gpt-oss-120b deepseek-v3; do
   [ ${#tree[@]} -gt 0 ] && row "sensitivity: a 64-node tree (tau 3.1), the sweep's last point" "ecospec-paper-$m" $base \
     --set workload.tree.nodes=64 --set workload.acceptance.tau=3.1 ${stock[@]+"${stock[@]}"}
   row "sensitivity: transformers 4.51 (the loop visits every expert)" "ecospec-paper-$m" $base \
-    ${tree[@]+"${tree[@]}"} --set engine=hf-transformers-4.51
+    ${tree[@]+"${tree[@]}"} --set engine=hf-transformers-4.51 ${old[@]+"${old[@]}"}
   row "sensitivity: predictor accuracy 1.0 (routes known exactly)" "ecospec-paper-$m" $base \
     ${tree[@]+"${tree[@]}"} ${stock[@]+"${stock[@]}"} \
     --set "policies=[natural, {draft: autoregressive}, {draft: mtp, tokens: 3}, {draft: ecospec, predictor_accuracy: 1.0}]"

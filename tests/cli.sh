@@ -845,5 +845,12 @@ if [ -f "$REAL/spec-bench/vicuna-7b-v1.3-eagle-float16-temperature-0.0.jsonl" ];
   expect 0 'tau 3\.' -- "$A" inspect tests/fixtures/golden.yaml --set workload.blocks=400 \
     --set "workload.acceptance.replay=$REAL/spec-bench/vicuna-7b-v1.3-eagle-float16-temperature-0.0.jsonl"
 fi
+# the speculative cycle's fit through the simulator: every fitted row within 10% (docs/validation.md)
+if [ -f "$REAL/costs/spec_cycle.csv" ]; then
+  expect 0 'worst miss over the fitted rows: [0-9]\.[0-9]%' -- python3 scripts/fit_spec_cycle.py --sim "$A" "$REAL"
+else
+  echo "real data absent: skipped the cycle fit"
+fi
+expect 2 "fit_spec_cycle: .*/nowhere/costs/spec_cycle.csv not found" -- python3 scripts/fit_spec_cycle.py --sim "$A" "$T/nowhere"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
