@@ -86,7 +86,7 @@ static int g_threads;
 typedef struct {
   const char *out, *dump, *format, *model, *input, *backend, *compute, *target, *trace;
   char *sets[64];
-  int nset, blocks_csv, quiet, json, window, repeats, profile, cold, threads, hybrid, blocks, keep_drift, keep_noise;
+  int nset, blocks_csv, quiet, json, markdown, window, repeats, profile, cold, threads, hybrid, blocks, keep_drift, keep_noise;
   int shard_i, shard_n; /* run --shard I/N: the sweep points p with p mod N = I */
 } opts;
 
@@ -165,6 +165,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
       o->blocks_csv = 1;
     } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
       o->quiet = 1;
+    } else if (!strcmp(a, "--markdown")) {
+      o->markdown = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
     } else if (a[0] == '-' && a[1]) {
@@ -851,20 +853,44 @@ static int cmd_presets(int argc, char **argv) {
   return 0;
 }
 
+/* A row's parameters in one line: "budget (required, e.g. 32), beta = 0.5". */
+static void param_line(const amoe_param_def *pd, char *out, size_t n) {
+  out[0] = 0;
+  for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++) {
+    const size_t u = strlen(out);
+    if (isnan(pd[j].def)) snprintf(out + u, n - u, "%s`%s` (required, e.g. %g)", j ? ", " : "", pd[j].key, pd[j].example);
+    else snprintf(out + u, n - u, "%s`%s` = %g", j ? ", " : "", pd[j].key, pd[j].def);
+  }
+}
+
 /* Every draft and verifier row with its parameters and what it does
- * (sim/policy/policy.c: the rows are the registry). */
+ * (sim/policy/policy.c: the rows are the registry); --markdown: the table
+ * README.md and docs/spec.md carry (scripts/docs-policies.sh). */
 static int cmd_policies(int argc, char **argv) {
-  (void)argc, (void)argv;
+  opts o;
+  if (parse_opts(argc, argv, &o)) return EXIT_USAGE;
+  if (o.markdown) {
+    puts("| row | side | parameters | what it does |");
+    puts("|---|---|---|---|");
+  }
   for (int w = 0; w < 2; w++) {
-    printf("%s (`{%s: NAME, ...}` in a spec's policies):\n", w ? "verifiers" : "drafts", w ? "verifier" : "draft");
+    if (!o.markdown)
+      printf("%s (`{%s: NAME, ...}` in a spec's policies):\n", w ? "verifiers" : "drafts", w ? "verifier" : "draft");
     const int n = w ? amoe_verifier_rows() : amoe_draft_rows();
     for (int i = 0; i < n; i++) {
       const char *name = w ? amoe_verifier_table[i].name : amoe_draft_table[i].name;
       const char *what = w ? amoe_verifier_table[i].description : amoe_draft_table[i].description;
       const amoe_param_def *pd = w ? amoe_verifier_table[i].params : amoe_draft_table[i].params;
+      const int batch = w ? amoe_verifier_table[i].batch : amoe_draft_table[i].batch;
+      if (o.markdown) {
+        char pl[512];
+        param_line(pd, pl, sizeof pl);
+        printf("| `%s` | %s | %s | %s; at batch > 1, %s |\n", name, w ? "verifier" : "draft", pl[0] ? pl : "",
+               what ? what : "", amoe_batch_kind_names[batch]);
+        continue;
+      }
       printf("  %-15s %s\n", name, what ? what : "");
-      printf("  %-15s   at batch > 1: %s\n", "",
-             amoe_batch_kind_names[w ? amoe_verifier_table[i].batch : amoe_draft_table[i].batch]);
+      printf("  %-15s   at batch > 1: %s\n", "", amoe_batch_kind_names[batch]);
       for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++) {
         if (isnan(pd[j].def))
           printf("  %-15s   %s: required (e.g. %g), %g..%g%s\n", "", pd[j].key, pd[j].example, pd[j].min, pd[j].max,
@@ -936,7 +962,8 @@ static const struct {
      "(used by later runs; ACCEPTMOE_CALIBRATION=off ignores it)",
      "--set --backend --compute-backend --out -o"},
     {"presets", cmd_presets, "", "list model, hardware, interconnect and engine presets", ""},
-    {"policies", cmd_policies, "", "list every draft and verifier policy with its parameters", ""},
+    {"policies", cmd_policies, "[--markdown]", "list every draft and verifier policy with its parameters (--markdown: as\n"
+     "the table README.md and docs/spec.md carry)", "--markdown"},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

@@ -75,6 +75,19 @@ static void examples_in_range(void) {
   }
 }
 
+/* Every row says what it does: `acceptmoe policies` and the generated
+ * tables of README.md and docs/spec.md print it. */
+static void rows_described(void) {
+  for (int w = 0; w < 2; w++) {
+    const int n = w ? amoe_verifier_rows() : amoe_draft_rows();
+    for (int i = 0; i < n; i++) {
+      const char *d = w ? amoe_verifier_table[i].description : amoe_draft_table[i].description;
+      CHECK(d && d[0], "%s %s has no description", w ? "verifier" : "draft",
+            w ? amoe_verifier_table[i].name : amoe_draft_table[i].name);
+    }
+  }
+}
+
 static void select_with(const amoe_verifier_def *v, const amoe_block *b, const amoe_policy_row *row,
                         const uint8_t *resident, uint8_t *S) {
   int nodes[4] = {0, 1, 2, 3}, level[8] = {1, 2, 1};
@@ -704,6 +717,7 @@ static void ecospec_by_hand(void) {
 
 int main(void) {
   examples_in_range();
+  rows_described();
   acceptmoe_top8();
   hostile_blocks();
   ranking_helpers();
