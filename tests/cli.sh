@@ -381,7 +381,8 @@ fi
 # and every option its synopsis shows is one it takes
 expect 2 "acceptmoe gen: --backend is not an option of this command" -- \
   "$A" gen workloads/specs/quickstart.yaml --backend nonsense --repeats 3 -o "$T/x.amt"
-expect 2 "acceptmoe policies: takes no arguments" -- "$A" policies --json
+expect 2 "acceptmoe presets: takes no arguments" -- "$A" presets --json
+expect 2 "acceptmoe policies: --json is not an option of this command" -- "$A" policies --json
 miss=""
 while read -r cmd opt; do
   "$A" "$cmd" "$opt" </dev/null 2>&1 | grep -q "is not an option" && miss+=" $cmd $opt"
