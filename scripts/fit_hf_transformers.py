@@ -4,7 +4,7 @@ research engine is an engine too") to real-data/costs/hf_transformers_speed.csv:
 batch-1 decode speed of Qwen3 models on one H20 in transformers 4.51.3 (eager,
 no CUDA graphs), 2,048 tokens after a 1-token prompt.
 
-The form is the simulator's (sim/engine/cost.c, engine.moe_kernels: loop and
+The form is the simulator's (sim/cost/cost.c, engine.moe_kernels: loop and
 engine.host_overlap: true). Kernel counts are read from the transformers
 4.51.3 source (models/qwen3/modeling_qwen3.py, models/qwen3_moe/...):
   a decoder layer's attention side: two RMSNorms of 8 kernels each (to fp32,

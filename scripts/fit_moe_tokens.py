@@ -5,7 +5,7 @@ MoE layer (hidden 7168, 256 experts, top-8, moe_intermediate 2048, NVFP4) on one
 B200, one rank of TP8, TensorRT-LLM's grouped GEMM (the engine default), 1-384
 tokens.
 
-The form is the cost function's own (sim/engine/cost.h):
+The form is the cost function's own (sim/cost/cost.h):
     t(n) = t0 + sum over experts e of max(mem_s, n_e * per_token_s)
 with n_e an expert's tokens. The benchmark does not state its routing, so
 n_e ~ Binomial(n, k/E) (uniform routing; the expectation of the max is summed

@@ -15,7 +15,7 @@
 #include "cost.h"
 #include "layout.h"
 #include "policy.h"
-#include "run.h"
+#include "tables.h"
 
 static double union_at(const amoe_dctx *c, int n) {
   const amoe_model *M = &c->spec->model;

@@ -14,6 +14,7 @@
 #include "block.h"
 #include "model.h"
 #include "router.h"
+#include "sort.h"
 #include "spec.h"
 
 /* One numeric parameter of a policy: `key` in the spec's policy mapping,
@@ -187,13 +188,6 @@ void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, in
  * (arch/x86/policy_x86.c) is tested against. */
 void amoe_top_by_value_generic(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
 
-/* A double's order key as a signed 64-bit integer: compares as the values
- * do (no NaN). Branch-free, so loops over it vectorise. */
-static inline int64_t amoe_order_key64(double v) {
-  uint64_t u;
-  memcpy(&u, &v, 8);
-  return (int64_t)(u ^ ((0 - (u >> 63)) & 0x7fffffffffffffffULL)); /* negative: flip all but the sign */
-}
 
 /* The verifier policies. */
 void amoe_verifier_natural(const amoe_vctx *c, uint8_t *S);

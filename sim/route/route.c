@@ -2,38 +2,6 @@
 #include "clones.h"
 #include "x86.h"
 
-int amoe_route_scan(const uint16_t *id, int k, int m, const uint8_t *S, int need, uint16_t *out) {
-  int c = 0;
-  for (int j = k; j < m && c < need; j++) /* one stored entry per displaced one: a short scan */
-    if (S[id[j]]) out[c++] = id[j];
-  return c;
-}
-
-/* S as bits, 64 experts a word, for route_unstored (once per layer). */
-static void route_s_bits(const uint8_t *S, int E, uint64_t *w) {
-  for (int i = 0; i < (E + 63) / 64; i++) {
-    uint64_t x = 0;
-    const int e0 = 64 * i, n = E - e0 < 64 ? E - e0 : 64;
-    for (int j = 0; j < n; j++) x |= (uint64_t)(S[e0 + j] != 0) << j;
-    w[i] = x;
-  }
-}
-
-/* S's bits less the stored ids', lowest first: with a small S (moe-spec,
- * oracle) many nodes come here, and an expert-by-expert scan with a search
- * of the stored ids for each member of S took most of those rows' time. */
-int amoe_route_unstored(const amoe_block *b, int l, int t, const uint64_t *sbits, int need, uint16_t *out) {
-  const uint16_t *id = amoe_block_ids(b, l, t);
-  const int nw = (b->experts + 63) / 64;
-  uint64_t st[AMOE_ROUTE_WORDS];
-  for (int i = 0; i < nw; i++) st[i] = 0;
-  for (int q = 0; q < b->m; q++) st[id[q] >> 6] |= (uint64_t)1 << (id[q] & 63);
-  int c = 0;
-  for (int i = 0; i < nw && c < need; i++)
-    for (uint64_t x = sbits[i] & ~st[i]; x && c < need; x &= x - 1) out[c++] = (uint16_t)(64 * i + __builtin_ctzll(x));
-  return c;
-}
-
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {
   const uint16_t *id = amoe_block_ids(b, l, t);
   int c = 0;
@@ -47,7 +15,7 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
   c += amoe_route_scan(id, k, b->m, S, k - c, out + c);
   if (c == k) return c;
   uint64_t sbits[AMOE_ROUTE_WORDS];
-  route_s_bits(S, b->experts, sbits);
+  amoe_route_s_bits(S, b->experts, sbits);
   return c + amoe_route_unstored(b, l, t, sbits, k - c, out + c);
 }
 
@@ -135,7 +103,7 @@ AMOE_CLONES int amoe_route_layer_generic(const amoe_block *b, int l, int k, cons
     const int ng = mark_node(id, k, S, o->U, o->cnt);
     displaced += ng;
     if (ng && !have_bits) {
-      route_s_bits(S, b->experts, sbits);
+      amoe_route_s_bits(S, b->experts, sbits);
       have_bits = 1;
     }
     if (ng) replace(b, l, t, id, k, S, sbits, ng, o);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "route_scan.h"
 
 /* Node t's top-k under S: the natural entries inside S in order, then
  * their replacements. Returns the count (<= k; < k only when S holds fewer
@@ -26,18 +27,6 @@ void amoe_route_natural_generic(const amoe_block *b, int l, int k, const int *no
  * U; returns how many were not there yet. (Union sizes for inspect and the
  * commitment table's union-vs-n curve.) */
 int amoe_route_union_add(const amoe_block *b, int l, int k, int t, uint8_t *U);
-
-/* What routing a layer's verified nodes under S adds up to. The caller
- * zeroes U, cnt, rcnt and R (all E + 1 of the last two). The last slot of
- * rcnt and R is a spare, written to instead of branching; what it holds
- * means nothing. */
-typedef struct {
-  uint8_t *U;      /* [E] 1 where a natural top-k entry points (the union) */
-  int *cnt;        /* [E] or NULL: natural entries per expert */
-  int *rcnt;       /* [E + 1] with cnt: replacements per expert */
-  uint8_t *R;      /* [E + 1] without cnt: 1 where a replacement goes */
-  uint16_t *route; /* scratch: k entries */
-} amoe_route_sums;
 
 /* Routes nodes[0..nn) of layer l under S. Returns the number of displaced
  * entries. Picks a vector version where there is one (top-8, at most 256

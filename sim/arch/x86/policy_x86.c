@@ -1,7 +1,7 @@
 /* policy/policy.c's amoe_top_by_value with AVX2: the top `count` experts by
  * value (ties: lower id) by radix narrowing and a vector quickselect. The
  * same set as amoe_top_by_value_generic (tests/test_policy.c). */
-#include "policy.h"
+#include "sort.h"
 #include "x86.h"
 
 #ifdef AMOE_X86_PATHS

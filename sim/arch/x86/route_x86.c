@@ -3,7 +3,7 @@
  * stored entries per instruction, the usual node's replacements without a
  * branch. The same sets and counts as amoe_route_layer_generic
  * (tests/test_route.c compares them on random layers). */
-#include "route.h"
+#include "route_scan.h"
 #include "x86.h"
 
 #ifdef AMOE_X86_PATHS

@@ -16,22 +16,13 @@
 #include "block.h"
 #include "clones.h"
 #include "f16.h"
-#include "route.h"
+#include "route_scan.h"
 
 /* Hand-written x86 vector paths: GCC or Clang on x86-64. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(AMOE_NO_CLONES)
 #include <immintrin.h>
 #define AMOE_X86_PATHS 1
 #endif
-
-/* Pieces of the plain constrained routing (sim/route/route.c) the vector
- * path shares: the first `need` of a node's stored entries id[k..m) inside
- * S, returning how many (< need only when they run out); then, the rest of
- * S being -inf, the lowest ids of S (sbits: S as bits) that node t does not
- * store, at most `need`, returning how many. */
-#define AMOE_ROUTE_WORDS (AMOE_MAX_EXPERTS / 64)
-int amoe_route_scan(const uint16_t *id, int k, int m, const uint8_t *S, int need, uint16_t *out);
-int amoe_route_unstored(const amoe_block *b, int l, int t, const uint64_t *sbits, int need, uint16_t *out);
 
 /* 1 when this CPU runs AVX2, F16C and FMA (x86-64 builds with GCC or
  * Clang; elsewhere 0), and ACCEPTMOE_NO_AVX2 is unset or 0. */

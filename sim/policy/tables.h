@@ -1,0 +1,30 @@
+/* The offline tables a policy reads (evict, acceptmoe, marginal, a
+ * balanced placement): estimated from a calibration workload before a run
+ * by engine/offline.c, never from the evaluation workload itself. Here,
+ * below the policies, so that a policy reads them without the engine. */
+#ifndef AMOE_TABLES_H
+#define AMOE_TABLES_H
+
+#include "spec.h"
+
+#define AMOE_MAX_UNION_N 1024
+
+/* Offline tables from a calibration workload: the commitment p̂_d used by
+ * acceptmoe, and the mean union of natural routes per layer when the first n
+ * nodes in EAGLE order are verified (used by evict; 0 = not measured). */
+typedef struct amoe_offline {
+  double p[AMOE_MAX_DEPTH];
+  int n;
+  /* m̄_d: the mean over calibration blocks of the draft's path
+   * probabilities exp(score) summed over the verified nodes at depth d
+   * (0 where unmeasured): p̂_d / m̄_d turns a node's draft path
+   * probability into its chance of being committed */
+  double mass[AMOE_MAX_DEPTH];
+  double unions[AMOE_MAX_UNION_N + 1];
+  int union_n;
+  /* [layer][expert] token counts of the natural routes of the verified
+   * nodes (parallel.placement: balanced), or NULL; owned by the caller */
+  const double *load;
+} amoe_offline;
+
+#endif
