@@ -13,7 +13,7 @@
 #define AMOE_MAX_LAYERS 256
 #define AMOE_MAX_TOPK 32
 
-/* The router's kind (docs/design.md §5; route/router.h gives each one's
+/* The router's kind (docs/design.md §5; core/router.h gives each one's
  * weights): softmax over every expert, kept as it is; sigmoid affinities
  * renormalised over the top-k; softmax over every expert with the top-k
  * renormalised; softmax over the top-k logits only. */

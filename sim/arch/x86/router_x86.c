@@ -1,4 +1,4 @@
-/* The router's exponentials (route/router.c: router_exp, softmax_exps,
+/* The router's exponentials (core/router.c: router_exp, softmax_exps,
  * sigmoid_scores, the top-8 softmax) eight lanes at a time: the same float
  * operations in the same order, so the same bits (tests/test_route.c). */
 #include "x86.h"
@@ -59,7 +59,7 @@ __attribute__((target("avx2,f16c"))) void amoe_x86_softmax_top8(const amoe_f16 *
   _mm256_storeu_ps(out, _mm256_mul_ps(router_exp8(_mm256_sub_ps(zf, z0)), _mm256_set1_ps(inv)));
 }
 
-/* 1 / Σ_j x_q[j] for eight nodes' top-8 (route/router.c's topk_inv: j
+/* 1 / Σ_j x_q[j] for eight nodes' top-8 (core/router.c's topk_inv: j
  * summed in order, 0 where the sum is not positive), one lane a node: the
  * 8×8 block transposed so that each addition serves the eight at once. */
 __attribute__((target("avx2"))) static inline __m256 topk_inv8(const __m256 x[8]) {
@@ -90,7 +90,7 @@ __attribute__((target("avx2,f16c"))) static inline __m256 node_diffs(const amoe_
  * four nodes a step, so that four exponentials' chains (each ~25
  * dependent operations) are in flight together. inv NULL: each node's
  * eight renormalised over themselves (the normalising router kinds), for
- * n a multiple of 8; route/router.c does the rest. */
+ * n a multiple of 8; core/router.c does the rest. */
 __attribute__((target("avx2,f16c"))) void amoe_x86_softmax_top8_nodes(const amoe_f16 *z, const int *nodes, int n,
                                                                          int m, const float *inv, float *out) {
   int i = 0;

@@ -59,7 +59,7 @@ void amoe_x86_set_full(uint16_t *id, amoe_f16 *z, int E, int m, const float *zfu
  * version must decide (scale_x86.c) */
 int amoe_x86_scale_logits(amoe_f16 *z, const uint16_t *id, int m, float scale);
 
-/* route/router.c's softmax_exps for m % 8 == 0: e^(z_j − z_0) into out,
+/* core/router.c's softmax_exps for m % 8 == 0: e^(z_j − z_0) into out,
  * returns 1/Σ (router_x86.c) */
 float amoe_x86_softmax_exps(const amoe_f16 *z, int m, float *out);
 /* its sigmoid_scores for n % 8 == 0 */
@@ -68,7 +68,7 @@ void amoe_x86_sigmoid(const amoe_f16 *z, int n, float *out);
 void amoe_x86_softmax_top8(const amoe_f16 *z, float inv, float *out);
 /* the same for the listed nodes of a layer (m logits apart; nodes NULL:
  * 0..n-1), node t's at out[t·8], four nodes a step; inv NULL: the eight
- * renormalised over themselves (route/router.c's topk_inv), eight a step,
+ * renormalised over themselves (core/router.c's topk_inv), eight a step,
  * n a multiple of 8 */
 void amoe_x86_softmax_top8_nodes(const amoe_f16 *z, const int *nodes, int n, int m, const float *inv, float *out);
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The library's folders are the pipeline's stages (docs/design.md §3): each
+# includes headers of its own folder and the folders before it only, and
+# the x86 fast paths include no header of the plain code they sit beside
+# beyond the shared ones below both. Fails naming every include that breaks it.
+# usage: layering.sh SOURCE_DIR
+set -u
+cd "$1/sim" || exit 1
+order=(core workload route cost policy engine)
+declare -A stage
+for i in "${!order[@]}"; do
+  for h in "${order[$i]}"/*.h; do stage[$(basename "$h")]=$i; done
+done
+bad=0
+for i in "${!order[@]}"; do
+  for f in "${order[$i]}"/*.[ch]; do
+    for h in $(grep -ho '^#include "[a-z_0-9]*\.h"' "$f" | cut -d'"' -f2); do
+      [ "$h" = x86.h ] && continue # the dispatch header (arch/x86): every stage may call a fast path
+      s=${stage[$h]:-}
+      if [ -z "$s" ]; then echo "layering: $f includes $h, which no stage holds"; bad=1
+      elif [ "$s" -gt "$i" ]; then echo "layering: $f ($i ${order[$i]}) includes $h of a later stage (${order[$s]})"; bad=1; fi
+    done
+  done
+done
+# the fast paths: the shared headers below both sides, never the generic ones they speed up
+for f in arch/x86/*.[ch]; do
+  for h in $(grep -ho '^#include "[a-z_0-9]*\.h"' "$f" | cut -d'"' -f2); do
+    case $h in x86.h | block.h | clones.h | f16.h | model.h | err.h | sort.h | rng.h | route_scan.h | gen_rng.h) ;;
+    *) echo "layering: $f includes $h: a fast path may include only the headers below both sides"; bad=1 ;;
+    esac
+  done
+done
+[ $bad = 0 ] && echo "layering: every include goes down the pipeline"
+exit $bad
