@@ -1,0 +1,352 @@
+/* The spec loader's diagnostics and its key table: every stable key with
+ * its type, range and what its default depends on; setting one from text. */
+#include "spec_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ------------------------------------------------------------ diagnostics */
+
+void amoe_diag_add(amoe_diag *d, const char *fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (d->n == d->cap) {
+    int nc = d->cap ? 2 * d->cap : 16;
+    char **nm = realloc(d->msgs, (size_t)nc * sizeof *nm);
+    if (!nm) return;
+    d->msgs = nm;
+    d->cap = nc;
+  }
+  d->msgs[d->n] = strdup(buf);
+  if (d->msgs[d->n]) d->n++;
+}
+
+void amoe_diag_print(const amoe_diag *d, FILE *f) {
+  for (int i = 0; i < d->n; i++) fprintf(f, "%s\n", d->msgs[i]);
+}
+
+void amoe_diag_free(amoe_diag *d) {
+  for (int i = 0; i < d->n; i++) free(d->msgs[i]);
+  free(d->msgs);
+  memset(d, 0, sizeof *d);
+}
+
+/* ------------------------------------------------------------ key table */
+
+/* model.routing.* and workload.routing.*: one set of fields and ranges, two
+ * homes (a workload's override is nullable: null keeps the model's) */
+#define ROUTING_KEYS(P, R, NULLABLE, SKEW_AUTO)                                             \
+  {P "locality", T_DBL, F(R.locality), 0, 0.999, NULL, NULLABLE, 0, 0},                         \
+      {P "locality_first", T_DBL, F(R.locality_first), 0, 0.999, NULL, NULLABLE, 0, 0},         \
+      {P "locality_last", T_DBL, F(R.locality_last), 0, 0.999, NULL, NULLABLE, 0, 0},           \
+      {P "locality_peak", T_DBL, F(R.locality_peak), 0, 1, NULL, NULLABLE, 0, 0},               \
+      {P "request_bias", T_DBL, F(R.request_bias), 0, 100, NULL, NULLABLE, 0, 0},               \
+      {P "noise", T_DBL, F(R.noise), 0, 100, NULL, NULLABLE, 0, 0},                             \
+      {P "drift_tokens", T_DBL, F(R.drift_tokens), 0, 1e9, NULL, NULLABLE, 0, 0},               \
+      {P "temperature", T_DBL, F(R.temperature), 1e-3, 1e3, NULL, NULLABLE, 0, 0},              \
+      {P "layer_correlation", T_DBL, F(R.layer_correlation), 0, 0.999, NULL, NULLABLE, 0, 0},   \
+      {P "skew", T_DVEC, F(R.skew), 0, 100, NULL, 1, 0, SKEW_AUTO},                          \
+      {P "score_scale", T_DVEC, F(R.score_scale), 1e-3, 1e3, NULL, 1, 0, 0},                 \
+      {P "tree_sibling", T_DVEC, F(R.tree_sibling), 0, 0.99, NULL, 1, 0, 0},                 \
+  {                                                                                          \
+    P "tree_repeat", T_DVEC, F(R.tree_repeat), 0, 1, NULL, 1, 0, 0                           \
+  }
+/* The stable keys of docs/design.md §13, in the order spec.resolved.yaml lists them. */
+const krow KEYS[] = {
+    {"name", T_STR, F(name), 0, 0, NULL, 0, 0, 0},
+    {"model.name", T_STR, F(model.name), 0, 0, NULL, 0, 0, 0},
+    {"model.layers", T_INT, F(model.layers), 1, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
+    {"model.moe_layers", T_INT, F(model.moe_layers), 0, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
+    {"model.experts", T_INT, F(model.experts), 2, AMOE_MAX_EXPERTS, NULL, 0, 0, 0},
+    {"model.top_k", T_INT, F(model.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0, 0},
+    {"model.shared_experts", T_INT, F(model.shared_experts), 0, 64, NULL, 0, 0, 0},
+    {"model.hidden", T_INT, F(model.hidden), 1, 1 << 20, NULL, 0, 0, 0},
+    {"model.moe_intermediate", T_INT, F(model.moe_intermediate), 1, 1 << 20, NULL, 0, 0, 0},
+    {"model.dense_intermediate", T_INT, F(model.dense_intermediate), 0, 1 << 22, NULL, 0, 0, 0},
+    {"model.router", T_ENUM, F(model.router), 0, 0, amoe_router_names, 0, 0, 0},
+    {"model.weight_format", T_ENUM, F(model.weight_format), 0, 0, amoe_weight_fmt_names, 0, 0, 0},
+    {"model.expert_bytes", T_DBL, F(model.expert_bytes), 0, BIG, NULL, 0, 0, 0},
+    {"model.attn_bytes_per_layer", T_DBL, F(model.attn_bytes_per_layer), 0, BIG, NULL, 0, 0, 0},
+    {"model.kv_bytes_per_token_layer", T_DBL, F(model.kv_bytes_per_token_layer), 0, BIG, NULL, 0, 0, 0},
+    {"model.vocab", T_INT, F(model.vocab), 0, 1 << 24, NULL, 0, 0, 0},
+    {"model.lm_head_bytes", T_DBL, F(model.lm_head_bytes), 0, BIG, NULL, 0, 0, 0},
+    {"model.draft_head_bytes", T_DBL, F(model.draft_head_bytes), 0, BIG, NULL, 0, 0, 0},
+    ROUTING_KEYS("model.routing.", model.routing, 0, AUTO_BY_MODEL),
+    {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0, 0, 0},
+    {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0, 0, 0},
+    {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0, 0, 0},
+    {"hardware.peak_flops", T_DBL, F(hw.peak_flops), 1e6, BIG, NULL, 0, 0, 0},
+    {"hardware.moe_flops", T_DBL, F(hw.moe_flops), 0, BIG, NULL, 0, 0, 0},
+    {"hardware.launch_s", T_DBL, F(hw.launch_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.memory_bytes", T_DBL, F(hw.memory_bytes), 0, BIG, NULL, 0, 0, 0},
+    {"hardware.step_s", T_DBL, F(hw.step_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.layer_fixed_s", T_DBL, F(hw.layer_fixed_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.moe_t0_s", T_DBL, F(hw.moe_t0_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.moe_eta", T_DBL, F(hw.moe_eta), 0.01, 2, NULL, 0, 0, 0},
+    {"hardware.draft_step_fixed_s", T_DBL, F(hw.draft_step_fixed_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.copy_latency_s", T_DBL, F(hw.copy_latency_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.readback_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.step_host_s", T_DBL, F(hw.step_host_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.cuda_graphs", T_BOOL, F(hw.cuda_graphs), 0, 0, NULL, 0, 0, 0},
+    {"hardware.gpus", T_INT, F(hw.gpus), 1, AMOE_MAX_GPUS, NULL, 0, 0, 0},
+    {"hardware.interconnect.name", T_STR, F(hw.ic.name), 0, 0, NULL, 1, 0, 0},
+    {"hardware.interconnect.allreduce_latency_s", T_DBL, F(hw.ic.allreduce_latency_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.interconnect.allreduce_bw", T_DBL, F(hw.ic.allreduce_bw), 0, BIG, NULL, 0, 0, 0},
+    {"hardware.interconnect.dispatch_s", T_DBL, F(hw.ic.dispatch_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.interconnect.combine_s", T_DBL, F(hw.ic.combine_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.interconnect.layer_sync_per_peer_s", T_DBL, F(hw.ic.layer_sync_per_peer_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.interconnect.hop_latency_s", T_DBL, F(hw.ic.hop_latency_s), 0, 1, NULL, 0, 0, 0},
+    {"hardware.interconnect.hop_bw", T_DBL, F(hw.ic.hop_bw), 0, BIG, NULL, 0, 0, 0},
+    {"hardware.overlap_scheduler", T_BOOL, F(hw.overlap_scheduler), 0, 0, NULL, 0, 0, 0},
+    {"parallel.attention_tp", T_INT, F(parallel.attention_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT},
+    {"parallel.moe_ep", T_INT, F(parallel.moe_ep), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT},
+    {"parallel.moe_tp", T_INT, F(parallel.moe_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT},
+    {"parallel.placement", T_ENUM, F(parallel.placement), 0, 0, amoe_placement_names, 0, 0, 0},
+    {"parallel.placement_file", T_STR, F(parallel.placement_file), 0, 0, NULL, 1, 0, 0},
+    {"parallel.redundant", T_INT, F(parallel.redundant), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, 0},
+    {"parallel.moe_comm", T_ENUM, F(parallel.moe_comm), 0, 0, amoe_moe_comm_names, 0, 0, 0},
+    {"parallel.pipeline", T_INT, F(parallel.pipeline), 0, AMOE_MAX_GPUS, NULL, 0, 0, 0},
+    {"engine.cuda_graphs", T_BOOL, F(engine.cuda_graphs), 0, 0, NULL, 0, 0, AUTO_BY_HW},
+    {"engine.overlap_scheduler", T_BOOL, F(engine.overlap_scheduler), 0, 0, NULL, 0, 0, AUTO_BY_HW},
+    {"engine.name", T_STR, F(engine.name), 0, 0, NULL, 1, 0, 0},
+    {"engine.moe_kernels", T_ENUM, F(engine.moe_kernels), 0, 0, amoe_moe_kernels_names, 0, 0, 0},
+    {"engine.kernels_per_layer", T_DBL, F(engine.kernels_per_layer), 0, 1e4, NULL, 0, 0, 0},
+    {"engine.kernels_per_expert", T_DBL, F(engine.kernels_per_expert), 0, 1e4, NULL, 0, 0, 0},
+    {"engine.visits", T_ENUM, F(engine.visits), 0, 0, amoe_visits_names, 0, 0, 0},
+    {"engine.expert_host_s", T_DBL, F(engine.expert_host_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.visit_host_s", T_DBL, F(engine.visit_host_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.host_overlap", T_BOOL, F(engine.host_overlap), 0, 0, NULL, 0, 0, 0},
+    {"engine.launch_s", T_DBL, F(engine.launch_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.moe_call_host_s", T_DBL, F(engine.moe_call_host_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.request_s", T_DBL, F(engine.request_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.request_per", T_ENUM, F(engine.request_per), 0, 0, amoe_request_per_names, 0, 0, 0},
+    {"engine.step_host_s", T_DBL, F(engine.step_host_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.draft_step_s", T_DBL, F(engine.draft_step_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.draft_token_s", T_DBL, F(engine.draft_token_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.draft_extend_s", T_DBL, F(engine.draft_extend_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.tree_node_s", T_DBL, F(engine.tree_node_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.sample_s", T_DBL, F(engine.sample_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.cycle_host_s", T_DBL, F(engine.cycle_host_s), 0, 1, NULL, 0, 0, 0},
+    {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0},
+    {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0},
+    {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0, 0},
+    {"workload.routing_blocks", T_ENUM, F(workload.routing_blocks), 0, 0, amoe_routing_blocks_names, 0, 0, 0},
+    {"workload.blocks", T_INT, F(workload.blocks), 0, 2e9, NULL, 0, 0, 0},
+    {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0, 0, 0},
+    {"workload.prompt_tokens", T_INT, F(workload.prompt_tokens), 0, 1e6, NULL, 0, 0, 0},
+    {"workload.batch", T_INT, F(workload.batch), 1, 4096, NULL, 0, 0, 0},
+    {"workload.prefill_schedule", T_ENUM, F(workload.prefill_schedule), 0, 0, amoe_prefill_schedule_names, 0, 0, 0},
+    {"workload.chunk_tokens", T_INT, F(workload.chunk_tokens), 1, 1e6, NULL, 0, 0, 0},
+    {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0, 0},
+    {"workload.seed", T_U64, F(workload.seed), 0, 0, NULL, 0, 0, 0},
+    {"workload.top_m", T_INT, F(workload.top_m), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, AUTO_BY_MODEL},
+    {"workload.tree.depth", T_INT, F(workload.depth), 1, 16, NULL, 0, 0, 0},
+    {"workload.tree.top_k", T_INT, F(workload.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0, 0},
+    {"workload.tree.nodes", T_INT, F(workload.nodes), 1, AMOE_MAX_NODES, NULL, 0, 0, 0},
+    {"workload.tree.candidates", T_INT, F(workload.candidates), 0, AMOE_MAX_NODES, NULL, 0, 0, AUTO_BY_NODES},
+    {"workload.acceptance.tau", T_DBL, F(workload.tau), 1, 64, NULL, 0, 0, 0},
+    {"workload.acceptance.replay", T_STR, F(workload.replay), 0, 0, NULL, 1, 0, 0},
+    ROUTING_KEYS("workload.routing.", workload.routing, 1, AUTO_NONE),
+    {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0, 0, 0},
+    {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0, 0, 0},
+    {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1, 0, 0},
+    {"offload.slots_per_layer", T_INT, F(offload.slots_per_layer), 1, AMOE_MAX_EXPERTS, NULL, 0, 0, 0},
+    {"offload.policy", T_ENUM, F(offload.policy), 0, 0, amoe_cache_policy_names, 0, 0, 0},
+    {"offload.order", T_ENUM, F(offload.order), 0, 0, amoe_cache_order_names, 0, 0, 0},
+    {"offload.overflow", T_ENUM, F(offload.overflow), 0, 0, amoe_cache_overflow_names, 0, 0, 0},
+    {"offload.reset", T_ENUM, F(offload.reset), 0, 0, amoe_cache_reset_names, 0, 0, 0},
+    {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0, 0, 0},
+    {"offload.prefill", T_ENUM, F(offload.prefill), 0, 0, amoe_prefill_names, 0, 0, 0},
+    {"offload.host_overhead_per_layer_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 1, 0}, /* now hardware.readback_s */
+    {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0, 0, 0},
+    {"acceptance_model.margin_min", T_DBL, F(margin_min), 0, 100, NULL, 0, 0, 0},
+    {"output.dir", T_STR, F(output.dir), 0, 0, NULL, 1, 0, 0},
+    {"output.blocks_csv", T_BOOL, F(output.blocks_csv), 0, 0, NULL, 0, 0, 0},
+    {"output.dump_selection", T_STR, F(output.dump_selection), 0, 0, NULL, 1, 0, 0},
+};
+const int NKEYS = (int)(sizeof KEYS / sizeof KEYS[0]);
+
+/* An auto-resolved key (krow.autos) is unset: an int 0, a bool -1, a layer
+ * list empty. */
+int spec_auto_is_unset(const amoe_spec *s, const krow *k) {
+  const char *p = (const char *)s + k->off;
+  if (k->type == T_DVEC) return ((const amoe_layer_values *)(const void *)p)->n == 0;
+  int v;
+  memcpy(&v, p, sizeof v);
+  return k->type == T_BOOL ? v < 0 : v == 0;
+}
+/* k's bit in amoe_experiment.auto_unset: its place among the auto rows. */
+int spec_auto_bit(const krow *k) {
+  int bit = 0;
+  for (const krow *r = KEYS; r < k; r++) bit += r->autos != AUTO_NONE;
+  return bit;
+}
+int amoe_experiment_auto(const amoe_experiment *x, const char *key) {
+  for (int i = 0; i < NKEYS; i++)
+    if (KEYS[i].autos && !strcmp(KEYS[i].path, key)) return (int)(x->auto_unset >> spec_auto_bit(&KEYS[i]) & 1);
+  return 0;
+}
+void spec_auto_unset(amoe_spec *s, const krow *k) {
+  char *p = (char *)s + k->off;
+  if (k->type == T_DVEC) {
+    ((amoe_layer_values *)(void *)p)->n = 0;
+    return;
+  }
+  const int v = k->type == T_BOOL ? -1 : 0;
+  memcpy(p, &v, sizeof v);
+}
+
+const krow *spec_find_key(const char *path) {
+  for (int i = 0; i < NKEYS; i++)
+    if (!strcmp(KEYS[i].path, path)) return &KEYS[i];
+  return NULL;
+}
+
+int spec_is_prefix_of_key(const char *path) {
+  size_t n = strlen(path);
+  for (int i = 0; i < NKEYS; i++)
+    if (!strncmp(KEYS[i].path, path, n) && KEYS[i].path[n] == '.') return 1;
+  return 0;
+}
+
+/* Edit distance of a and b (short strings: keys), capped at 99. */
+static int edit_distance(const char *a, const char *b) {
+  int la = (int)strlen(a), lb = (int)strlen(b);
+  if (la > 60 || lb > 60) return 99;
+  int d[61][61];
+  for (int i = 0; i <= la; i++) d[i][0] = i;
+  for (int j = 0; j <= lb; j++) d[0][j] = j;
+  for (int i = 1; i <= la; i++)
+    for (int j = 1; j <= lb; j++) {
+      int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+      d[i][j] = c;
+    }
+  return d[la][lb];
+}
+
+/* " (did you mean 'K'?)" for the nearest known key within a few edits, or "". */
+const char *spec_did_you_mean(const char *path) {
+  static char buf[200];
+  int best = 99;
+  const char *bk = NULL;
+  for (int i = 0; i < NKEYS; i++) {
+    const int dd = edit_distance(path, KEYS[i].path);
+    if (dd < best) best = dd, bk = KEYS[i].path;
+  }
+  const int lim = (int)strlen(path) / 4 > 2 ? (int)strlen(path) / 4 : 2;
+  if (!bk || best > lim) return "";
+  snprintf(buf, sizeof buf, " (did you mean '%s'?)", bk);
+  return buf;
+}
+
+int spec_is_null_text(const char *v) { return !strcmp(v, "null") || !strcmp(v, "~") || !v[0]; }
+
+/* Sets one table key from scalar text. quoted: the YAML scalar was quoted. */
+int spec_set_value(amoe_spec *s, const krow *k, const char *v, int quoted, const char *where,
+                     amoe_diag *d) {
+  char *p = (char *)s + k->off, *end;
+  if (!quoted && spec_is_null_text(v) && k->nullable && (k->type == T_DBL || k->type == T_DVEC)) { /* unset */
+    if (k->type == T_DBL) *(double *)(void *)p = NAN;
+    else ((amoe_layer_values *)(void *)p)->n = 0;
+    return 1;
+  }
+  if (!quoted && spec_is_null_text(v) && k->type != T_STR) {
+    amoe_diag_add(d, "%s: %s needs a value", where, k->path);
+    return 0;
+  }
+  switch (k->type) {
+  case T_STR:
+    if (!quoted && spec_is_null_text(v)) v = "";
+    if (!k->nullable && !v[0]) {
+      amoe_diag_add(d, "%s: %s must not be empty", where, k->path);
+      return 0;
+    }
+    if (strlen(v) >= k->size) {
+      amoe_diag_add(d, "%s: %s is longer than %zu characters", where, k->path, k->size - 1);
+      return 0;
+    }
+    memcpy(p, v, strlen(v) + 1);
+    return 1;
+  case T_BOOL: {
+    int b = -1;
+    if (!quoted) {
+      if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on")) b = 1;
+      if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off")) b = 0;
+    }
+    if (b < 0) {
+      amoe_diag_add(d, "%s: %s must be true or false, not '%s'", where, k->path, v);
+      return 0;
+    }
+    *(int *)p = b;
+    return 1;
+  }
+  case T_ENUM:
+    for (int i = 0; k->names[i]; i++)
+      if (!strcmp(k->names[i], v)) {
+        *(int *)p = i;
+        return 1;
+      }
+    {
+      char list[256] = "";
+      for (int i = 0; k->names[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", k->names[i]);
+      amoe_diag_add(d, "%s: %s must be one of %s, not '%s'", where, k->path, list, v);
+    }
+    return 0;
+  case T_INT:
+  case T_U64: {
+    errno = 0;
+    if (quoted) goto bad_int;
+    if (k->type == T_U64) {
+      if (v[0] == '-') goto bad_int;
+      unsigned long long x = strtoull(v, &end, 10);
+      if (errno || *end || end == v) goto bad_int;
+      *(uint64_t *)p = (uint64_t)x;
+      return 1;
+    }
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || end == v) goto bad_int;
+    if ((double)x < k->lo || (double)x > k->hi) {
+      amoe_diag_add(d, "%s: %s = %lld is out of range %.0f..%.0f", where, k->path, x, k->lo, k->hi);
+      return 0;
+    }
+    *(int *)p = (int)x;
+    return 1;
+  bad_int:
+    amoe_diag_add(d, "%s: %s must be an integer, not '%s'", where, k->path, v);
+    return 0;
+  }
+  case T_DVEC: /* one number: every layer (a list comes through set_list) */
+  case T_DBL: {
+    errno = 0;
+    double x = quoted ? NAN : strtod(v, &end);
+    if (quoted || errno || *end || end == v || !isfinite(x)) {
+      amoe_diag_add(d, "%s: %s must be a number, not '%s'", where, k->path, v);
+      return 0;
+    }
+    if (x < k->lo || x > k->hi) {
+      amoe_diag_add(d, "%s: %s = %g is out of range %g..%g", where, k->path, x, k->lo, k->hi);
+      return 0;
+    }
+    if (k->type == T_DVEC) {
+      amoe_layer_values *lv = (amoe_layer_values *)(void *)p;
+      lv->n = 1;
+      lv->v[0] = x;
+    } else
+      *(double *)p = x;
+    return 1;
+  }
+  }
+  return 0;
+}
+

@@ -1,0 +1,183 @@
+/* Presets: where they live, the one loader of a model, hardware,
+ * interconnect or engine preset (and a hardware calibration over it), and
+ * the defaults a spec starts from. */
+#include "spec_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ------------------------------------------------------------ presets */
+
+static int is_dir(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+void amoe_presets_dir(char *out, size_t n, const char *kind, const char *spec_path) {
+  const char *env = getenv("ACCEPTMOE_DATA");
+  char buf[AMOE_PATH_MAX + 64];
+  if (env && env[0]) {
+    snprintf(out, n, "%s/%s", env, kind);
+    return;
+  }
+  snprintf(buf, sizeof buf, "workloads/%s", kind);
+  if (is_dir(buf)) {
+    snprintf(out, n, "%s", buf);
+    return;
+  }
+  if (spec_path) { /* a spec in workloads/specs/ finds its siblings */
+    char dir[AMOE_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", spec_path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+      *slash = 0;
+      snprintf(buf, sizeof buf, "%s/../%s", dir, kind);
+      if (is_dir(buf)) {
+        snprintf(out, n, "%s", buf);
+        return;
+      }
+    }
+  }
+  snprintf(out, n, "%s/workloads/%s", AMOE_SOURCE_DIR, kind);
+}
+
+static void engine_defaults(amoe_engine *e);
+
+/* The sections a preset fills: where its files live, what a message calls
+ * it, and what the section starts from before the preset's keys. */
+static void reset_model(amoe_spec *s) {
+  memset(&s->model, 0, sizeof s->model);
+  amoe_model_routing_defaults(&s->model);
+}
+static void reset_hw(amoe_spec *s) {
+  memset(&s->hw, 0, sizeof s->hw);
+  s->hw.moe_eta = 1; /* a preset without it: expert streaming at hbm_bw */
+  s->hw.cuda_graphs = s->hw.overlap_scheduler = 1; /* and an engine with CUDA graphs and the overlap scheduler */
+  s->hw.gpus = 1;
+}
+static void reset_ic(amoe_spec *s) { memset(&s->hw.ic, 0, sizeof s->hw.ic); }
+static void reset_engine(amoe_spec *s) { engine_defaults(&s->engine); }
+static const struct {
+  const char *section, *dir, *what;
+  void (*reset)(amoe_spec *s);
+  size_t name_off; /* the section's name field */
+} SECTIONS[] = {
+    {"model", "models", "model", reset_model, offsetof(amoe_spec, model.name)},
+    {"hardware", "hw", "hardware", reset_hw, offsetof(amoe_spec, hw.name)},
+    {"hardware.interconnect", "interconnect", "interconnect", reset_ic, offsetof(amoe_spec, hw.ic.name)},
+    {"engine", "engines", "engine", reset_engine, offsetof(amoe_spec, engine.name)},
+};
+
+/* Measured numbers over a hardware preset's leads (docs/design.md §4):
+ * results/calibration/NAME.yaml, unless ACCEPTMOE_CALIBRATION is off. */
+static int apply_calibration(amoe_spec *s, const char *name, amoe_diag *d) {
+  s->hw_calibration[0] = 0;
+  char cal[AMOE_PATH_MAX + 200];
+  struct stat sb;
+  const char *env = getenv("ACCEPTMOE_CALIBRATION");
+  if (env && !strcmp(env, "off")) return 1;
+  snprintf(cal, sizeof cal, "%s/%s.yaml", env && env[0] ? env : "results/calibration", name);
+  if (stat(cal, &sb) != 0) snprintf(cal, sizeof cal, "%s/results/calibration/%s.yaml", AMOE_SOURCE_DIR, name);
+  if (stat(cal, &sb) != 0) return 1;
+  ydoc c;
+  if (!spec_load_file(&c, cal, d)) return 0;
+  yaml_node_t *croot = yaml_document_get_root_node(&c.doc);
+  if (croot && croot->type == YAML_MAPPING_NODE) spec_walk(&c, croot, "hardware", s, 1);
+  else amoe_diag_add(d, "%s: a calibration file must be a mapping", cal);
+  yaml_document_delete(&c.doc);
+  snprintf(s->hw_calibration, sizeof s->hw_calibration, "%.1000s", cal);
+  return 1;
+}
+
+int spec_load_preset(amoe_spec *s, const char *section, const char *name, const char *where, amoe_diag *d) {
+  size_t i = 0;
+  while (i < sizeof SECTIONS / sizeof SECTIONS[0] && strcmp(SECTIONS[i].section, section)) i++;
+  if (i == sizeof SECTIONS / sizeof SECTIONS[0]) {
+    amoe_diag_add(d, "%s: '%s' takes no preset", where, section);
+    return 0;
+  }
+  char dir[AMOE_PATH_MAX], path[AMOE_PATH_MAX + 160];
+  amoe_presets_dir(dir, sizeof dir, SECTIONS[i].dir, NULL);
+  for (const char *c = name; *c; c++) /* a file name in the presets folder, nothing that leaves it */
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+          *c == '_' || *c == '.') || (c == name && *c == '.')) {
+      amoe_diag_add(d, "%s: '%s' is not a%s %s preset name", where, name, SECTIONS[i].what[0] == 'i' ? "n" : "",
+                    SECTIONS[i].what);
+      return 0;
+    }
+  snprintf(path, sizeof path, "%s/%s.yaml", dir, name);
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    amoe_diag_add(d, "%s: unknown %s preset '%s' (no %s)", where, SECTIONS[i].what, name, path);
+    return 0;
+  }
+  ydoc y;
+  const int before = d->n;
+  if (!spec_load_file(&y, path, d)) return 0;
+  yaml_node_t *root = yaml_document_get_root_node(&y.doc);
+  SECTIONS[i].reset(s);
+  if (!root || root->type != YAML_MAPPING_NODE) amoe_diag_add(d, "%s: a preset must be a mapping", path);
+  else spec_walk(&y, root, section, s, 1);
+  yaml_document_delete(&y.doc);
+  char *nm = (char *)s + SECTIONS[i].name_off;
+  if (!nm[0]) snprintf(nm, AMOE_NAME_MAX, "%s", name);
+  if (!strcmp(section, "hardware") && d->n == before && !apply_calibration(s, name, d)) return 0;
+  return d->n == before;
+}
+
+/* The engine without a preset: the hardware preset's mode; kernel counts of
+ * a C++ engine measured at ~790 launches per decoded token of
+ * Qwen3-30B-A3B's 48 layers (real-data costs/engine_modes.csv: 16 per
+ * layer, one of them the fused MoE call), and ~4.5 per expert where an
+ * offload path runs one expert at a time ((3,091 − 632 copies − 790 + 48)
+ * / (48 · 8)); launches added to the device time (docs/validation.md). */
+static void engine_defaults(amoe_engine *e) {
+  memset(e, 0, sizeof *e);
+  e->cuda_graphs = -1;
+  e->overlap_scheduler = -1;
+  e->moe_kernels = AMOE_MOE_FUSED;
+  e->kernels_per_layer = 15;
+  e->kernels_per_expert = 4.5;
+  e->visits = AMOE_VISIT_HIT; /* launch_s, step_host_s 0: the hardware preset's */
+}
+
+
+/* ------------------------------------------------------------ defaults */
+
+void amoe_spec_defaults(amoe_spec *s) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->name, sizeof s->name, "run");
+  amoe_workload_spec *w = &s->workload;
+  w->source = AMOE_SRC_SYNTHETIC;
+  w->window = 8;
+  w->blocks = 2000;
+  w->tokens_per_request = 256;
+  w->context_tokens = 1024;
+  w->batch = 1;
+  w->chunk_tokens = 512;
+  w->seed = 1;
+  w->depth = 5;
+  w->top_k = 8;
+  w->nodes = 64;
+  w->tau = 4.4;
+  /* Routing defaults fitted to the real Mixtral-8x7B trace: docs/generator.md. */
+  amoe_routing_unset(&w->routing); /* every field the model preset's (model.routing) */
+  s->commitment.mode = AMOE_COMMIT_CALIBRATE;
+  s->commitment.blocks = 500;
+  s->commitment.seed = 0; /* 0: workload.seed + 1000 */
+  s->offload.slots_per_layer = 48;
+  s->offload.policy = AMOE_CACHE_LRU;
+  engine_defaults(&s->engine);
+  s->hw.moe_eta = 1; /* a hardware shape given in full without it: streaming at hbm_bw */
+  s->hw.cuda_graphs = s->hw.overlap_scheduler = 1;
+  s->hw.gpus = 1;
+  amoe_model_routing_defaults(&s->model);
+  s->kappa = AMOE_DEFAULT_KAPPA;
+  s->margin_min = AMOE_DEFAULT_MARGIN_MIN;
+}
+

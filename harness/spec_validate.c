@@ -1,0 +1,130 @@
+/* Validation: what a resolved spec must hold, every problem named, and the
+ * defaults that depend on other keys filled in. */
+#include "spec_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ------------------------------------------------------------ validation */
+
+int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
+  int before = d->n;
+  amoe_err me;
+  if (!s->model.name[0] && s->model.moe_layers > 0) snprintf(s->model.name, sizeof s->model.name, "custom");
+  if (!s->model.name[0]) amoe_diag_add(d, "%s: model: required (a preset name or a shape)", where);
+  else if (amoe_model_check(&s->model, &me)) amoe_diag_add(d, "%s: model %s: %s", where, s->model.name, me.msg);
+  if (!s->hw.name[0] || s->hw.hbm_bw <= 0 || s->hw.h2d_bw <= 0 || s->hw.peak_flops <= 0)
+    amoe_diag_add(d, "%s: hardware: required (a preset name, or hbm_bw, h2d_bw and peak_flops)", where);
+  if (s->workload.batch > 1) { /* what a pass of several requests cannot do (§17) */
+    if (s->workload.source != AMOE_SRC_SYNTHETIC && s->workload.source != AMOE_SRC_TRACE)
+      amoe_diag_add(d, "%s: workload.batch: %d needs workload.source synthetic or trace (each slot reads its own "
+                    "request; `acceptmoe import` makes a trace of %s)", where, s->workload.batch,
+                    amoe_source_kind_names[s->workload.source]);
+    if (s->output.dump_selection[0])
+      amoe_diag_add(d, "%s: output.dump_selection: per-block selections are not written at workload.batch > 1 "
+                    "(a pass holds several blocks)", where);
+    if (s->output.blocks_csv)
+      amoe_diag_add(d, "%s: output.blocks_csv: blocks.csv is not written at workload.batch > 1 (a pass holds several "
+                    "blocks; summary.csv has the per-request figures)", where);
+    if (s->offload.enabled && s->offload.reset)
+      amoe_diag_add(d, "%s: offload.reset: the caches serve every request of a pass and are not emptied per request "
+                    "at workload.batch > 1", where);
+    if (s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED && s->offload.enabled &&
+        s->offload.prefill == AMOE_PREFILL_BYPASS && s->workload.prompt_tokens > 0)
+      amoe_diag_add(d, "%s: workload.prefill_schedule: chunked puts the prompt's experts in the decode pass, through "
+                    "the caches; offload.prefill: bypass needs separate", where);
+  }
+  if (s->workload.source != AMOE_SRC_SYNTHETIC && !s->workload.path[0])
+    amoe_diag_add(d, "%s: workload.path is required for source %s", where, amoe_source_kind_names[s->workload.source]);
+  if (s->workload.candidates && s->workload.candidates < s->workload.nodes)
+    amoe_diag_add(d, "%s: workload.tree.candidates (%d) must be >= nodes (%d)", where, s->workload.candidates,
+                  s->workload.nodes);
+  if (s->workload.top_m && s->model.experts && (s->workload.top_m < s->model.top_k || s->workload.top_m > s->model.experts))
+    amoe_diag_add(d, "%s: workload.top_m must be in top_k..experts", where);
+  if (s->npolicies == 0) { /* default: natural alone */
+    spec_policy_defaults(&s->policies[0]);
+    amoe_policy_label(&s->policies[0]);
+    s->npolicies = 1;
+  }
+  int have_nat = 0;
+  for (int i = 0; i < s->npolicies; i++) {
+    amoe_policy_row *r = &s->policies[i];
+    for (int w = 0; w < 2; w++) { /* budgets: within the model's top_k..experts */
+      const amoe_param_def *pd = w ? amoe_verifier_table[r->verifier].params : amoe_draft_table[r->draft].params;
+      const double *pv = w ? r->vparam : r->dparam;
+      for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++)
+        if (pd[j].expert_count && s->model.top_k && (pv[j] < s->model.top_k || pv[j] > s->model.experts))
+          amoe_diag_add(d, "%s: policy %s: %s %g must be in top_k..experts (%d..%d)", where, r->label, pd[j].key,
+                        pv[j], s->model.top_k, s->model.experts);
+    }
+    if (amoe_policy_is_baseline(r)) have_nat = 1;
+    for (int j = 0; j < i; j++)
+      if (!strcmp(s->policies[j].label, r->label))
+        amoe_diag_add(d, "%s: policy %s is listed twice", where, r->label);
+  }
+  if (!have_nat && s->npolicies < AMOE_MAX_POLICIES) { /* the baseline of speedup_vs_natural */
+    amoe_policy_row *r = &s->policies[s->npolicies++];
+    spec_policy_defaults(r);
+    amoe_policy_label(r);
+    r->implicit = 1;
+  }
+  { /* the layout over the node's GPUs (docs/design.md §16) */
+    amoe_parallel *p = &s->parallel;
+    const int g = s->hw.gpus > 0 ? s->hw.gpus : 1;
+    if (!p->pipeline) p->pipeline = 1;
+    if (p->pipeline > 1 && (p->attention_tp > 1 || p->moe_ep > 1 || p->moe_tp > 1 || g != p->pipeline))
+      amoe_diag_add(d, "%s: parallel.pipeline (%d) puts each stage of layers on one GPU: hardware.gpus must be %d "
+                       "and parallel.attention_tp, moe_ep and moe_tp 1", where, p->pipeline, p->pipeline);
+    if (p->pipeline > s->model.layers && s->model.layers > 0)
+      amoe_diag_add(d, "%s: parallel.pipeline (%d) exceeds the model's %d layers", where, p->pipeline, s->model.layers);
+    if (p->pipeline > 1 && !(s->hw.ic.hop_bw > 0))
+      amoe_diag_add(d, "%s: parallel.pipeline needs the interconnect's hop_latency_s and hop_bw "
+                       "(hardware.interconnect: nvlink4 | pcie5)", where);
+    if (!p->attention_tp) p->attention_tp = g / p->pipeline > 0 ? g / p->pipeline : 1;
+    if (!p->moe_ep && !p->moe_tp) p->moe_ep = p->attention_tp, p->moe_tp = 1;
+    else if (!p->moe_ep) p->moe_ep = p->attention_tp / p->moe_tp > 0 ? p->attention_tp / p->moe_tp : 1;
+    else if (!p->moe_tp) p->moe_tp = p->attention_tp / p->moe_ep > 0 ? p->attention_tp / p->moe_ep : 1;
+    if (p->moe_ep * p->moe_tp != p->attention_tp)
+      amoe_diag_add(d, "%s: parallel.moe_ep (%d) x parallel.moe_tp (%d) = %d must equal parallel.attention_tp (%d)",
+                    where, p->moe_ep, p->moe_tp, p->moe_ep * p->moe_tp, p->attention_tp);
+    if (p->pipeline <= 1 && p->attention_tp != g)
+      amoe_diag_add(d, "%s: parallel.attention_tp (%d) must equal hardware.gpus (%d)", where, p->attention_tp, g);
+    if (s->model.experts && p->moe_ep > s->model.experts)
+      amoe_diag_add(d, "%s: parallel.moe_ep (%d) exceeds the model's %d experts", where, p->moe_ep, s->model.experts);
+    if (g > 1 && !(s->hw.ic.allreduce_bw > 0))
+      amoe_diag_add(d, "%s: hardware.gpus %d needs an interconnect (hardware.interconnect: nvlink4 | pcie5)", where, g);
+    if (p->placement == AMOE_PLACE_FILE && !p->placement_file[0])
+      amoe_diag_add(d, "%s: parallel.placement: file needs parallel.placement_file", where);
+    if (p->redundant && p->placement != AMOE_PLACE_BALANCED)
+      amoe_diag_add(d, "%s: parallel.redundant copies are placed by parallel.placement: balanced", where);
+  }
+  if (s->engine.cuda_graphs < 0) s->engine.cuda_graphs = s->hw.cuda_graphs;
+  if (s->engine.overlap_scheduler < 0) s->engine.overlap_scheduler = s->hw.overlap_scheduler;
+  if (s->engine.moe_kernels == AMOE_MOE_LOOP && s->engine.cuda_graphs)
+    amoe_diag_add(d, "%s: engine.moe_kernels: loop synchronises at every expert, so it cannot run under CUDA graphs "
+                     "(set engine.cuda_graphs: false)", where);
+  if (s->engine.moe_kernels != AMOE_MOE_LOOP && s->engine.visits != AMOE_VISIT_HIT)
+    amoe_diag_add(d, "%s: engine.visits is the loop's (engine.moe_kernels: loop)", where);
+  if (s->commitment.seed == 0) s->commitment.seed = s->workload.seed + 1000;
+  if (s->model.routing.skew.n == 0 && s->model.experts > 0) { /* the fitted default for the expert count */
+    s->model.routing.skew.n = 1;
+    s->model.routing.skew.v[0] = amoe_gen_default_skew(s->model.experts);
+  }
+  for (int i = 0; i < NKEYS; i++) /* a list gives one value per MoE layer */
+    if (KEYS[i].type == T_DVEC) {
+      const amoe_layer_values *v = (const void *)((const char *)s + KEYS[i].off);
+      if (v->n > 1 && v->n != s->model.moe_layers)
+        amoe_diag_add(d, "%s: %s lists %d values; it takes one, or one per MoE layer (%d)", where, KEYS[i].path, v->n,
+                      s->model.moe_layers);
+    }
+  if (s->workload.top_m == 0 && s->model.experts > 0)
+    s->workload.top_m = amoe_default_top_m(s->model.experts, s->model.top_k);
+  if (s->workload.candidates == 0) s->workload.candidates = s->workload.nodes;
+  return d->n == before;
+}
+
