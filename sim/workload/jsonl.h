@@ -29,14 +29,6 @@ amoe_status amoe_blocks_jsonl_open(amoe_jsonl_reader **r, const char *path, int 
  * per-entry score is then p again; at most 30 for p = 1). */
 amoe_status amoe_routing_jsonl_open(amoe_jsonl_reader **r, const char *path, int layers, int experts,
                                     int top_k, int router, int window, amoe_err *e);
-/* routing-safetensors (docs/design.md §5): the same records in bulk: a
- * safetensors file with 'experts' I16|I32 [tokens, moe_layers, k] (-1 =
- * none), 'req_offsets' I64 [R+1], optional 'weights' F16|F32, 'logits'
- * F16|BF16|F32 [tokens, moe_layers, E] and 'prompt_len' I32 [R]. Every
- * length and offset is checked against the file; errors name the tensor
- * and byte offset. */
-amoe_status amoe_routing_safetensors_open(amoe_jsonl_reader **r, const char *path, int layers, int experts,
-                                          int top_k, int router, int window, amoe_err *e);
 /* The real tokens of a routing-jsonl file (hybrid blocks, source.h):
  * problems in problem_id order, each `tokens` long after ragged layers are
  * cut; a token's top-k ids and logits (log of its gating probabilities) at

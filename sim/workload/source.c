@@ -11,6 +11,7 @@
 #include "gen.h"
 #include "genpool.h"
 #include "jsonl.h"
+#include "safetensors.h"
 #include "trace.h"
 
 const char *const amoe_source_kind_names[] = {"synthetic", "trace", "blocks-jsonl", "routing-jsonl",
