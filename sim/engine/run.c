@@ -418,6 +418,47 @@ static void account_pass(amoe_totals *tt, const amoe_cost_pass_ctx *pc) {
   tt->t_comm += pc->rest_comm;
 }
 
+/* A pass's cost context (§9): what does not depend on its layers' experts,
+ * with the draft priced as the row's draft is (an MTP chain's module
+ * forwards, mtp_s; a predictor over `candidates`) and the verifier's own
+ * selection when a draft ran (drafted). */
+static amoe_cost_pass_ctx pass_cost(const amoe_spec *s, const row_state *rs, const amoe_pass_shape *sh, int drafted,
+                                    double mtp_s, int candidates) {
+  amoe_cost_pass_ctx pc;
+  amoe_cost_pass_init(&pc, sh);
+  if (rs->draft->mtp) pc.draft = mtp_s;
+  if (drafted) {
+    pc.select = rs->select_s;
+    if (rs->draft->draft_cost) pc.draft += rs->draft->draft_cost(rs->row, s, candidates);
+  }
+  return pc;
+}
+
+/* Stages execute, place, cache, cost and account of one MoE layer: the
+ * sequence every pass runs on its executed set, batch 1 or several
+ * requests (place: hand the cache's placement to the hooks). */
+AMOE_STAGE amoe_status layer_stages(const amoe_spec *s, row_state *rs, const amoe_cost_pass_ctx *pc, int l, work *w,
+                                    int counted, int by_count, int place, int record_only, layer_sums *ls,
+                                    amoe_pass_time *pt, amoe_err *e) {
+  layer_execute(pc->ec, rs, l, s->model.experts, w, counted, by_count, ls);
+  if (rs->layout) layer_place(rs->layout, pc->moe_tp, pc->ec, l, w, by_count, ls);
+  AMOE_TRY(layer_cache(s, rs, l, w, place, ls, e));
+  layer_cost(pc, ls, pt);
+  if (!record_only) layer_account(&s->model, rs, l, pc->dense, ls);
+  return AMOE_OK;
+}
+
+/* The pass's end, every pass alike: the caches and the request log close
+ * it, and its parts that do not depend on the layers join the totals. */
+static amoe_status pass_close(row_state *rs, const amoe_cost_pass_ctx *pc, int record_only, amoe_err *e) {
+  if (rs->cache) amoe_cache_end_pass(rs->cache);
+  if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
+    return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
+  rs->have_prev = 1;
+  if (!record_only) account_pass(&rs->res->tot, pc);
+  return AMOE_OK;
+}
+
 /* One forward pass of the target over w->nodes[0..nn) (ascending, root
  * first), after drafting a tree of `depth` (0: none): per MoE layer the
  * stages route or select + constrain, execute, cache, cost. Leaves the
@@ -440,14 +481,11 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
     npath += b->accepted[w->nodes[i]];
   }
   /* cost (§9) of what does not depend on the layer's experts */
-  amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = HW, .engine = &s->engine, .parallel = &s->parallel,
-      .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = nn,
+  const amoe_cost_pass_ctx pc = pass_cost(s, rs, &(amoe_pass_shape){.model = M, .hw = HW, .engine = &s->engine,
+      .parallel = &s->parallel, .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = nn,
       .depth = rs->draft->mtp ? 0 : depth, .branch = s->workload.top_k, .accepted = npath,
-      .draft_priced = rs->draft->mtp && depth > 0, .context = s->workload.context_tokens});
-  if (rs->draft->mtp) pc.draft = mtp_draft_s(s, rs, b, w, nn);
-  if (depth > 0) pc.select = rs->select_s;
-  if (rs->draft->draft_cost) pc.draft += rs->draft->draft_cost(rs->row, s, b->n);
+      .draft_priced = rs->draft->mtp && depth > 0, .context = s->workload.context_tokens},
+      depth > 0, rs->draft->mtp ? mtp_draft_s(s, rs, b, w, nn) : 0, b->n);
   pass_sums sum = {0};
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const amoe_expert_coef ec = pc.ec;
@@ -469,10 +507,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
       if (!record_only) rs->res->tot.displaced += (double)ls.displaced;
     }
     rs->res->tot.assignments += record_only ? 0 : (double)nn * k;
-    layer_execute(ec, rs, l, E, w, counted, by_count, &ls);
-    if (rs->layout) layer_place(rs->layout, pc.moe_tp, ec, l, w, by_count, &ls);
-    AMOE_TRY(layer_cache(s, rs, l, w, want_routes, &ls, e));
-    layer_cost(&pc, &ls, &pt);
+    AMOE_TRY(layer_stages(s, rs, &pc, l, w, counted, by_count, want_routes, record_only, &ls, &pt, e));
     if (want_routes) {
       const amoe_placement pl = {w->F, w->slot, w->wave, ls.waves};
       const int placed = rs->cache && s->offload.order == AMOE_ORDER_HITS_FIRST;
@@ -480,7 +515,6 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
                            e));
     }
     if (record_only) continue;
-    layer_account(M, rs, l, pc.dense, &ls);
     sum.u += ls.nu;
     sum.s += ls.ns;
     sum.x += ls.nx;
@@ -488,13 +522,8 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
     if (h && h->on_select)
       AMOE_TRY(h->on_select(h->ctx, ri, b->index, l, w->U, w->S, w->X, w->F, E, e));
   }
-  if (rs->cache) amoe_cache_end_pass(rs->cache);
-  if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
-    return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
-  rs->have_prev = 1;
-  if (!record_only) account_pass(&rs->res->tot, &pc);
-  const double T = pt.total;
-  sum.T = T;
+  AMOE_TRY(pass_close(rs, &pc, record_only, e));
+  sum.T = pt.total;
   *ps = sum;
   return AMOE_OK;
 }
@@ -837,15 +866,11 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
     kv += done + n;
     attn += n * (done + 0.5 * n);
   }
-  amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
-      .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
+  const amoe_cost_pass_ctx pc = pass_cost(s, rs, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine,
+      .parallel = &s->parallel, .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
       .depth = rs->draft->mtp || one ? 0 : maxd, .branch = s->workload.top_k * na, .accepted = accepted,
       .draft_priced = rs->draft->mtp && na > 0, .context = s->workload.context_tokens, .kv_tokens = kv,
-      .attn_tokens = attn, .requests = na + npf});
-  if (rs->draft->mtp) pc.draft = mtp_s;
-  if (!one && na > 0) pc.select = rs->select_s;
-  if (rs->draft->draft_cost && na) pc.draft += rs->draft->draft_cost(rs->row, s, candidates);
+      .attn_tokens = attn, .requests = na + npf}, !one && na > 0, mtp_s, candidates);
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const amoe_expert_coef ec = pc.ec;
   const int by_count = ec.per_token_s * tokens > ec.mem_s;
@@ -926,23 +951,15 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
       rs->res->tot.displaced += displaced;
       rs->res->tot.assignments += (double)tokens * k;
     }
-    layer_execute(ec, rs, l, E, wp, counted, by_count, &ls);
-    if (rs->layout) layer_place(rs->layout, pc.moe_tp, ec, l, wp, by_count, &ls);
-    AMOE_TRY(layer_cache(s, rs, l, wp, 0, &ls, e));
-    layer_cost(&pc, &ls, &pt);
+    AMOE_TRY(layer_stages(s, rs, &pc, l, wp, counted, by_count, 0, record_only, &ls, &pt, e));
     if (record_only) continue;
-    layer_account(M, rs, l, pc.dense, &ls);
     su += ls.nu;
     ss += ls.ns;
     sx += ls.nx;
   }
-  if (rs->cache) amoe_cache_end_pass(rs->cache);
-  if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
-    return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
-  rs->have_prev = 1;
+  AMOE_TRY(pass_close(rs, &pc, record_only, e));
   if (record_only) return AMOE_OK;
   amoe_totals *tt = &rs->res->tot;
-  account_pass(tt, &pc);
   tt->t_total += pt.total;
   tt->passes += 1;
   tt->request_passes += na;
