@@ -1,0 +1,429 @@
+/* Batches (docs/design.md §17): workload.batch slots each hold one
+ * request, and every pass runs the stages of stages.h over the slots'
+ * blocks together. */
+#include <pthread.h>
+
+#include "stages.h"
+
+/*
+ * workload.batch slots each hold one request; a finished request's slot
+ * takes the next request (continuous batching). Each pass, every slot
+ * with a request adds its block: a speculative row's tree, or a one-token
+ * row's next token of its block. Per layer the requests' stages (route,
+ * or select and constrain) run one after another on their own blocks and
+ * their sets and counts are merged; execute, place, cache and cost then
+ * run once on the merged pass. Rows that consume a block per pass share
+ * one schedule, one-token rows another: each group reads the slots'
+ * requests once, every row of it on the same pass. */
+
+typedef struct {
+  amoe_source *src;   /* the slot's own reader */
+  amoe_block b;       /* its request's current block */
+  work w;             /* its scratch, and the block's router probabilities for every row */
+  int req;            /* index into the request list; -1: free */
+  int fresh;          /* its request has not had a decode pass yet */
+  int pos, len;       /* one-token rows: the block's tokens decoded so far, of len (in w.seq) */
+  int nn;             /* this pass: the nodes it verifies */
+  uint16_t *prefill;  /* [chunk][layer][E] its request's prefill counts (prompt_tokens > 0) */
+  int chunk, chunks;  /* chunked prefill: the next chunk, of chunks (done: chunk == chunks) */
+} bslot;
+
+typedef struct {     /* one pass's merged sets (one layer at a time) */
+  work w;            /* its E-sized buffers: U, S, X, F, R, count, slot, wave */
+  uint8_t *cov;      /* [layer][E] what the drafts so far route to (covered drafts) */
+  const uint8_t *covl[AMOE_MAX_LAYERS];
+  uint8_t *given;    /* [E] a pass-wide S (AMOE_BATCH_PASS) */
+  amoe_vctx *vc;     /* [batch] their contexts */
+  double *tau;       /* [batch] what each request committed */
+  int *count;        /* [layer][E] natural rows: the pass's tokens per expert */
+  amoe_status *rc;   /* [batch] each advancing slot's outcome */
+  amoe_err *err;     /* [batch] and its error */
+} bpass;
+
+/* bpass's arrays once: (member, element type, count) in L layers, E
+ * experts and B slots; run_batch allocates (zeroed) and frees them from
+ * this list. */
+#define BPASS_BUFFERS(BUF) \
+  BUF(cov, uint8_t, L * E) \
+  BUF(given, uint8_t, E) \
+  BUF(vc, amoe_vctx, B) \
+  BUF(tau, double, B) \
+  BUF(count, int, L * E) \
+  BUF(rc, amoe_status, B) \
+  BUF(err, amoe_err, B)
+
+/* The row's clock: every pass it ran, prefills included. */
+static double row_clock(const row_state *rs) { return rs->res->tot.t_total + rs->res->tot.t_prefill; }
+
+/* One pass of one row over the decoding slots act[0..na), with a prompt
+ * chunk of each prefilling slot pf[0..npf) (chunked prefill). */
+static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, row_state *rs, bslot *sl,
+                              const int *act, int na, const int *pf, int npf, bpass *bp, int record_only,
+                              amoe_err *e) {
+  const amoe_model *M = &s->model;
+  const int E = M->experts, k = M->top_k, L = M->moe_layers;
+  const int one = rs->draft->one_token_per_pass, natural = rs->ver->all_experts;
+  const int cover_draft = rs->draft->batch == AMOE_BATCH_COVERED;
+  /* stage draft, request by request: each covered draft sees what the
+   * requests drafted before it route to */
+  if (cover_draft) memset(bp->cov, 0, (size_t)L * E);
+  int tokens = 0, maxd = 0, candidates = 0;
+  double kv = 0, attn = 0, mtp_s = 0, accepted = 0;
+  for (int q = 0; q < na; q++) {
+    bslot *x = &sl[act[q]];
+    const amoe_block *b = &x->b;
+    work *w = &x->w;
+    int nn = 1;
+    if (one) w->nodes[0] = w->seq[x->pos];
+    else nn = block_draft(s, offline, rs, b, w, cover_draft ? bp->covl : NULL);
+    x->nn = nn;
+    memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
+    int npath = 0;
+    for (int i = 0; i < nn; i++) {
+      const int t = w->nodes[i];
+      w->level[b->depth[t]]++;
+      maxd = b->depth[t] > maxd ? b->depth[t] : maxd;
+      w->perturbation_sq[i] = 0;
+      w->path[npath] = i;
+      npath += b->accepted[t];
+    }
+    w->npath = npath;
+    accepted += npath;
+    if (cover_draft)
+      for (int l = 0; l < L; l++)
+        for (int i = 0; i < nn; i++) {
+          const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
+          for (int j = 0; j < k; j++) bp->cov[(size_t)l * E + id[j]] = 1;
+        }
+    const double ctx = s->workload.context_tokens + rs->slot_committed[act[q]];
+    kv += ctx;
+    attn += nn * ctx;
+    tokens += nn;
+    candidates += b->n;
+    if (rs->draft->mtp) { /* the chain positions run batched: the longest request's chain */
+      const double d = mtp_draft_s(s, rs, b, w, nn);
+      mtp_s = d > mtp_s ? d : mtp_s;
+    }
+  }
+  const int decoded = tokens;
+  for (int q = 0; q < npf; q++) { /* a chunk attends to the prompt before it and to itself (causal) */
+    const int P = s->workload.prompt_tokens, c = s->workload.chunk_tokens, done = sl[pf[q]].chunk * c;
+    const int n = P - done < c ? P - done : c;
+    tokens += n;
+    kv += done + n;
+    attn += n * (done + 0.5 * n);
+  }
+  const amoe_cost_pass_ctx pc = pass_cost(s, rs, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine,
+      .parallel = &s->parallel, .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
+      .depth = rs->draft->mtp || one ? 0 : maxd, .branch = s->workload.top_k * na, .accepted = accepted,
+      .draft_priced = rs->draft->mtp && na > 0, .context = s->workload.context_tokens, .kv_tokens = kv,
+      .attn_tokens = attn, .requests = na + npf}, !one && na > 0, mtp_s, candidates);
+  amoe_pass_time pt = amoe_cost_pass_begin(&pc);
+  const amoe_expert_coef ec = pc.ec;
+  const int by_count = ec.per_token_s * tokens > ec.mem_s;
+  const int counted = by_count || rs->cache;
+  const int pass_wide = !natural && rs->ver->batch == AMOE_BATCH_PASS && rs->ver->select_pass && na > 0;
+  work *wp = &bp->w;
+  if (natural) { /* every request's natural routes, all its layers at once (each block read once per pass) */
+    memset(bp->count, 0, (size_t)L * E * sizeof *bp->count);
+    for (int q = 0; q < na; q++) {
+      const bslot *x = &sl[act[q]];
+      for (int l = 0; l < L; l++) amoe_route_natural(&x->b, l, k, x->w.nodes, x->nn, NULL, bp->count + (size_t)l * E);
+    }
+  }
+  double su = 0, ss = 0, sx = 0;
+  for (int l = 0; l < L; l++) {
+    layer_sums ls = {0};
+    const uint8_t *resident = rs->cache ? amoe_cache_resident(rs->cache, l) : NULL;
+    memset(wp->U, 0, (size_t)E);
+    memset(wp->S, 0, (size_t)E);
+    memset(wp->X, 0, (size_t)E);
+    memset(wp->count, 0, (size_t)E * sizeof *wp->count);
+    if (pass_wide) { /* one S for the pass, from every request's block */
+      for (int q = 0; q < na; q++) {
+        bslot *x = &sl[act[q]];
+        bp->vc[q] = vctx_of(s, offline, rs, &pc, &x->b, l, &x->w, x->nn, resident, NULL);
+      }
+      rs->ver->select_pass(bp->vc, na, bp->given);
+    }
+    const uint8_t *covered = rs->ver->batch == AMOE_BATCH_COVERED ? wp->X : NULL;
+    double displaced = 0;
+    uint8_t *restrict pU = wp->U, *restrict pS = wp->S, *restrict pX = wp->X;
+    int *restrict pcount = wp->count;
+    if (natural) { /* routed before the layers, request by request */
+      const int *restrict cl = bp->count + (size_t)l * E;
+      for (int y = 0; y < E; y++) {
+        pcount[y] = cl[y];
+        pU[y] = pX[y] = cl[y] > 0;
+      }
+      memset(pS, 1, (size_t)(E > 0 ? E : 0));
+    }
+    for (int q = 0; q < na && !natural; q++) {
+      bslot *x = &sl[act[q]];
+      work *w = &x->w;
+      layer_sums lq = {0};
+      layer_select_constrain(s, offline, rs, &pc, &x->b, l, w, x->nn, w->npath, counted, 0, resident, covered,
+                             pass_wide ? bp->given : NULL, &lq);
+      displaced += lq.displaced;
+      const uint8_t *restrict U = w->U, *restrict S = w->S, *restrict X = w->X;
+      const int *restrict count = w->count;
+      for (int y = 0; y < E; y++) {
+        pU[y] |= U[y];
+        pS[y] |= S[y];
+      }
+      if (counted)
+        for (int y = 0; y < E; y++) {
+          pcount[y] += count[y];
+          pX[y] |= count[y] > 0;
+        }
+      else
+        for (int y = 0; y < E; y++) pX[y] |= X[y];
+    }
+    for (int q = 0; q < npf; q++) { /* the prompt chunks' experts, natural */
+      const bslot *x = &sl[pf[q]];
+      const uint16_t *pc_l = x->prefill + ((size_t)x->chunk * L + l) * E;
+      for (int y = 0; y < E; y++) {
+        const uint8_t run = pc_l[y] > 0;
+        wp->count[y] += pc_l[y];
+        wp->X[y] |= run;
+        wp->U[y] |= run;
+        wp->S[y] |= run;
+      }
+    }
+    for (int y = 0; y < E; y++) {
+      ls.nu += wp->U[y];
+      ls.ns += wp->S[y];
+    }
+    if (!record_only) {
+      rs->res->tot.displaced += displaced;
+      rs->res->tot.assignments += (double)tokens * k;
+    }
+    AMOE_TRY(layer_stages(s, rs, &pc, l, wp, counted, by_count, 0, record_only, &ls, &pt, e));
+    if (record_only) continue;
+    su += ls.nu;
+    ss += ls.ns;
+    sx += ls.nx;
+  }
+  AMOE_TRY(pass_close(rs, &pc, record_only, e));
+  if (record_only) return AMOE_OK;
+  amoe_totals *tt = &rs->res->tot;
+  tt->t_total += pt.total;
+  tt->passes += 1;
+  tt->request_passes += na;
+  tt->layer_blocks += L;
+  tt->union_sum += su;
+  tt->eligible_sum += ss;
+  tt->executed_sum += sx;
+  tt->verified += decoded;
+  /* acceptance, request by request from its own block (§7) */
+  for (int q = 0; q < na; q++) {
+    bslot *x = &sl[act[q]];
+    work *w = &x->w;
+    int tau = 1, deviated;
+    double psum;
+    if (one) {
+      psum = sqrt((double)w->perturbation_sq[0]);
+      deviated = amoe_accept_flips(s, &x->b, w->nodes[0], psum);
+      tt->blocks += x->pos + 1 == x->len;
+    } else {
+      const amoe_accept_result ar = amoe_accept_walk(s, &x->b, w->nodes, x->nn, w->perturbation_sq);
+      tau = ar.tau;
+      deviated = ar.deviated;
+      psum = ar.perturbation_sum;
+      tt->blocks += 1;
+    }
+    tt->committed += tau;
+    tt->perturbation_sum += psum;
+    tt->perturbation_n += tau;
+    tt->deviated += deviated;
+    rs->slot_committed[act[q]] += tau;
+    bp->tau[q] = tau;
+  }
+  /* engine.request_s per committed token: known once every request is walked */
+  const double per_token = amoe_cost_request_tokens(&s->engine, bp->tau, na);
+  tt->t_step += per_token;
+  tt->t_total += per_token;
+  return AMOE_OK;
+}
+
+/* The slot's next block into x->b (AMOE_END: its request is done); a
+ * one-token group's tokens of it into x->w.seq (the draft of rs0, which
+ * reads the block alone: slots advance on several threads). */
+static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one, bslot *x,
+                             amoe_err *e) {
+  const amoe_status rc = amoe_source_next(x->src, &x->b, e);
+  if (rc != AMOE_OK) return rc;
+  if (x->b.experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts");
+  AMOE_TRY(work_fit(&x->w, &x->b, e));
+  memset(x->w.pdone, 0, (size_t)x->b.layers * x->b.n);
+  memset(x->w.ldone, 0, (size_t)x->b.layers);
+  x->pos = 0;
+  if (one) {
+    const amoe_dctx dc = {&x->b, s, rs0->row, offline, s->workload.nodes, NULL, NULL, x->w.dscratch, NULL, NULL, NULL};
+    x->len = rs0->draft->choose(&dc, x->w.nodes);
+    memcpy(x->w.seq, x->w.nodes, (size_t)x->len * sizeof *x->w.seq);
+  }
+  return AMOE_OK;
+}
+
+/* The slots todo[0..n) to their next blocks, rc[i] and e[i] each: on the
+ * generator's threads when it has them (each slot's generator is its own,
+ * so the blocks are the same on any count). */
+typedef struct {
+  const amoe_spec *s;
+  const amoe_offline *offline;
+  const row_state *rs0;
+  int one, n, step, first;
+  bslot *sl;
+  const int *todo;
+  amoe_status *rc;
+  amoe_err *e;
+} advance_job;
+static void *advance_some(void *v) {
+  const advance_job *j = v;
+  for (int i = j->first; i < j->n; i += j->step)
+    j->rc[i] = slot_next(j->s, j->offline, j->rs0, j->one, &j->sl[j->todo[i]], &j->e[i]);
+  return NULL;
+}
+static void advance(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one, bslot *sl,
+                    const int *todo, int n, amoe_status *rc, amoe_err *e) {
+  enum { MAX_THREADS = 16 };
+  int T = s->workload.source == AMOE_SRC_SYNTHETIC ? s->workload.threads : 1; /* (a trace reads fast enough) */
+  T = T > n ? n : T > MAX_THREADS ? MAX_THREADS : T;
+  if (T < 1) T = 1;
+  advance_job job[MAX_THREADS];
+  pthread_t th[MAX_THREADS];
+  int started[MAX_THREADS] = {0};
+  for (int t = 0; t < T; t++) job[t] = (advance_job){s, offline, rs0, one, n, T, t, sl, todo, rc, e};
+  for (int t = 1; t < T; t++) started[t] = pthread_create(&th[t], NULL, advance_some, &job[t]) == 0;
+  advance_some(&job[0]);
+  for (int t = 1; t < T; t++)
+    if (started[t]) pthread_join(th[t], NULL);
+    else advance_some(&job[t]); /* (no thread: here) */
+}
+
+/* The rows rows[0..nr) of one schedule (one: one token per pass) over
+ * the requests rq[0..nrq). */
+static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
+                               const int *rows, int nr, int one, const amoe_source_request *rq, int nrq, bslot *sl,
+                               bpass *bp, const amoe_run_hooks *h, int record_only, int group, int groups,
+                               amoe_err *e) {
+  const int B = s->workload.batch, P = s->workload.prompt_tokens;
+  const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
+  int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
+  uint64_t done = 0, total = 0;
+  for (int i = 0; i < nrq; i++) total += (uint64_t)rq[i].blocks;
+  for (int i = 0; i < B; i++) sl[i].req = -1;
+  for (int r = 0; r < nr; r++) rs[rows[r]].have_prev = 0;
+  for (;;) {
+    for (int i = 0; i < B && next < nrq; i++) { /* continuous batching: a free slot takes the next request */
+      bslot *x = &sl[i];
+      if (x->req >= 0) continue;
+      AMOE_TRY(amoe_source_seek(x->src, &rq[next], e));
+      const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one, x, e);
+      if (rc == AMOE_END) return amoe_fail(e, AMOE_EINVAL, "request %u has no blocks", rq[next].id);
+      AMOE_TRY(rc);
+      x->req = next++;
+      x->fresh = 1;
+      for (int r = 0; r < nr; r++) rs[rows[r]].slot_committed[i] = 0;
+      int made = 0;
+      const int chunk = chunked ? s->workload.chunk_tokens : 0;
+      if (P > 0) AMOE_TRY(amoe_source_prefill(src, rq[x->req].id, P, chunk, x->prefill, &made, e));
+      x->w.prefill = x->prefill;
+      x->chunk = x->chunks = 0;
+      if (made && chunked) { /* its chunks join the next passes; it decodes after the last */
+        x->chunks = (P + chunk - 1) / chunk;
+        for (int r = 0; r < nr && !record_only; r++) rs[rows[r]].res->tot.prefills += 1;
+      }
+      for (int r = 0; r < nr && made && !chunked; r++) /* separate: its own pass, which the running requests wait for */
+        AMOE_TRY(row_prefill(s, &rs[rows[r]], &x->w, record_only, e));
+    }
+    int na = 0, npf = 0;
+    for (int i = 0; i < B; i++)
+      if (sl[i].req >= 0 && sl[i].chunk < sl[i].chunks) pf[npf++] = i;
+      else if (sl[i].req >= 0) act[na++] = i;
+    if (na + npf == 0) break;
+    AMOE_TRY(work_fit(&bp->w, &sl[na ? act[0] : pf[0]].b, e));
+    for (int r = 0; r < nr; r++) {
+      row_state *x = &rs[rows[r]];
+      for (int q = 0; q < na; q++)
+        if (sl[act[q]].fresh) x->slot_first[act[q]] = row_clock(x);
+      AMOE_TRY(batch_pass(s, offline, x, sl, act, na, pf, npf, bp, record_only, e));
+    }
+    for (int q = 0; q < npf; q++) sl[pf[q]].chunk++;
+    int nt = 0;
+    for (int q = 0; q < na; q++) { /* the slots whose block is done */
+      bslot *x = &sl[act[q]];
+      x->fresh = 0;
+      if (one && ++x->pos < x->len) continue;
+      todo[nt++] = act[q];
+    }
+    done += (uint64_t)nt;
+    advance(s, offline, &rs[rows[0]], one, sl, todo, nt, bp->rc, bp->err);
+    for (int q = 0; q < nt; q++) { /* in slot order, whatever the threads did */
+      const int i = todo[q];
+      if (bp->rc[q] == AMOE_OK) continue;
+      if (bp->rc[q] != AMOE_END) {
+        *e = bp->err[q];
+        return bp->rc[q];
+      }
+      for (int r = 0; r < nr && !record_only; r++) { /* the request is done */
+        row_state *y = &rs[rows[r]];
+        const double c = y->slot_committed[i];
+        if (c > 0) AMOE_TRY(push_request(y->res, c, row_clock(y) - y->slot_first[i], e));
+      }
+      sl[i].req = -1;
+    }
+    if (h && h->on_progress && !record_only) /* (the groups' shares of the blocks, one after another) */
+      h->on_progress(h->ctx, (group * total + done) / (uint64_t)groups);
+    if (h && h->stop && h->stop(h->ctx)) return amoe_fail(e, AMOE_EINTR, "interrupted");
+  }
+  return AMOE_OK;
+}
+
+/* Every row at workload.batch > 1: block-per-pass rows, then one-token rows. */
+amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
+                           const amoe_run_hooks *h, int record_only, amoe_err *e) {
+  const int B = s->workload.batch, L = s->model.moe_layers, E = s->model.experts;
+  amoe_source_request *rq = NULL;
+  int nrq = 0;
+  AMOE_TRY(amoe_source_requests(src, &rq, &nrq, e));
+  bslot *sl = calloc((size_t)B, sizeof *sl);
+  bpass bp;
+  memset(&bp, 0, sizeof bp);
+  int ok = sl != NULL;
+#define BPASS_ALLOC(f, T, cnt) ok &= (bp.f = calloc((size_t)(cnt), sizeof(T))) != NULL;
+  BPASS_BUFFERS(BPASS_ALLOC)
+#undef BPASS_ALLOC
+  amoe_status st = ok ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  for (int l = 0; l < L && bp.cov; l++) bp.covl[l] = bp.cov + (size_t)l * E;
+  for (int i = 0; i < B && st == AMOE_OK; i++) {
+    amoe_block_init(&sl[i].b, L, E, amoe_source_m(src));
+    st = amoe_source_slot(src, i, &sl[i].src, e);
+    const int P = s->workload.prompt_tokens, c = s->workload.chunk_tokens;
+    const size_t chunks = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED && c > 0 ? (size_t)(P + c - 1) / c : 1;
+    if (st == AMOE_OK && P > 0 && !(sl[i].prefill = malloc(chunks * L * E * sizeof *sl[i].prefill)))
+      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  }
+  int kinds[2] = {0, 0};
+  for (int i = 0; i < s->npolicies; i++) kinds[rs[i].draft->one_token_per_pass != 0] = 1;
+  const int groups = kinds[0] + kinds[1];
+  for (int one = 0, g = 0; one < 2 && st == AMOE_OK; one++) {
+    int rows[AMOE_MAX_POLICIES], nr = 0;
+    for (int i = 0; i < s->npolicies; i++)
+      if (rs[i].draft->one_token_per_pass == one) rows[nr++] = i;
+    if (nr) st = batch_group(s, offline, src, rs, rows, nr, one, rq, nrq, sl, &bp, h, record_only, g++, groups, e);
+  }
+  for (int i = 0; sl && i < B; i++) {
+    amoe_block_free(&sl[i].b);
+    work_free(&sl[i].w);
+    free(sl[i].prefill);
+  }
+  work_free(&bp.w);
+#define BPASS_FREE(f, T, cnt) free(bp.f);
+  BPASS_BUFFERS(BPASS_FREE)
+#undef BPASS_FREE
+  free(sl);
+  free(rq);
+  return st;
+}
