@@ -80,6 +80,8 @@ int spec_set_value(amoe_spec *s, const krow *k, const char *v, int quoted, const
                      amoe_diag *d);
 int spec_set(amoe_spec *s, const char *key, const char *value, const char *where, amoe_diag *d);
 int spec_validate(amoe_spec *s, const char *where, amoe_diag *d);
+/* An engine section with nothing set: the mode left to the hardware preset. */
+void spec_engine_defaults(amoe_engine *e);
 void spec_walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int preset);
 
 #endif

@@ -1,6 +1,5 @@
-/* Presets: where they live, the one loader of a model, hardware,
- * interconnect or engine preset (and a hardware calibration over it), and
- * the defaults a spec starts from. */
+/* Presets: where they live, and the one loader of a model, hardware,
+ * interconnect or engine preset (and a hardware calibration over it). */
 #include "spec_internal.h"
 
 #include <errno.h>
@@ -46,8 +45,6 @@ void amoe_presets_dir(char *out, size_t n, const char *kind, const char *spec_pa
   snprintf(out, n, "%s/workloads/%s", AMOE_SOURCE_DIR, kind);
 }
 
-static void engine_defaults(amoe_engine *e);
-
 /* The sections a preset fills: where its files live, what a message calls
  * it, and what the section starts from before the preset's keys. */
 static void reset_model(amoe_spec *s) {
@@ -61,7 +58,7 @@ static void reset_hw(amoe_spec *s) {
   s->hw.gpus = 1;
 }
 static void reset_ic(amoe_spec *s) { memset(&s->hw.ic, 0, sizeof s->hw.ic); }
-static void reset_engine(amoe_spec *s) { engine_defaults(&s->engine); }
+static void reset_engine(amoe_spec *s) { spec_engine_defaults(&s->engine); }
 static const struct {
   const char *section, *dir, *what;
   void (*reset)(amoe_spec *s);
@@ -129,55 +126,3 @@ int spec_load_preset(amoe_spec *s, const char *section, const char *name, const 
   if (!strcmp(section, "hardware") && d->n == before && !apply_calibration(s, name, d)) return 0;
   return d->n == before;
 }
-
-/* The engine without a preset: the hardware preset's mode; kernel counts of
- * a C++ engine measured at ~790 launches per decoded token of
- * Qwen3-30B-A3B's 48 layers (real-data costs/engine_modes.csv: 16 per
- * layer, one of them the fused MoE call), and ~4.5 per expert where an
- * offload path runs one expert at a time ((3,091 − 632 copies − 790 + 48)
- * / (48 · 8)); launches added to the device time (docs/validation.md). */
-static void engine_defaults(amoe_engine *e) {
-  memset(e, 0, sizeof *e);
-  e->cuda_graphs = -1;
-  e->overlap_scheduler = -1;
-  e->moe_kernels = AMOE_MOE_FUSED;
-  e->kernels_per_layer = 15;
-  e->kernels_per_expert = 4.5;
-  e->visits = AMOE_VISIT_HIT; /* launch_s, step_host_s 0: the hardware preset's */
-}
-
-
-/* ------------------------------------------------------------ defaults */
-
-void amoe_spec_defaults(amoe_spec *s) {
-  memset(s, 0, sizeof *s);
-  snprintf(s->name, sizeof s->name, "run");
-  amoe_workload_spec *w = &s->workload;
-  w->source = AMOE_SRC_SYNTHETIC;
-  w->window = 8;
-  w->blocks = 2000;
-  w->tokens_per_request = 256;
-  w->context_tokens = 1024;
-  w->batch = 1;
-  w->chunk_tokens = 512;
-  w->seed = 1;
-  w->depth = 5;
-  w->top_k = 8;
-  w->nodes = 64;
-  w->tau = 4.4;
-  /* Routing defaults fitted to the real Mixtral-8x7B trace: docs/generator.md. */
-  amoe_routing_unset(&w->routing); /* every field the model preset's (model.routing) */
-  s->commitment.mode = AMOE_COMMIT_CALIBRATE;
-  s->commitment.blocks = 500;
-  s->commitment.seed = 0; /* 0: workload.seed + 1000 */
-  s->offload.slots_per_layer = 48;
-  s->offload.policy = AMOE_CACHE_LRU;
-  engine_defaults(&s->engine);
-  s->hw.moe_eta = 1; /* a hardware shape given in full without it: streaming at hbm_bw */
-  s->hw.cuda_graphs = s->hw.overlap_scheduler = 1;
-  s->hw.gpus = 1;
-  amoe_model_routing_defaults(&s->model);
-  s->kappa = AMOE_DEFAULT_KAPPA;
-  s->margin_min = AMOE_DEFAULT_MARGIN_MIN;
-}
-

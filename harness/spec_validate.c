@@ -1,5 +1,6 @@
-/* Validation: what a resolved spec must hold, every problem named, and the
- * defaults that depend on other keys filled in. */
+/* Validation and defaults: what a spec starts from, what a resolved spec
+ * must hold (every problem named), and the defaults that depend on other
+ * keys filled in. */
 #include "spec_internal.h"
 
 #include <errno.h>
@@ -128,3 +129,52 @@ int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   return d->n == before;
 }
 
+/* The engine without a preset: the hardware preset's mode; kernel counts of
+ * a C++ engine measured at ~790 launches per decoded token of
+ * Qwen3-30B-A3B's 48 layers (real-data costs/engine_modes.csv: 16 per
+ * layer, one of them the fused MoE call), and ~4.5 per expert where an
+ * offload path runs one expert at a time ((3,091 − 632 copies − 790 + 48)
+ * / (48 · 8)); launches added to the device time (docs/validation.md). */
+void spec_engine_defaults(amoe_engine *e) {
+  memset(e, 0, sizeof *e);
+  e->cuda_graphs = -1;
+  e->overlap_scheduler = -1;
+  e->moe_kernels = AMOE_MOE_FUSED;
+  e->kernels_per_layer = 15;
+  e->kernels_per_expert = 4.5;
+  e->visits = AMOE_VISIT_HIT; /* launch_s, step_host_s 0: the hardware preset's */
+}
+
+/* ------------------------------------------------------------ defaults */
+
+void amoe_spec_defaults(amoe_spec *s) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->name, sizeof s->name, "run");
+  amoe_workload_spec *w = &s->workload;
+  w->source = AMOE_SRC_SYNTHETIC;
+  w->window = 8;
+  w->blocks = 2000;
+  w->tokens_per_request = 256;
+  w->context_tokens = 1024;
+  w->batch = 1;
+  w->chunk_tokens = 512;
+  w->seed = 1;
+  w->depth = 5;
+  w->top_k = 8;
+  w->nodes = 64;
+  w->tau = 4.4;
+  /* Routing defaults fitted to the real Mixtral-8x7B trace: docs/generator.md. */
+  amoe_routing_unset(&w->routing); /* every field the model preset's (model.routing) */
+  s->commitment.mode = AMOE_COMMIT_CALIBRATE;
+  s->commitment.blocks = 500;
+  s->commitment.seed = 0; /* 0: workload.seed + 1000 */
+  s->offload.slots_per_layer = 48;
+  s->offload.policy = AMOE_CACHE_LRU;
+  spec_engine_defaults(&s->engine);
+  s->hw.moe_eta = 1; /* a hardware shape given in full without it: streaming at hbm_bw */
+  s->hw.cuda_graphs = s->hw.overlap_scheduler = 1;
+  s->hw.gpus = 1;
+  amoe_model_routing_defaults(&s->model);
+  s->kappa = AMOE_DEFAULT_KAPPA;
+  s->margin_min = AMOE_DEFAULT_MARGIN_MIN;
+}
