@@ -168,6 +168,16 @@ __global__ void combine(const bf16 *o, const int *pos_of, const float *weight, i
 // work[3*j .. 3*j+2] = (expert, offset, count) of the j-th executed expert.
 #define SKINNY_RPW 4
 #define SKINNY_WARPS 8
+// The eight bf16 of a 16-byte vector as floats, by bit operations on its
+// 32-bit words (a bf16 is a float's top half; element 2z is word z's low
+// half, little-endian). Not through a bf16 pointer to the vector: that
+// breaks strict aliasing, and g++ -O2 miscompiled it in the CPU build.
+__device__ __forceinline__ void bf16x8_floats(const uint4 v, float *f) {
+  f[0] = __uint_as_float(v.x << 16), f[1] = __uint_as_float(v.x & 0xffff0000u);
+  f[2] = __uint_as_float(v.y << 16), f[3] = __uint_as_float(v.y & 0xffff0000u);
+  f[4] = __uint_as_float(v.z << 16), f[5] = __uint_as_float(v.z & 0xffff0000u);
+  f[6] = __uint_as_float(v.w << 16), f[7] = __uint_as_float(v.w & 0xffff0000u);
+}
 __global__ void __launch_bounds__(SKINNY_WARPS * 32)
     skinny_gemm(const bf16 *W, size_t w_stride, const bf16 *in, int K, int rows, const int *work, int tile, bf16 *out) {
   extern __shared__ uint4 smem[];
@@ -192,19 +202,15 @@ __global__ void __launch_bounds__(SKINNY_WARPS * 32)
 #pragma unroll
       for (int q = 0; q < SKINNY_RPW; q++) {
         int r = r0 + q;
-        uint4 wv = r < rows ? *reinterpret_cast<const uint4 *>(wbase + (size_t)r * K + 8 * v) : make_uint4(0, 0, 0, 0);
-        const bf16 *wp = reinterpret_cast<const bf16 *>(&wv);
-#pragma unroll
-        for (int z = 0; z < 8; z++) wf[q][z] = __bfloat162float(wp[z]);
+        const uint4 wv =
+            r < rows ? *reinterpret_cast<const uint4 *>(wbase + (size_t)r * K + 8 * v) : make_uint4(0, 0, 0, 0);
+        bf16x8_floats(wv, wf[q]);
       }
 #pragma unroll
       for (int i = 0; i < SKINNY_TOK; i++) {
         if (i < nt) {
-          uint4 xv = smem[i * kv + v];
-          const bf16 *xp = reinterpret_cast<const bf16 *>(&xv);
           float xf[8];
-#pragma unroll
-          for (int z = 0; z < 8; z++) xf[z] = __bfloat162float(xp[z]);
+          bf16x8_floats(smem[i * kv + v], xf);
 #pragma unroll
           for (int q = 0; q < SKINNY_RPW; q++) {
             float s = 0;

@@ -2,7 +2,7 @@
 # Installs the Debian packages acceptmoe needs, if any is missing.
 set -euo pipefail
 pkgs=(cmake make gcc g++ clang time parallel slurm-wlm munge python3-torch pkg-config libyaml-dev libjansson-dev libbenchmark-dev
-  gnuplot-nox python3-venv python3-regex python3-tqdm python3-filelock python3-yaml python3-requests python3-packaging
+  gnuplot-nox libtbb-dev python3-venv python3-regex python3-tqdm python3-filelock python3-yaml python3-requests python3-packaging
   python3-fsspec python3-typing-extensions)
 missing=()
 for p in "${pkgs[@]}"; do
