@@ -4,12 +4,31 @@
 # translate.sh), then every backend checked against the CPU reference on
 # the tiny shapes (test_moe gpu --tiny). Skips (77) without the tools or
 # libtbb-dev. VARIANT ubsan: the same under UndefinedBehaviorSanitizer
-# (ASan cannot follow HIP-CPU's fiber stacks).
-# usage: cuda_on_cpu.sh TEST_MOE SOURCE_DIR BUILD_DIR [ubsan]
+# (ASan cannot follow HIP-CPU's fiber stacks). VARIANT planted: the check
+# can fail: each planted bug (a wrong index in combine, an off-by-one in
+# bucket, a wrong leading dimension) must make it fail.
+# usage: cuda_on_cpu.sh TEST_MOE SOURCE_DIR BUILD_DIR [ubsan|planted]
 set -u
 test_moe=$1 src=$2 out=$3/hip-cpu${4:+-$4}
 flags=()
 [ "${4:-}" = ubsan ] && flags=(-fsanitize=undefined -fno-sanitize-recover=all -g)
+if [ "${4:-}" = planted ]; then
+  plants=("combine reads the next token's slot|s/int p = pos_of\[t \* k \+ j\];/int p = pos_of[(t * k + j + 1) % (T * k)];/"
+    "bucket places one past each expert's offset|s/int p = off\[x\];/int p = off[x] + 1;/"
+    "the grouped GEMM's A has a wrong leading dimension|s/lda\[j\] = K;/lda[j] = K + 8;/")
+  bad=0
+  for pl in "${plants[@]}"; do
+    AMOE_HIP_PLANT=${pl#*|} "$src/cuda/hip-cpu/translate.sh" "$out" -O1 >"$out.log" 2>&1
+    rc=$?
+    if [ $rc = 77 ]; then cat "$out.log"; exit 77; fi
+    if [ $rc != 0 ]; then echo "cuda_on_cpu: planted '${pl%%|*}' did not build:"; tail -5 "$out.log"; exit 1; fi
+    ACCEPTMOE_CUDA_MODULE=$out/libamoe_moe_hip_cpu.so timeout 300 "$test_moe" gpu --tiny >"$out.run" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then echo "cuda_on_cpu: planted '${pl%%|*}' passed the check"; bad=1
+    else echo "cuda_on_cpu: planted '${pl%%|*}' fails it: exit $rc, $(grep -c 'failed:' "$out.run") failed checks"; fi
+  done
+  exit $bad
+fi
 "$src/cuda/hip-cpu/translate.sh" "$out" ${flags[@]+"${flags[@]}"} >"$out.log" 2>&1
 rc=$?
 if [ $rc = 77 ]; then cat "$out.log"; exit 77; fi

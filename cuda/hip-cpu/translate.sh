@@ -5,7 +5,8 @@
 # it into the module moe.c loads (ACCEPTMOE_CUDA_MODULE), with the
 # project's compat.h and include/hipblas.h for what HIP-CPU lacks.
 #   cuda/hip-cpu/translate.sh OUT_DIR [EXTRA_CXXFLAGS...]
-# writes OUT_DIR/moe_hip.cpp and OUT_DIR/libamoe_moe_hip_cpu.so; exits 77
+# writes OUT_DIR/moe_hip.cpp and OUT_DIR/libamoe_moe_hip_cpu.so (AMOE_HIP_PLANT: a perl
+# substitution applied after the rules, for the planted-bug test); exits 77
 # (skip) when the tools or libtbb-dev are absent. AMOE_TOOLS: the tools
 # folder (default ../shared/tools beside the project).
 set -euo pipefail
@@ -27,6 +28,13 @@ perl "$hipify" -hip-kernel-execution-syntax -experimental -quiet-warnings "$src/
 perl -0pe 's/extern __shared__ (\w+) (\w+)\[\];/HIP_DYNAMIC_SHARED($1, $2)/g;
            s/^#include <cuda_bf16.h>\n//mg;
            s/\b(\w+)<<<(.*?)>>>\(/hipLaunchKernelGGL($1, $2, /gs' "$out/moe_hip.raw.cpp" >"$out/moe_hip.cpp"
+# AMOE_HIP_PLANT: one more perl substitution, a bug planted on purpose (tests/cuda_on_cpu.sh
+# shows the check fails on it); it must change the file
+if [ -n "${AMOE_HIP_PLANT:-}" ]; then
+  perl -0pe "$AMOE_HIP_PLANT" "$out/moe_hip.cpp" >"$out/moe_hip.planted.cpp"
+  cmp -s "$out/moe_hip.cpp" "$out/moe_hip.planted.cpp" && { echo "translate: the planted change matched nothing" >&2; exit 1; }
+  mv "$out/moe_hip.planted.cpp" "$out/moe_hip.cpp"
+fi
 if grep -n '<<<\|extern __shared__' "$out/moe_hip.cpp"; then
   echo "translate: a launch or shared array the rules do not cover" >&2
   exit 1
