@@ -35,8 +35,16 @@
       return amoe_fail(e, AMOE_EIO, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call, (int)st_); \
   } while (0)
 #define KERNEL_CHECK() CU(cudaGetLastError())
+// cublasGemmGroupedBatchedEx came with cuBLAS 12.5 (N3): an older toolkit
+// builds every other backend, and cublas-grouped refuses at open
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120500
+#define AMOE_GROUPED_GEMM 1
+#else
+#define AMOE_GROUPED_GEMM 0
+#endif
 
 #define SKINNY_TOK 16
+#define SKINNY_SMEM (200 * 1024) // the skinny kernel's dynamic shared memory at most
 #define MAX_E 1024
 
 typedef __nv_bfloat16 bf16;
@@ -55,7 +63,7 @@ struct amoe_moe_gpu {
   int cap_a, cap_t;  // assignment and token capacity
   bf16 *x, *xe, *h, *ha, *o;
   int32_t *route;
-  float *weight, *perm_w, *y;
+  float *weight, *y;
   int *perm_tok, *pos_of, *work; // work: the executed experts (expert, offset, count)
   const void **dA, **dB;
   void **dC;
@@ -97,10 +105,20 @@ __global__ void fill_weights(bf16 *w, size_t per_expert, int experts, uint64_t s
   }
 }
 
+// Evicts the L2 by reading a buffer twice its size; the sum goes to memory
+// only when it equals `tag`, which it never does in practice, so no line of
+// the buffer turns dirty (a store would be written back later, in a timed
+// window).
+__global__ void l2_read(const uint4 *p, size_t n, unsigned tag, unsigned *sink) {
+  unsigned s = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    s ^= p[i].x ^ p[i].y ^ p[i].z ^ p[i].w;
+  if (s == tag + 0x9e3779b9u) sink[0] = s;
+}
+
 // One block: counts per expert, exclusive offsets, then a deterministic
 // placement (each expert scans the assignments in order).
-__global__ void bucket(const int32_t *route, const float *weight, int A, int k, int E, int *perm_tok, float *perm_w,
-                       int *pos_of) {
+__global__ void bucket(const int32_t *route, int A, int k, int E, int *perm_tok, int *pos_of) {
   extern __shared__ int sh[]; // [E] counts, [E] offsets
   int *cnt = sh, *off = sh + E;
   for (int x = threadIdx.x; x < E; x += blockDim.x) cnt[x] = 0;
@@ -124,7 +142,6 @@ __global__ void bucket(const int32_t *route, const float *weight, int A, int k, 
     for (int i = 0; i < A; i++)
       if (route[i] == x) {
         perm_tok[p] = i / k;
-        perm_w[p] = weight[i];
         pos_of[i] = p;
         p++;
       }
@@ -241,7 +258,6 @@ static void gpu_free_buffers(amoe_moe_gpu *g) {
   cudaFree(g->o);
   cudaFree(g->route);
   cudaFree(g->weight);
-  cudaFree(g->perm_w);
   cudaFree(g->y);
   cudaFree(g->perm_tok);
   cudaFree(g->pos_of);
@@ -251,7 +267,7 @@ static void gpu_free_buffers(amoe_moe_gpu *g) {
   cudaFree(g->dC);
   g->x = g->xe = g->h = g->ha = g->o = NULL;
   g->route = NULL;
-  g->weight = g->perm_w = g->y = NULL;
+  g->weight = g->y = NULL;
   g->perm_tok = g->pos_of = g->work = NULL;
   g->dA = g->dB = NULL;
   g->dC = NULL;
@@ -289,6 +305,10 @@ static amoe_status gpu_open(amoe_moe_gpu *g, int impl, amoe_moe_shape s, int lay
   g->s = s;
   g->seed = seed;
   if (s.experts > MAX_E) return amoe_fail(e, AMOE_EINVAL, "at most %d experts", MAX_E);
+#if !AMOE_GROUPED_GEMM
+  if (impl == 2)
+    return amoe_fail(e, AMOE_EINVAL, "cublas-grouped needs cuBLAS 12.5 or later (cublasGemmGroupedBatchedEx)");
+#endif
   if (impl == 3 && (s.hidden % 8 || s.inter % 8))
     return amoe_fail(e, AMOE_EINVAL, "skinny: hidden and inter must be multiples of 8");
   CU(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
@@ -296,6 +316,7 @@ static amoe_status gpu_open(amoe_moe_gpu *g, int impl, amoe_moe_shape s, int lay
   CU(cudaEventCreate(&g->ev1));
   CB(cublasCreate(&g->blas));
   CB(cublasSetStream(g->blas, g->stream));
+  if (impl == 3) CU(cudaFuncSetAttribute(skinny_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, SKINNY_SMEM));
   size_t free_b = 0, total_b = 0;
   CU(cudaMemGetInfo(&free_b, &total_b));
   double per_layer = amoe_w_bytes(s.experts, s.hidden, s.inter, 1), margin = 4.0 * 1024 * 1024 * 1024;
@@ -320,7 +341,10 @@ static amoe_status gpu_open(amoe_moe_gpu *g, int impl, amoe_moe_shape s, int lay
   // twice the L2: a memset of exactly its size can leave lines of the
   // weights resident (the L2 is split in partitions with their own hashing)
   g->l2_bytes = 2 * (size_t)prop.l2CacheSize;
-  if (g->l2_bytes) CU(cudaMalloc(&g->l2_flush, g->l2_bytes));
+  if (g->l2_bytes) {
+    CU(cudaMalloc(&g->l2_flush, g->l2_bytes));
+    CU(cudaMemsetAsync(g->l2_flush, 0, g->l2_bytes, g->stream)); // once, outside any timed window (initcheck)
+  }
   CU(cudaMallocHost(&g->h_count, MAX_E * sizeof(int)));
   CU(cudaMallocHost(&g->h_work, 3 * MAX_E * sizeof(int)));
   CU(cudaMallocHost(&g->pA, 2 * MAX_E * sizeof(void *)));
@@ -345,14 +369,11 @@ static amoe_status amoe_moe_gpu_open(amoe_moe_gpu **out, int impl, amoe_moe_shap
   return AMOE_OK;
 }
 
-static amoe_status ensure(amoe_moe_gpu *g, int T, int A, amoe_err *e) {
-  if (T <= g->cap_t && A <= g->cap_a) return AMOE_OK;
-  gpu_free_buffers(g);
-  int d = g->s.hidden, f = g->s.inter, E = g->s.experts;
-  g->cap_t = T > g->cap_t ? T : g->cap_t;
-  g->cap_a = A > g->cap_a ? A : g->cap_a;
-  T = g->cap_t;
-  A = g->cap_a;
+// The buffers for T tokens and A assignments. The capacities rise only once
+// every buffer is allocated: after a failed cudaMalloc nothing is left that
+// a later call would launch on (N4).
+static amoe_status ensure_buffers(amoe_moe_gpu *g, int T, int A, amoe_err *e) {
+  const int d = g->s.hidden, f = g->s.inter, E = g->s.experts;
   CU(cudaMalloc(&g->x, (size_t)T * d * sizeof(bf16)));
   CU(cudaMalloc(&g->xe, (size_t)A * d * sizeof(bf16)));
   CU(cudaMalloc(&g->h, (size_t)A * 2 * f * sizeof(bf16)));
@@ -360,7 +381,6 @@ static amoe_status ensure(amoe_moe_gpu *g, int T, int A, amoe_err *e) {
   CU(cudaMalloc(&g->o, (size_t)A * d * sizeof(bf16)));
   CU(cudaMalloc(&g->route, (size_t)A * sizeof(int32_t)));
   CU(cudaMalloc(&g->weight, (size_t)A * sizeof(float)));
-  CU(cudaMalloc(&g->perm_w, (size_t)A * sizeof(float)));
   CU(cudaMalloc(&g->y, (size_t)T * d * sizeof(float)));
   CU(cudaMalloc(&g->perm_tok, (size_t)A * sizeof(int)));
   CU(cudaMalloc(&g->pos_of, (size_t)A * sizeof(int)));
@@ -368,6 +388,21 @@ static amoe_status ensure(amoe_moe_gpu *g, int T, int A, amoe_err *e) {
   CU(cudaMalloc(&g->dA, (size_t)2 * E * sizeof(void *)));
   CU(cudaMalloc(&g->dB, (size_t)2 * E * sizeof(void *)));
   CU(cudaMalloc(&g->dC, (size_t)2 * E * sizeof(void *)));
+  return AMOE_OK;
+}
+
+static amoe_status ensure(amoe_moe_gpu *g, int T, int A, amoe_err *e) {
+  if (T <= g->cap_t && A <= g->cap_a) return AMOE_OK;
+  gpu_free_buffers(g);
+  const int t = T > g->cap_t ? T : g->cap_t, a = A > g->cap_a ? A : g->cap_a;
+  g->cap_t = g->cap_a = 0;
+  const amoe_status st = ensure_buffers(g, t, a, e);
+  if (st != AMOE_OK) {
+    gpu_free_buffers(g);
+    return st;
+  }
+  g->cap_t = t;
+  g->cap_a = a;
   return AMOE_OK;
 }
 
@@ -414,16 +449,20 @@ static amoe_status expert_gemm(amoe_moe_gpu *g, const bf16 *W, size_t w_stride, 
     CU(cudaMemcpyAsync(dA, hA, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
     CU(cudaMemcpyAsync(dB, hB, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
     CU(cudaMemcpyAsync(dC, hC, nwork * sizeof(void *), cudaMemcpyHostToDevice, g->stream));
+#if AMOE_GROUPED_GEMM
     CB(cublasGemmGroupedBatchedEx(g->blas, ta, tb, m, n, k, alpha, dA, CUDA_R_16BF, lda, dB, CUDA_R_16BF, ldb, beta,
                                   dC, CUDA_R_16BF, ldc, nwork, gs, CUBLAS_COMPUTE_32F));
+#else
+    (void)alpha, (void)beta, (void)dA, (void)dB, (void)dC, (void)gs;
+    return amoe_fail(e, AMOE_EINVAL, "cublas-grouped needs cuBLAS 12.5 or later");
+#endif
     return AMOE_OK;
   }
   // token tile: as many tokens (<= 16) as fit 200 KB of shared memory
-  int tile = (int)(200 * 1024 / ((size_t)K * sizeof(bf16)));
+  int tile = (int)(SKINNY_SMEM / ((size_t)K * sizeof(bf16)));
   tile = tile > SKINNY_TOK ? SKINNY_TOK : tile;
   if (tile < 1) return amoe_fail(e, AMOE_EINVAL, "skinny: a row of %d elements does not fit shared memory", K);
-  size_t smem = (size_t)tile * K * sizeof(bf16);
-  CU(cudaFuncSetAttribute(skinny_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  size_t smem = (size_t)tile * K * sizeof(bf16); // <= SKINNY_SMEM, set once at open (N10: not in the timed window)
   const int rows_per_block = SKINNY_WARPS * SKINNY_RPW;
   dim3 grid((rows + rows_per_block - 1) / rows_per_block, nwork);
   skinny_gemm<<<grid, SKINNY_WARPS * 32, smem, g->stream>>>(W, w_stride, in, K, rows, g->work, tile, out);
@@ -460,7 +499,10 @@ static amoe_status run_impl(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b,
   CU(cudaMemcpyAsync(g->route, b->route, (size_t)A * sizeof(int32_t), cudaMemcpyHostToDevice, g->stream));
   CU(cudaMemcpyAsync(g->weight, b->weight, (size_t)A * sizeof(float), cudaMemcpyHostToDevice, g->stream));
   CU(cudaMemcpyAsync(g->work, g->h_work, (size_t)3 * nwork * sizeof(int), cudaMemcpyHostToDevice, g->stream));
-  if (g->poison) { // 0xffff is a bf16 NaN, 0xffffffff a float NaN
+  if (g->poison) { // 0xffff is a bf16 NaN, 0xffffffff a float NaN and the int -1
+    CU(cudaMemsetAsync(g->xe, 0xff, (size_t)A * d * sizeof(bf16), g->stream));
+    CU(cudaMemsetAsync(g->perm_tok, 0xff, (size_t)A * sizeof(int), g->stream));
+    CU(cudaMemsetAsync(g->pos_of, 0xff, (size_t)A * sizeof(int), g->stream));
     CU(cudaMemsetAsync(g->h, 0xff, (size_t)A * 2 * f * sizeof(bf16), g->stream));
     CU(cudaMemsetAsync(g->ha, 0xff, (size_t)A * f * sizeof(bf16), g->stream));
     CU(cudaMemsetAsync(g->o, 0xff, (size_t)A * d * sizeof(bf16), g->stream));
@@ -470,10 +512,13 @@ static amoe_status run_impl(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b,
   const size_t gu = (size_t)2 * f * d, dn = (size_t)d * f;
   const bf16 *wgu = slot_of ? g->pool_gu + (size_t)l * g->slots * gu : g->w_gu + (size_t)l * E * gu;
   const bf16 *wdn = slot_of ? g->pool_dn + (size_t)l * g->slots * dn : g->w_dn + (size_t)l * E * dn;
-  if (g->cold && g->l2_flush) CU(cudaMemsetAsync(g->l2_flush, (int)(g->flushes++ & 0xff), g->l2_bytes, g->stream));
+  if (g->cold && g->l2_flush) { /* reads only: a memset's dirty lines were written back in the timed window (N8) */
+    l2_read<<<256, 256, 0, g->stream>>>((const uint4 *)g->l2_flush, g->l2_bytes / sizeof(uint4), g->flushes++,
+                                        (unsigned *)g->l2_flush);
+    KERNEL_CHECK();
+  }
   CU(cudaEventRecord(g->ev0, g->stream));
-  bucket<<<1, 256, 2 * E * sizeof(int), g->stream>>>(g->route, g->weight, A, k, E, g->perm_tok,
-                                                     g->perm_w, g->pos_of);
+  bucket<<<1, 256, 2 * E * sizeof(int), g->stream>>>(g->route, A, k, E, g->perm_tok, g->pos_of);
   KERNEL_CHECK();
   if (run > 0) { // only the valid assignments are bucketed
     gather<<<run, 128, 0, g->stream>>>(g->x, g->perm_tok, run, d, g->xe);
@@ -516,12 +561,15 @@ static amoe_status amoe_moe_gpu_run_pool(amoe_moe_gpu *g, int layer, const amoe_
 // Host-to-device copies on their own stream, timed with events: begin
 // (the stream and events made on first use), enqueue the copies, end (the
 // compute stream waits for them, as an on-demand fetch does).
+static amoe_status copy_stream(amoe_moe_gpu *g, amoe_err *e) {
+  if (!g->copy) CU(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking));
+  if (!g->c0) CU(cudaEventCreate(&g->c0));
+  if (!g->c1) CU(cudaEventCreate(&g->c1));
+  return AMOE_OK;
+}
+
 static amoe_status copies_begin(amoe_moe_gpu *g, amoe_err *e) {
-  if (!g->copy) {
-    CU(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking));
-    CU(cudaEventCreate(&g->c0));
-    CU(cudaEventCreate(&g->c1));
-  }
+  AMOE_TRY(copy_stream(g, e));
   AMOE_NVTX_PUSH("h2d");
   CU(cudaEventRecord(g->c0, g->copy));
   return AMOE_OK;
@@ -547,6 +595,12 @@ static amoe_status amoe_moe_gpu_pool(amoe_moe_gpu *g, int slots, amoe_err *e) {
   const size_t per_layer = (size_t)E * (gu + dn) * sizeof(bf16);
   int held = (int)((16ull << 30) / per_layer);
   held = held < 1 ? 1 : held > g->layers_held ? g->layers_held : held;
+  cudaFreeHost(g->host_gu); /* a second pool replaces the first (N7) */
+  cudaFreeHost(g->host_dn);
+  cudaFree(g->pool_gu);
+  cudaFree(g->pool_dn);
+  g->host_gu = g->host_dn = g->pool_gu = g->pool_dn = NULL;
+  g->slots = 0;
   CU(cudaMallocHost(&g->host_gu, (size_t)held * E * gu * sizeof(bf16)));
   CU(cudaMallocHost(&g->host_dn, (size_t)held * E * dn * sizeof(bf16)));
   CU(cudaMemcpy(g->host_gu, g->w_gu, (size_t)held * E * gu * sizeof(bf16), cudaMemcpyDeviceToHost));
@@ -567,10 +621,11 @@ static amoe_status amoe_moe_gpu_load(amoe_moe_gpu *g, int layer, int n, const in
   if (n <= 0) return AMOE_OK;
   const int E = g->s.experts, l = layer % g->layers_held;
   const size_t gu = (size_t)2 * g->s.inter * g->s.hidden, dn = (size_t)g->s.hidden * g->s.inter;
-  AMOE_TRY(copies_begin(g, e));
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n; i++) /* every request checked before a copy is queued (N6) */
     if (experts[i] < 0 || experts[i] >= E || slot[i] < 0 || slot[i] >= g->slots)
       return amoe_fail(e, AMOE_EINVAL, "load: expert %d into slot %d of %d", experts[i], slot[i], g->slots);
+  AMOE_TRY(copies_begin(g, e));
+  for (int i = 0; i < n; i++) {
     const size_t ps = (size_t)l * g->slots + slot[i], he = (size_t)l * E + experts[i];
     CU(cudaMemcpyAsync(g->pool_gu + ps * gu, g->host_gu + he * gu, gu * sizeof(bf16), cudaMemcpyHostToDevice,
                        g->copy));
@@ -595,9 +650,12 @@ static amoe_status amoe_moe_gpu_measure_copy(double bytes, int repeats, double *
   CU(cudaGetDeviceProperties(&prop, 0));
   snprintf(name, (size_t)name_len, "%s", prop.name);
   void *a = NULL, *b = NULL, *h = NULL;
-  cudaEvent_t e0, e1;
+  cudaEvent_t e0 = NULL, e1 = NULL;
   CU(cudaEventCreate(&e0));
-  CU(cudaEventCreate(&e1));
+  if (cudaEventCreate(&e1) != cudaSuccess) { /* N11: not leaking the first */
+    cudaEventDestroy(e0);
+    return amoe_fail(e, AMOE_EIO, "copy test: cannot create an event");
+  }
   amoe_status st = AMOE_OK;
   float t[64];
   if (cudaMalloc(&a, n) != cudaSuccess || cudaMalloc(&b, n) != cudaSuccess || cudaMallocHost(&h, n) != cudaSuccess)
@@ -645,7 +703,10 @@ static amoe_status amoe_moe_gpu_fetch(amoe_moe_gpu *g, int experts, int slots, d
     g->host_expert = g->slot_pool = NULL;
     CU(cudaMallocHost(&g->host_expert, eb));
     CU(cudaMalloc(&g->slot_pool, eb * (size_t)slots));
-    CU(cudaMemsetAsync(g->slot_pool, 0, eb * (size_t)slots, g->copy)); // ordered before the copies below
+    // on the copy stream, made first (N1: a NULL stream is the legacy one,
+    // which would race the timed copies), so ordered before the copies below
+    AMOE_TRY(copy_stream(g, e));
+    CU(cudaMemsetAsync(g->slot_pool, 0, eb * (size_t)slots, g->copy));
     memset(g->host_expert, 0x3c, eb);
     g->pool_slots = slots;
   }

@@ -7,11 +7,24 @@
 # (ASan cannot follow HIP-CPU's fiber stacks). VARIANT planted: the check
 # can fail: each planted bug (a wrong index in combine, an off-by-one in
 # bucket, a wrong leading dimension) must make it fail.
-# usage: cuda_on_cpu.sh TEST_MOE SOURCE_DIR BUILD_DIR [ubsan|planted]
+# VARIANT old-cublas: built as with cuBLAS 12.4, where grouped GEMMs do not
+# exist: every other backend still runs and cublas-grouped refuses at open.
+# usage: cuda_on_cpu.sh TEST_MOE SOURCE_DIR BUILD_DIR [ubsan|planted|old-cublas]
 set -u
 test_moe=$1 src=$2 out=$3/hip-cpu${4:+-$4}
 flags=()
 [ "${4:-}" = ubsan ] && flags=(-fsanitize=undefined -fno-sanitize-recover=all -g)
+if [ "${4:-}" = old-cublas ]; then
+  "$src/cuda/hip-cpu/translate.sh" "$out" -O1 -DCUBLAS_VERSION=120400 >"$out.log" 2>&1
+  rc=$?
+  if [ $rc = 77 ]; then cat "$out.log"; exit 77; fi
+  [ $rc = 0 ] || { echo "cuda_on_cpu: the module did not build as with cuBLAS 12.4:"; tail -5 "$out.log"; exit 1; }
+  export ACCEPTMOE_CUDA_MODULE=$out/libamoe_moe_hip_cpu.so
+  "$test_moe" gpu cublas-loop --tiny >"$out.run" 2>&1 || { echo "cuda_on_cpu: cublas-loop failed without grouped GEMMs"; tail -5 "$out.run"; exit 1; }
+  "$test_moe" gpu cublas-grouped --tiny >"$out.run" 2>&1
+  if grep -q "cublas-grouped needs cuBLAS 12.5" "$out.run"; then echo "cuda_on_cpu: cublas-grouped refuses as it should"; exit 0; fi
+  echo "cuda_on_cpu: cublas-grouped did not refuse without grouped GEMMs:"; tail -5 "$out.run"; exit 1
+fi
 if [ "${4:-}" = planted ]; then
   plants=("combine reads the next token's slot|s/int p = pos_of\[t \* k \+ j\];/int p = pos_of[(t * k + j + 1) % (T * k)];/"
     "bucket places one past each expert's offset|s/int p = off\[x\];/int p = off[x] + 1;/"

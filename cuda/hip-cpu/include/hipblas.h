@@ -12,6 +12,12 @@
 
 #include <cstddef>
 
+/* The cuBLAS this stands in for: 12.5, the first with grouped GEMMs (a
+ * build may set an older one to compile moe_cuda.cu's guard, N3). */
+#ifndef CUBLAS_VERSION
+#define CUBLAS_VERSION 120500
+#endif
+
 typedef enum { HIPBLAS_STATUS_SUCCESS = 0, HIPBLAS_STATUS_INVALID_VALUE = 3, HIPBLAS_STATUS_NOT_SUPPORTED = 6 } hipblasStatus_t;
 typedef enum { HIPBLAS_OP_N = 111, HIPBLAS_OP_T = 112 } hipblasOperation_t;
 typedef enum { HIP_R_32F = 0, HIP_R_16BF = 14 } hipDataType;
