@@ -29,3 +29,12 @@ if ! .venv/bin/python -c "import transformers, tokenizers, safetensors, huggingf
     .venv/bin/pip install -q --no-deps "${PYPI[@]}" ||
     echo "install-deps: could not install ${PYPI[*]} into .venv (the hf capture test will skip)" >&2
 fi
+
+# cuobjdump, which the CUDA toolkit here lacks, to read the built module's
+# resource usage back (tests/cuda_resources.sh): NVIDIA's PyPI wheel, pinned.
+CUOBJDUMP=nvidia-cuda-cuobjdump==13.2.86
+if ! ls .venv/lib/python3*/site-packages/nvidia/*/bin/cuobjdump >/dev/null 2>&1; then
+  [ -x .venv/bin/pip ] || /usr/bin/python3 -m venv --system-site-packages .venv
+  .venv/bin/pip install -q --no-deps "$CUOBJDUMP" ||
+    echo "install-deps: could not install $CUOBJDUMP (cuda_resources will not read the module back)" >&2
+fi
