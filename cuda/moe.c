@@ -194,6 +194,17 @@ void amoe_moe_close(amoe_moe_backend *b) {
   if (b) b->row->ops->close(b);
 }
 
+/* The slot pool's buffers, freed (a second pool replaces the first). */
+static void cpu_pool_free(amoe_moe_backend *b) {
+  if (b->slot_w)
+    for (size_t i = 0; i < (size_t)b->layers * b->slots; i++) free(b->slot_w[i]);
+  free(b->slot_w);
+  free(b->slot_expert);
+  b->slot_w = NULL;
+  b->slot_expert = NULL;
+  b->slots = 0;
+}
+
 static void cpu_close(amoe_moe_backend *b) {
   if (b->w)
     for (int i = 0; i < b->layers * b->s.experts; i++) free(b->w[i]);
@@ -202,10 +213,7 @@ static void cpu_close(amoe_moe_backend *b) {
   free(b->h);
   free(b->host_pool);
   free(b->dev_pool);
-  if (b->slot_w)
-    for (size_t i = 0; i < (size_t)b->layers * b->slots; i++) free(b->slot_w[i]);
-  free(b->slot_w);
-  free(b->slot_expert);
+  cpu_pool_free(b);
   free(b);
 }
 
@@ -291,11 +299,12 @@ static amoe_status cpu_run(amoe_moe_backend *b, int layer, const amoe_moe_batch 
 }
 
 static amoe_status cpu_pool(amoe_moe_backend *b, int slots, amoe_err *e) {
+  cpu_pool_free(b);
   const size_t n = (size_t)b->layers * slots, per = (size_t)3 * b->s.hidden * b->s.inter;
   b->slot_w = calloc(n, sizeof *b->slot_w);
   b->slot_expert = malloc(n * sizeof *b->slot_expert);
+  b->slots = slots; /* (what cpu_pool_free walks, allocated or not) */
   if (!b->slot_w || !b->slot_expert) return amoe_fail(e, AMOE_ENOMEM, "pool: out of memory");
-  b->slots = slots;
   for (size_t i = 0; i < n; i++) {
     b->slot_expert[i] = -1;
     if (!(b->slot_w[i] = malloc(per * sizeof(float)))) return amoe_fail(e, AMOE_ENOMEM, "pool: out of memory");

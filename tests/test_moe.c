@@ -191,6 +191,16 @@ static void pool_matches_resident(const char *name) {
     return;
   }
   CHECK(amoe_moe_has_pool(b) && amoe_moe_pool(b, SLOTS, &e) == AMOE_OK, "pool: %s", e.msg);
+  /* a second pool replaces the first, and a load naming a slot out of
+   * range is refused before any copy is queued (CUDA N7, N6): the waves
+   * below must still match */
+  CHECK(amoe_moe_pool(b, SLOTS, &e) == AMOE_OK, "%s: pool twice: %s", name, e.msg);
+  {
+    const int ex[2] = {0, 1};
+    const int16_t sl[2] = {0, SLOTS};
+    CHECK(amoe_moe_load(b, 0, 2, ex, sl, NULL, &e) != AMOE_OK && strstr(e.msg, "into slot 3 of 3"),
+          "%s: a load into slot %d of %d was not refused", name, SLOTS, SLOTS);
+  }
   amoe_cache_cfg cfg = {AMOE_CACHE_LRU, AMOE_ORDER_HITS_FIRST, AMOE_OVERFLOW_EVICT};
   amoe_cache *c = amoe_cache_new(L, s.experts, SLOTS, cfg, NULL);
   amoe_rng r;
