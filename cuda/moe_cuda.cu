@@ -116,10 +116,10 @@ __global__ void l2_read(const uint4 *p, size_t n, unsigned tag, unsigned *sink) 
   if (s == tag + 0x9e3779b9u) sink[0] = s;
 }
 
-// One block: counts per expert, exclusive offsets, then a deterministic
+// One block: counts per expert, exclusive offsets (a scan), then a deterministic
 // placement (each expert scans the assignments in order).
 __global__ void bucket(const int32_t *route, int A, int k, int E, int *perm_tok, int *pos_of) {
-  extern __shared__ int sh[]; // [E] counts, [E] offsets
+  extern __shared__ int sh[]; // [E] counts, [E] offsets, [blockDim.x] partial sums
   int *cnt = sh, *off = sh + E;
   for (int x = threadIdx.x; x < E; x += blockDim.x) cnt[x] = 0;
   __syncthreads();
@@ -129,12 +129,24 @@ __global__ void bucket(const int32_t *route, int A, int k, int E, int *perm_tok,
     else pos_of[i] = -1;
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int run = 0;
-    for (int x = 0; x < E; x++) {
-      off[x] = run;
-      run += cnt[x];
-    }
+  // exclusive offsets without a serial pass over E: each thread sums its run
+  // of experts, a scan over the threads' sums, then each run's offsets
+  int *part = sh + 2 * E; // [blockDim.x]
+  const int per = (E + blockDim.x - 1) / blockDim.x, x0 = threadIdx.x * per, x1 = x0 + per < E ? x0 + per : E;
+  int sum = 0;
+  for (int x = x0; x < x1; x++) sum += cnt[x];
+  part[threadIdx.x] = sum;
+  __syncthreads();
+  for (int step = 1; step < blockDim.x; step <<= 1) {
+    const int v = threadIdx.x >= step ? part[threadIdx.x - step] : 0;
+    __syncthreads();
+    part[threadIdx.x] += v;
+    __syncthreads();
+  }
+  int run = part[threadIdx.x] - sum;
+  for (int x = x0; x < x1; x++) {
+    off[x] = run;
+    run += cnt[x];
   }
   __syncthreads();
   for (int x = threadIdx.x; x < E; x += blockDim.x) {
@@ -518,7 +530,7 @@ static amoe_status run_impl(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b,
     KERNEL_CHECK();
   }
   CU(cudaEventRecord(g->ev0, g->stream));
-  bucket<<<1, 256, 2 * E * sizeof(int), g->stream>>>(g->route, A, k, E, g->perm_tok, g->pos_of);
+  bucket<<<1, 256, (2 * E + 256) * sizeof(int), g->stream>>>(g->route, A, k, E, g->perm_tok, g->pos_of);
   KERNEL_CHECK();
   if (run > 0) { // only the valid assignments are bucketed
     gather<<<run, 128, 0, g->stream>>>(g->x, g->perm_tok, run, d, g->xe);
