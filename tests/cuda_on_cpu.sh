@@ -9,11 +9,21 @@
 # bucket, a wrong leading dimension) must make it fail.
 # VARIANT old-cublas: built as with cuBLAS 12.4, where grouped GEMMs do not
 # exist: every other backend still runs and cublas-grouped refuses at open.
-# usage: cuda_on_cpu.sh TEST_MOE SOURCE_DIR BUILD_DIR [ubsan|planted|old-cublas]
+# VARIANT after-oom: device allocations above 256 KiB fail; a batch that
+# needs them fails cleanly, and a small one after it matches the reference.
+# usage: cuda_on_cpu.sh TEST_MOE SOURCE_DIR BUILD_DIR [ubsan|planted|old-cublas|after-oom]
 set -u
 test_moe=$1 src=$2 out=$3/hip-cpu${4:+-$4}
 flags=()
 [ "${4:-}" = ubsan ] && flags=(-fsanitize=undefined -fno-sanitize-recover=all -g)
+if [ "${4:-}" = after-oom ]; then # a failed allocation leaves nothing a later run launches on (N4)
+  "$src/cuda/hip-cpu/translate.sh" "$out" -O1 >"$out.log" 2>&1
+  rc=$?
+  if [ $rc = 77 ]; then cat "$out.log"; exit 77; fi
+  [ $rc = 0 ] || { tail -5 "$out.log"; exit 1; }
+  ACCEPTMOE_CUDA_MODULE=$out/libamoe_moe_hip_cpu.so "$test_moe" gpu-after-oom
+  exit $?
+fi
 if [ "${4:-}" = old-cublas ]; then
   "$src/cuda/hip-cpu/translate.sh" "$out" -O1 -DCUBLAS_VERSION=120400 >"$out.log" 2>&1
   rc=$?

@@ -246,7 +246,51 @@ static void pool_matches_resident(const char *name) {
   amoe_moe_close(b);
 }
 
+/* test_moe gpu-after-oom: for the emulated module built with an
+ * allocation limit (tests/cuda_on_cpu.sh, AMOE_HIP_MALLOC_LIMIT): a batch
+ * whose buffers cannot be allocated fails cleanly, and a small batch after
+ * it runs on freshly allocated buffers and matches the reference (CUDA N4:
+ * capacities once rose before the allocations, and the next run launched
+ * on NULL buffers). The limit is set after opening, around the big batch. */
+static void gpu_after_oom(void) {
+  const amoe_moe_shape s = {64, 32, 8};
+  const char *const *names = amoe_moe_backends();
+  for (int i = 0; names[i]; i++) {
+    if (!strcmp(names[i], "cpu")) continue;
+    amoe_moe_backend *b, *ref;
+    amoe_err e;
+    if (amoe_moe_open(&b, names[i], s, 1, 5, &e) != AMOE_OK || amoe_moe_open(&ref, "cpu", s, 1, 5, &e) != AMOE_OK) {
+      CHECK(0, "%s: %s", names[i], e.msg);
+      continue;
+    }
+    amoe_rng r;
+    amoe_rng_seed(&r, 4, 1, 2);
+    enum { BIG = 4096, SMALL = 5, K = 2 };
+    uint16_t *x = malloc((size_t)BIG * s.hidden * 2);
+    int32_t *route = malloc((size_t)BIG * K * 4);
+    float *w = malloc((size_t)BIG * K * 4), *y = malloc((size_t)BIG * s.hidden * 4), *yr = malloc((size_t)SMALL * s.hidden * 4);
+    random_batch(&r, BIG, K, s.experts, s.hidden, x, route, w);
+    const amoe_moe_batch big = {BIG, K, x, route, w}, small = {SMALL, K, x, route, w};
+    setenv("AMOE_HIP_MALLOC_LIMIT", "262144", 1); /* the emulated module's device allocations above 256 KiB fail */
+    CHECK(amoe_moe_run(b, 0, &big, y, NULL, &e) != AMOE_OK, "%s: the big batch ran under the allocation limit", names[i]);
+    unsetenv("AMOE_HIP_MALLOC_LIMIT");
+    CHECK(amoe_moe_run(b, 0, &small, y, NULL, &e) == AMOE_OK, "%s: after a failed allocation: %s", names[i], e.msg);
+    CHECK(amoe_moe_run(ref, 0, &small, yr, NULL, &e) == AMOE_OK, "reference: %s", e.msg);
+    int nan;
+    const double err = rel_l2(y, yr, (size_t)SMALL * s.hidden, &nan);
+    CHECK(nan == 0 && err < 2e-2, "%s: after a failed allocation: rel L2 %.3g", names[i], err);
+    printf("%-15s after a failed allocation: rel L2 %.2e\n", names[i], err);
+    free(x), free(route), free(w), free(y), free(yr);
+    amoe_moe_close(b);
+    amoe_moe_close(ref);
+  }
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "gpu-after-oom")) {
+    gpu_after_oom();
+    return check_done();
+  }
   /* test_moe gpu [BACKEND] [--tiny]: the GPU backends (or one) against the
    * reference; without arguments, the reference against a direct sum */
   if (argc > 1 && !strcmp(argv[1], "gpu")) {

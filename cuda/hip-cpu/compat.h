@@ -58,4 +58,19 @@ inline hipError_t hipFuncSetAttribute(F, int, int) {
 inline hipError_t hipProfilerStart() { return hipSuccess; }
 inline hipError_t hipProfilerStop() { return hipSuccess; }
 
+/* Fault injection for tests/cuda_on_cpu.sh: while AMOE_HIP_MALLOC_LIMIT is
+ * set (read at every call, so a test sets it after opening), it is the
+ * largest device allocation that succeeds. */
+#include <cstdlib>
+inline hipError_t amoe_hip_malloc(void **p, std::size_t n) {
+  const char *lim = std::getenv("AMOE_HIP_MALLOC_LIMIT");
+  if (lim && n > std::strtoull(lim, nullptr, 10)) return hipErrorOutOfMemory;
+  return hipMalloc(p, n);
+}
+template <typename T>
+inline hipError_t amoe_hip_malloc(T **p, std::size_t n) {
+  return amoe_hip_malloc(reinterpret_cast<void **>(p), n);
+}
+#define hipMalloc amoe_hip_malloc
+
 #endif
