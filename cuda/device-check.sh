@@ -7,7 +7,9 @@
 #   2. correctness, backend by backend, against the CPU reference (layer 1
 #      of two, one-tile and multi-tile shapes); a failing backend is left
 #      out of what follows, the others carry on
-#   3. compute-sanitizer memcheck and racecheck on tiny shapes (if present)
+#   3. compute-sanitizer memcheck, racecheck, synccheck and initcheck on tiny
+#      shapes (if present): what the CPU run of the kernels (ctest -R
+#      cuda_on_cpu, docs/gpu.md) cannot show
 #   4. kernel benchmarks of the backends that passed
 #   5. simulator vs measured expert time per block, before and after
 #      calibrate-hw (streaming by skinny, compute peak by cublas-loop)
@@ -116,8 +118,16 @@ if [ -n "$SAN" ]; then
   done
   has skinny && { step 60 racecheck-skinny "$SAN" --tool racecheck --error-exitcode 9 build-gpu/tests/test_moe gpu \
     skinny --tiny || say "!! racecheck skinny: $(grep -m3 -E 'ERROR|hazard' "$W/racecheck-skinny.log" | tr '\n' ' ')"; }
+  # barriers every thread must reach (the skinny kernel's shuffles, bucket's
+  # scan) and reads of memory nothing wrote: what fibers on the CPU cannot show
+  for tool in synccheck initcheck; do
+    step 60 "$tool-$RUNB" "$SAN" --tool $tool --error-exitcode 9 build-gpu/tests/test_moe gpu "$RUNB" --tiny ||
+      say "!! $tool $RUNB: $(grep -m3 -E 'ERROR|Uninitialized|barrier' "$W/$tool-$RUNB.log" | tr '\n' ' ')"
+  done
+  has skinny && [ "$RUNB" != skinny ] && { step 60 synccheck-skinny "$SAN" --tool synccheck --error-exitcode 9 \
+    build-gpu/tests/test_moe gpu skinny --tiny || say "!! synccheck skinny: $(grep -m3 ERROR "$W/synccheck-skinny.log" | tr '\n' ' ')"; }
 else
-  say "   (no compute-sanitizer: memcheck and racecheck skipped)"
+  say "   (no compute-sanitizer: memcheck, racecheck, synccheck and initcheck skipped)"
 fi
 
 log "kernel benchmarks ($((SECONDS - t0)) s)"
