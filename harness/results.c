@@ -392,11 +392,14 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
                          "readback_s", s->hw.readback_s, "step_host_s", amoe_engine_step_host_s(eng, &s->hw));
   if (eng->name[0]) json_object_set_new(ej, "preset", json_string(eng->name));
   if (eng->host_overlap) json_object_set_new(ej, "host_overlap", json_true());
-  if (amoe_engine_has_cycle(eng)) /* the speculative cycle's terms, where an engine sets them */
-    json_object_update(ej, json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "draft_step_s", amoe_engine_draft_step_s(eng, &s->hw),
-                                     "draft_token_s", eng->draft_token_s, "draft_extend_s", eng->draft_extend_s,
-                                     "tree_node_s", eng->tree_node_s, "sample_s", eng->sample_s, "cycle_host_s",
-                                     eng->cycle_host_s));
+  if (amoe_engine_has_cycle(eng)) { /* the speculative cycle's terms, where an engine sets them */
+    json_t *cy = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "draft_step_s", amoe_engine_draft_step_s(eng, &s->hw),
+                           "draft_token_s", eng->draft_token_s, "draft_extend_s", eng->draft_extend_s, "tree_node_s",
+                           eng->tree_node_s, "sample_s", eng->sample_s, "cycle_host_s", eng->cycle_host_s);
+    json_object_update(ej, cy);
+    json_decref(cy);
+  }
+  if (eng->moe_call_host_s > 0) json_object_set_new(ej, "moe_call_host_s", json_real(eng->moe_call_host_s));
   if (eng->moe_kernels == AMOE_MOE_LOOP) {
     json_object_set_new(ej, "visits", json_string(amoe_visits_names[eng->visits]));
     json_object_set_new(ej, "expert_host_s", json_real(eng->expert_host_s));
