@@ -65,6 +65,7 @@ struct amoe_moe_gpu {
   int32_t *route;
   float *weight, *y;
   int *perm_tok, *pos_of, *work; // work: the executed experts (expert, offset, count)
+  int *chunk_cnt;                // [chunk][E] bucketing's counts per chunk of assignments
   const void **dA, **dB;
   void **dC;
   int *h_count, *h_work; // pinned host copies
@@ -116,25 +117,49 @@ __global__ void l2_read(const uint4 *p, size_t n, unsigned tag, unsigned *sink) 
   if (s == tag + 0x9e3779b9u) sink[0] = s;
 }
 
-// One block: counts per expert, exclusive offsets (a scan), then a deterministic
-// placement (each expert scans the assignments in order).
-__global__ void bucket(const int32_t *route, int A, int k, int E, int *perm_tok, int *pos_of) {
-  extern __shared__ int sh[]; // [E] counts, [E] offsets, [blockDim.x] partial sums
-  int *cnt = sh, *off = sh + E;
+// Bucketing, in chunks of BUCKET_CHUNK assignments, one block each (N9:
+// no single block over the whole pass). bucket_count: each chunk's count per
+// expert, and -1 for an assignment without an expert. bucket_place: every
+// block sums the chunks' counts (each expert's total, and what the chunks
+// before its own hold), takes the exclusive offsets over the experts by a
+// block-wide scan, and places its chunk's assignments of each expert in
+// order: the same deterministic placement as one pass over all of them.
+#define BUCKET_CHUNK 1024
+__global__ void bucket_count(const int32_t *route, int A, int E, int *chunk_cnt, int *pos_of) {
+  extern __shared__ int cnt[]; // [E]
+  const int i0 = blockIdx.x * BUCKET_CHUNK, i1 = i0 + BUCKET_CHUNK < A ? i0 + BUCKET_CHUNK : A;
   for (int x = threadIdx.x; x < E; x += blockDim.x) cnt[x] = 0;
   __syncthreads();
-  for (int i = threadIdx.x; i < A; i += blockDim.x) {
-    int ex = route[i];
+  for (int i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+    const int ex = route[i];
     if (ex >= 0) atomicAdd(&cnt[ex], 1);
     else pos_of[i] = -1;
   }
   __syncthreads();
+  for (int x = threadIdx.x; x < E; x += blockDim.x) chunk_cnt[(size_t)blockIdx.x * E + x] = cnt[x];
+}
+
+__global__ void bucket_place(const int32_t *route, int A, int k, int E, const int *chunk_cnt, int *perm_tok,
+                             int *pos_of) {
+  extern __shared__ int sh[]; // [E] totals, [E] offsets, [E] earlier chunks', [blockDim.x] partial sums
+  int *tot = sh, *off = sh + E, *before = sh + 2 * E, *part = sh + 3 * E;
+  const int nchunks = gridDim.x, c = blockIdx.x;
+  for (int x = threadIdx.x; x < E; x += blockDim.x) {
+    int t = 0, b = 0;
+    for (int q = 0; q < nchunks; q++) {
+      const int n = chunk_cnt[(size_t)q * E + x];
+      t += n;
+      b += q < c ? n : 0;
+    }
+    tot[x] = t;
+    before[x] = b;
+  }
+  __syncthreads();
   // exclusive offsets without a serial pass over E: each thread sums its run
   // of experts, a scan over the threads' sums, then each run's offsets
-  int *part = sh + 2 * E; // [blockDim.x]
   const int per = (E + blockDim.x - 1) / blockDim.x, x0 = threadIdx.x * per, x1 = x0 + per < E ? x0 + per : E;
   int sum = 0;
-  for (int x = x0; x < x1; x++) sum += cnt[x];
+  for (int x = x0; x < x1; x++) sum += tot[x];
   part[threadIdx.x] = sum;
   __syncthreads();
   for (int step = 1; step < blockDim.x; step <<= 1) {
@@ -146,12 +171,13 @@ __global__ void bucket(const int32_t *route, int A, int k, int E, int *perm_tok,
   int run = part[threadIdx.x] - sum;
   for (int x = x0; x < x1; x++) {
     off[x] = run;
-    run += cnt[x];
+    run += tot[x];
   }
   __syncthreads();
+  const int i0 = c * BUCKET_CHUNK, i1 = i0 + BUCKET_CHUNK < A ? i0 + BUCKET_CHUNK : A;
   for (int x = threadIdx.x; x < E; x += blockDim.x) {
-    int p = off[x];
-    for (int i = 0; i < A; i++)
+    int p = off[x] + before[x];
+    for (int i = i0; i < i1; i++)
       if (route[i] == x) {
         perm_tok[p] = i / k;
         pos_of[i] = p;
@@ -274,13 +300,14 @@ static void gpu_free_buffers(amoe_moe_gpu *g) {
   cudaFree(g->perm_tok);
   cudaFree(g->pos_of);
   cudaFree(g->work);
+  cudaFree(g->chunk_cnt);
   cudaFree(g->dA);
   cudaFree(g->dB);
   cudaFree(g->dC);
   g->x = g->xe = g->h = g->ha = g->o = NULL;
   g->route = NULL;
   g->weight = g->y = NULL;
-  g->perm_tok = g->pos_of = g->work = NULL;
+  g->perm_tok = g->pos_of = g->work = g->chunk_cnt = NULL;
   g->dA = g->dB = NULL;
   g->dC = NULL;
 }
@@ -397,6 +424,7 @@ static amoe_status ensure_buffers(amoe_moe_gpu *g, int T, int A, amoe_err *e) {
   CU(cudaMalloc(&g->perm_tok, (size_t)A * sizeof(int)));
   CU(cudaMalloc(&g->pos_of, (size_t)A * sizeof(int)));
   CU(cudaMalloc(&g->work, (size_t)3 * E * sizeof(int)));
+  CU(cudaMalloc(&g->chunk_cnt, (size_t)((A + BUCKET_CHUNK - 1) / BUCKET_CHUNK) * E * sizeof(int)));
   CU(cudaMalloc(&g->dA, (size_t)2 * E * sizeof(void *)));
   CU(cudaMalloc(&g->dB, (size_t)2 * E * sizeof(void *)));
   CU(cudaMalloc(&g->dC, (size_t)2 * E * sizeof(void *)));
@@ -530,7 +558,11 @@ static amoe_status run_impl(amoe_moe_gpu *g, int layer, const amoe_moe_batch *b,
     KERNEL_CHECK();
   }
   CU(cudaEventRecord(g->ev0, g->stream));
-  bucket<<<1, 256, (2 * E + 256) * sizeof(int), g->stream>>>(g->route, A, k, E, g->perm_tok, g->pos_of);
+  const int chunks = (A + BUCKET_CHUNK - 1) / BUCKET_CHUNK;
+  bucket_count<<<chunks, 256, E * sizeof(int), g->stream>>>(g->route, A, E, g->chunk_cnt, g->pos_of);
+  KERNEL_CHECK();
+  bucket_place<<<chunks, 256, (3 * E + 256) * sizeof(int), g->stream>>>(g->route, A, k, E, g->chunk_cnt, g->perm_tok,
+                                                                          g->pos_of);
   KERNEL_CHECK();
   if (run > 0) { // only the valid assignments are bucketed
     gather<<<run, 128, 0, g->stream>>>(g->x, g->perm_tok, run, d, g->xe);

@@ -2,9 +2,10 @@
 # Builds and runs every test (GPU tests skip without a GPU), then the suite
 # again in a build with AddressSanitizer and UndefinedBehaviorSanitizer (any
 # finding fails it; the CUDA module stays out of that build). The second
-# pass leaves out the tests labelled slow: the drift fit's recovery, whose
-# code the other fit tests run under the sanitizers too (repeated work, not
-# coverage). ACCEPTMOE_NO_SANITIZE=1 skips the second pass.
+# pass leaves out the tests labelled slow: fit's recovery of known routing
+# (cli_fit, cli_fit_drift), whose rounds are the same code the core CLI test
+# runs through fit under the sanitizers (repeated work, not coverage).
+# ACCEPTMOE_NO_SANITIZE=1 skips the second pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

@@ -18,8 +18,9 @@ expect() { # expect CODE REGEX -- command...
 }
 
 # PART (the fourth argument; default all) runs one group: core, matrix (the
-# policy x source matrix), fit, fit-drift (the slowest fit): each its own ctest,
-# so they run side by side
+# policy x source matrix), fit (recovering known routing), fit-drift (a
+# drifting bias: the slowest), fit-tree (a tree's concentration, and fit's
+# errors): each its own ctest, so they run side by side
 PART=${4:-all}
 want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 
@@ -714,7 +715,7 @@ else
   bad "fit --trace (drift) failed: $(cat "$T/fit.err")"
 fi
 fi
-if want fit; then
+if want fit-tree; then
 printf 'adjacent_overlap: 0.4\nlocalty: 3\n' >"$T/bad-targets.yaml"
 expect 2 "bad-targets.yaml:2:1: unknown key 'localty'" -- "$A" fit workloads/specs/fit-olmoe.yaml --target "$T/bad-targets.yaml"
 expect 2 "one of --target" -- "$A" fit workloads/specs/fit-olmoe.yaml

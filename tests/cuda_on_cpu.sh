@@ -36,16 +36,19 @@ if [ "${4:-}" = old-cublas ]; then
   echo "cuda_on_cpu: cublas-grouped did not refuse without grouped GEMMs:"; tail -5 "$out.run"; exit 1
 fi
 if [ "${4:-}" = planted ]; then
-  plants=("combine reads the next token's slot|s/int p = pos_of\[t \* k \+ j\];/int p = pos_of[(t * k + j + 1) % (T * k)];/"
-    "bucket places one past each expert's offset|s/int p = off\[x\];/int p = off[x] + 1;/"
-    "the grouped GEMM's A has a wrong leading dimension|s/lda\[j\] = K;/lda[j] = K + 8;/")
+  # (the backend each runs on: the shared kernels on the quickest one)
+  plants=("combine reads the next token's slot|cublas-loop|s/int p = pos_of\[t \* k \+ j\];/int p = pos_of[(t * k + j + 1) % (T * k)];/"
+    "bucket places one past each expert's offset|cublas-loop|s/int p = off\[x\] \+ before\[x\];/int p = off[x] + before[x] + 1;/"
+    "bucket ignores the chunks before its own|cublas-loop|s/b \+= q < c \? n : 0;/b += 0 * n;/"
+    "the grouped GEMM's A has a wrong leading dimension|cublas-grouped|s/lda\[j\] = K;/lda[j] = K + 8;/")
   bad=0
   for pl in "${plants[@]}"; do
-    AMOE_HIP_PLANT=${pl#*|} "$src/cuda/hip-cpu/translate.sh" "$out" -O1 >"$out.log" 2>&1
+    rest=${pl#*|} backend=${rest%%|*}
+    AMOE_HIP_PLANT=${rest#*|} "$src/cuda/hip-cpu/translate.sh" "$out" -O1 >"$out.log" 2>&1
     rc=$?
     if [ $rc = 77 ]; then cat "$out.log"; exit 77; fi
     if [ $rc != 0 ]; then echo "cuda_on_cpu: planted '${pl%%|*}' did not build:"; tail -5 "$out.log"; exit 1; fi
-    ACCEPTMOE_CUDA_MODULE=$out/libamoe_moe_hip_cpu.so timeout 300 "$test_moe" gpu --tiny >"$out.run" 2>&1
+    ACCEPTMOE_CUDA_MODULE=$out/libamoe_moe_hip_cpu.so timeout 300 "$test_moe" gpu "$backend" --tiny >"$out.run" 2>&1
     rc=$?
     if [ $rc = 0 ]; then echo "cuda_on_cpu: planted '${pl%%|*}' passed the check"; bad=1
     else echo "cuda_on_cpu: planted '${pl%%|*}' fails it: exit $rc, $(grep -c 'failed:' "$out.run") failed checks"; fi

@@ -93,7 +93,8 @@ static void pool_matches_resident(const char *name);
 /* Every GPU backend (or only `only`) against the reference, on layer 1 of
  * two (the second layer's weights and offsets), at shapes that take the
  * skinny kernel's one-tile path (<= 16 tokens per expert) and its
- * multi-tile path (> 16). tiny: the two smallest cases only (for
+ * multi-tile path (> 16), and bucketing in several chunks (> 1,024
+ * assignments). tiny: the three smallest cases only (for
  * compute-sanitizer, which runs kernels ~100x slower). Returns 77 without a
  * device. */
 static int gpu_vs_reference(const char *only, int tiny) {
@@ -122,9 +123,10 @@ static int gpu_vs_reference(const char *only, int tiny) {
   }
   /* tokens per expert: ~1, ~4 (qwen3 verification), ~2, and 40 (64 tokens,
    * top-5 of 8 experts: several 16-token tiles per expert) */
-  amoe_moe_shape shapes[] = {{64, 32, 8}, {64, 32, 8}, {2048, 768, 128}, {2880, 2880, 32}};
-  int Ts[] = {5, 64, 64, 16}, ks[] = {2, 5, 8, 4};
-  const int nshapes = tiny ? 2 : 4;
+  amoe_moe_shape shapes[] = {{64, 32, 8}, {64, 32, 8}, {64, 32, 8}, {2048, 768, 128}, {2880, 2880, 32}};
+  /* the third: 2,400 assignments, bucketed in three chunks of 1,024 */
+  int Ts[] = {5, 64, 300, 64, 16}, ks[] = {2, 5, 8, 8, 4};
+  const int nshapes = tiny ? 3 : 5;
   int ran = 0;
   for (int si = 0; si < nshapes; si++) {
     amoe_moe_shape s = shapes[si];
