@@ -424,17 +424,16 @@ static inline void account_pass(amoe_totals *tt, const amoe_cost_pass_ctx *pc) {
 
 /* A pass's cost context (§9): what does not depend on its layers' experts,
  * with the draft priced as the row's draft is (an MTP chain's module
- * forwards, mtp_s; a predictor over `candidates`) and the verifier's own
- * selection when a draft ran (drafted). */
+ * forwards, mtp_s; a predictor over `candidates`, whenever it ran) and the
+ * verifier's own selection when a tree was verified (drafted). */
 static inline amoe_cost_pass_ctx pass_cost(const amoe_spec *s, const row_state *rs, const amoe_pass_shape *sh, int drafted,
                                     double mtp_s, int candidates) {
   amoe_cost_pass_ctx pc;
   amoe_cost_pass_init(&pc, sh);
   if (rs->draft->mtp) pc.draft = mtp_s;
-  if (drafted) {
-    pc.select = rs->select_s;
-    if (rs->draft->draft_cost) pc.draft += rs->draft->draft_cost(rs->row, s, candidates);
-  }
+  if (drafted) pc.select = rs->select_s;
+  /* a predictor scores every candidate, however few nodes it then keeps */
+  if (rs->draft->draft_cost && candidates > 0) pc.draft += rs->draft->draft_cost(rs->row, s, candidates);
   return pc;
 }
 
