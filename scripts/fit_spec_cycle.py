@@ -26,8 +26,8 @@ Groups (one engine preset each):
 Rows whose GPU the source does not state are compared as ratios to the same
 source's plain step (the file's README says so).
 
-usage: scripts/fit_spec_cycle.py [--sim build/acceptmoe] [--write] [REAL_DATA_DIR]
-  --write  rewrite the fitted lines of workloads/engines/{sglang,sglang-eager,vllm}.yaml
+usage: scripts/fit_spec_cycle.py [--sim build/acceptmoe] [REAL_DATA_DIR]
+(the fitted values go into workloads/engines/{sglang,sglang-eager,vllm}.yaml by hand, with their sources)
 """
 import argparse
 import csv
@@ -217,7 +217,6 @@ def fit_group(sim, cs_all, group, base_engine, free):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sim", default=os.path.join(ROOT, "build", "acceptmoe"))
-    ap.add_argument("--write", action="store_true")
     ap.add_argument("data", nargs="*")
     a = ap.parse_args()
     path = real_data.path(a.data, "costs", "spec_cycle.csv", "fit_spec_cycle")
@@ -244,10 +243,7 @@ def main():
     call = bisect(lambda x: simulate(a.sim, moe, dict(eager, moe_call_host_s=x))[1] / moe_on - MOE_EAGER_RATIO,
                   1e-7, 1e-2)
     eager["moe_call_host_s"] = f"{call:.4g}"
-    fits = {
-        "sglang": fit_group(a.sim, cs_all, "sglang", {}, FITTED),
-        "vllm": None,
-    }
+    fits = {"sglang": fit_group(a.sim, cs_all, "sglang", {}, FITTED)}
     # vLLM: the plain step's host work first (overlap off), then the cycle
     vplain = next(cs for cs in cs_all if cs["group"] == "vllm")
     _, p0 = simulate(a.sim, vplain, {"overlap_scheduler": "false", "step_host_s": 1e-12})
