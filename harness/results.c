@@ -65,7 +65,7 @@ amoe_status amoe_mkdirs(const char *dir, amoe_err *e) {
 
 struct amoe_results {
   amoe_results_opts o;
-  amoe_afile summary, layers, blocks, dump, meta, resolved;
+  amoe_afile summary, layers, blocks, dump, meta, resolved, requests;
   json_t *meta_json, *points;
   int point, rows_written;
   const amoe_spec *s;
@@ -235,6 +235,53 @@ static const col SUMMARY_BATCH[] = {
     {"speedup_vs_autoregressive", BA(speedup_ar, 'g')},
 };
 
+/* with open arrivals (§18; where any point has them): latency and
+ * goodput, as `vllm bench serve` reports them */
+typedef struct {
+  double arrival_rate, duration, request_rate, queue_mean;
+  double ttft_mean, ttft_p50, ttft_p90, ttft_p99, tpot_p50, tpot_p99;
+  double e2e_mean, e2e_p50, e2e_p90, e2e_p99, goodput, slo_attainment;
+} load_row;
+#define LO(f, k) k, offsetof(load_row, f)
+static const col SUMMARY_LOAD[] = {
+    {"arrival_rate", LO(arrival_rate, 'g')},
+    {"duration_s", LO(duration, 'g')},
+    {"request_throughput", LO(request_rate, 'g')},
+    {"queue_mean_s", LO(queue_mean, 'g')},
+    {"ttft_mean_s", LO(ttft_mean, 'g')},
+    {"ttft_p50_s", LO(ttft_p50, 'g')},
+    {"ttft_p90_s", LO(ttft_p90, 'g')},
+    {"ttft_p99_s", LO(ttft_p99, 'g')},
+    {"tpot_p50_s", LO(tpot_p50, 'g')},
+    {"tpot_p99_s", LO(tpot_p99, 'g')},
+    {"e2e_mean_s", LO(e2e_mean, 'g')},
+    {"e2e_p50_s", LO(e2e_p50, 'g')},
+    {"e2e_p90_s", LO(e2e_p90, 'g')},
+    {"e2e_p99_s", LO(e2e_p99, 'g')},
+    {"goodput", LO(goodput, 'g')},
+    {"slo_attainment", LO(slo_attainment, 'g')},
+};
+
+/* requests.csv (output.requests_csv): one row per (point, policy, request). */
+typedef struct {
+  const char *policy;
+  double request, arrival, admitted, first, finish, prompt, tokens, ttft, tpot, e2e;
+} request_row;
+#define RQ(f, k) k, offsetof(request_row, f)
+static const col REQUESTS[] = {
+    {"policy", RQ(policy, 's')},
+    {"request", RQ(request, 'n')},
+    {"arrival_s", RQ(arrival, 'g')},
+    {"admitted_s", RQ(admitted, 'g')},
+    {"first_token_s", RQ(first, 'g')},
+    {"finish_s", RQ(finish, 'g')},
+    {"prompt_tokens", RQ(prompt, 'n')},
+    {"output_tokens", RQ(tokens, 'n')},
+    {"ttft_s", RQ(ttft, 'g')},
+    {"tpot_s", RQ(tpot, 'g')},
+    {"e2e_s", RQ(e2e, 'g')},
+};
+
 /* Σ over passes of the requests in each (batch 1: one a pass). */
 static double request_passes(const amoe_totals *t) { return t->request_passes > 0 ? t->request_passes : t->passes; }
 
@@ -270,12 +317,70 @@ static void batch_of(const amoe_spec *s, const amoe_row_result *r, double ar_tok
     o->rate_p10 = o->tpot_p90 > 0 ? 1 / o->tpot_p90 : 0;
     free(v);
   }
-  const double wall = t->t_total + t->t_prefill;
+  const double wall = t->t_total + t->t_prefill + t->t_idle;
   o->wall_tokens_per_s = wall > 0 ? t->committed / wall : 0;
   o->speedup_ar = ar_tokens_per_s > 0 ? tokens_per_s / ar_tokens_per_s : 0;
 }
 
 #define NCOL(t) ((int)(sizeof t / sizeof t[0]))
+
+/* The nearest-rank q-quantile of the sorted v[0..n) (0 when empty). */
+static double rank_of(const double *v, int n, double q) {
+  if (n < 1) return 0;
+  int i = (int)ceil(q * n) - 1;
+  return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+/* Mean and the quantiles of v[0..n), which it sorts. */
+static double sorted_mean(double *v, int n) {
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += v[i];
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n ? sum / n : 0;
+}
+
+/* The latency figures of one row (open arrivals). A request meets the SLO
+ * when its TTFT and its TPOT are within slo.ttft_s and slo.tpot_s (a 0
+ * bound: any); goodput is those requests per second of the run. */
+static amoe_status load_of(const amoe_spec *s, const amoe_row_result *r, load_row *o, amoe_err *e) {
+  memset(o, 0, sizeof *o);
+  const amoe_totals *t = &r->tot;
+  const int n = r->nreqs;
+  o->duration = t->t_total + t->t_prefill + t->t_idle;
+  double last = 0;
+  for (int i = 0; i < n; i++) last = r->reqs[i].arrival_s > last ? r->reqs[i].arrival_s : last;
+  o->arrival_rate = s->workload.arrival == AMOE_ARRIVAL_TRACE ? (last > 0 ? n / last : 0) : s->workload.rate;
+  if (n < 1) return AMOE_OK;
+  double *v = malloc((size_t)n * 3 * sizeof *v);
+  if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  double *ttft = v, *tpot = v + n, *e2e = v + 2 * n, queue = 0;
+  int good = 0;
+  for (int i = 0; i < n; i++) {
+    const amoe_request_stat *q = &r->reqs[i];
+    ttft[i] = q->first_s - q->arrival_s;
+    tpot[i] = q->tpot;
+    e2e[i] = q->finish_s - q->arrival_s;
+    queue += q->admitted_s - q->arrival_s;
+    good += (!(s->slo.ttft_s > 0) || ttft[i] <= s->slo.ttft_s) && (!(s->slo.tpot_s > 0) || tpot[i] <= s->slo.tpot_s);
+  }
+  o->request_rate = o->duration > 0 ? n / o->duration : 0;
+  o->queue_mean = queue / n;
+  o->ttft_mean = sorted_mean(ttft, n);
+  o->ttft_p50 = rank_of(ttft, n, 0.5);
+  o->ttft_p90 = rank_of(ttft, n, 0.9);
+  o->ttft_p99 = rank_of(ttft, n, 0.99);
+  sorted_mean(tpot, n);
+  o->tpot_p50 = rank_of(tpot, n, 0.5);
+  o->tpot_p99 = rank_of(tpot, n, 0.99);
+  o->e2e_mean = sorted_mean(e2e, n);
+  o->e2e_p50 = rank_of(e2e, n, 0.5);
+  o->e2e_p90 = rank_of(e2e, n, 0.9);
+  o->e2e_p99 = rank_of(e2e, n, 0.99);
+  o->goodput = o->duration > 0 ? good / o->duration : 0;
+  o->slo_attainment = (double)good / n;
+  free(v);
+  return AMOE_OK;
+}
 
 amoe_status amoe_results_open(amoe_results **out, const amoe_results_opts *o, amoe_err *e) {
   *out = NULL;
@@ -291,6 +396,8 @@ amoe_status amoe_results_open(amoe_results **out, const amoe_results_opts *o, am
   if (!st) st = amoe_afile_open(&r->layers, path, e);
   snprintf(path, sizeof path, "%s/blocks.csv", o->dir);
   if (!st && o->blocks_csv) st = amoe_afile_open(&r->blocks, path, e);
+  snprintf(path, sizeof path, "%s/requests.csv", o->dir);
+  if (!st && o->x->base.output.requests_csv) st = amoe_afile_open(&r->requests, path, e);
   if (!st && o->dump) st = amoe_afile_open(&r->dump, o->dump, e);
   snprintf(path, sizeof path, "%s/meta.json", o->dir);
   if (!st) st = amoe_afile_open(&r->meta, path, e);
@@ -305,7 +412,13 @@ amoe_status amoe_results_open(amoe_results **out, const amoe_results_opts *o, am
     for (int i = 0; i < NCOL(SUMMARY_MEASURED); i++) fprintf(r->summary.f, ",%s", SUMMARY_MEASURED[i].name);
   if (amoe_experiment_batched(o->x))
     for (int i = 0; i < NCOL(SUMMARY_BATCH); i++) fprintf(r->summary.f, ",%s", SUMMARY_BATCH[i].name);
+  if (amoe_experiment_open(o->x))
+    for (int i = 0; i < NCOL(SUMMARY_LOAD); i++) fprintf(r->summary.f, ",%s", SUMMARY_LOAD[i].name);
   fputc('\n', r->summary.f);
+  if (r->requests.f) {
+    header(r->requests.f, o->x, REQUESTS, NCOL(REQUESTS));
+    fputc('\n', r->requests.f);
+  }
   header(r->layers.f, o->x, LAYERS, NCOL(LAYERS));
   if (o->backend) fprintf(r->layers.f, ",%s", LAYERS_MEASURED[0].name);
   fputc('\n', r->layers.f);
@@ -450,7 +563,21 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
       batch_of(s, &pt->rows[i], ar.tokens_per_s, sr.m.tokens_per_s, &br);
       values(r->summary.f, &br, SUMMARY_BATCH, NCOL(SUMMARY_BATCH));
     }
+    if (amoe_experiment_open(r->o.x)) {
+      load_row lr;
+      if (load_of(s, &pt->rows[i], &lr, e) != AMOE_OK) return NULL;
+      values(r->summary.f, &lr, SUMMARY_LOAD, NCOL(SUMMARY_LOAD));
+    }
     fputc('\n', r->summary.f);
+    for (int q = 0; r->requests.f && s->workload.arrival != AMOE_ARRIVAL_CLOSED && q < pt->rows[i].nreqs; q++) {
+      const amoe_request_stat *rq = &pt->rows[i].reqs[q];
+      const request_row row = {p->label, rq->request, rq->arrival_s, rq->admitted_s, rq->first_s, rq->finish_s,
+                               rq->prompt_tokens, rq->tokens, rq->first_s - rq->arrival_s, rq->tpot,
+                               rq->finish_s - rq->arrival_s};
+      fprintf(r->requests.f, "%d%s", pt->point, r->sweepvals);
+      values(r->requests.f, &row, REQUESTS, NCOL(REQUESTS));
+      fputc('\n', r->requests.f);
+    }
     if (t)
       fprintf(t, "| %d | %s | %.3f | %.1f | %.2f | %.2f | %.2f | %.3f | %.1f | %.3f | %.4f |\n", pt->point, p->label,
               sr.m.tau_mean, sr.m.verified_nodes_mean, sr.m.union_mean, sr.m.executed_mean,
@@ -471,7 +598,7 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
       fputc('\n', r->layers.f);
     }
   }
-  if (ferror(r->summary.f) || ferror(r->layers.f)) {
+  if (ferror(r->summary.f) || ferror(r->layers.f) || (r->requests.f && ferror(r->requests.f))) {
     amoe_fail(e, AMOE_EIO, "%s: write failed", r->o.dir);
     return NULL;
   }
@@ -499,6 +626,7 @@ amoe_status amoe_results_commit(amoe_results *r, amoe_err *e) {
   AMOE_TRY(amoe_afile_commit(&r->summary, e));
   AMOE_TRY(amoe_afile_commit(&r->layers, e));
   AMOE_TRY(amoe_afile_commit(&r->blocks, e));
+  AMOE_TRY(amoe_afile_commit(&r->requests, e));
   AMOE_TRY(amoe_afile_commit(&r->dump, e));
   AMOE_TRY(amoe_afile_commit(&r->resolved, e));
   return amoe_afile_commit(&r->meta, e);
@@ -509,6 +637,7 @@ void amoe_results_close(amoe_results *r) {
   amoe_afile_abort(&r->summary);
   amoe_afile_abort(&r->layers);
   amoe_afile_abort(&r->blocks);
+  amoe_afile_abort(&r->requests);
   amoe_afile_abort(&r->dump);
   amoe_afile_abort(&r->meta);
   amoe_afile_abort(&r->resolved);

@@ -145,6 +145,13 @@ const krow KEYS[] = {
     {"workload.batch", T_INT, F(workload.batch), 1, 4096, NULL, 0, 0, 0},
     {"workload.prefill_schedule", T_ENUM, F(workload.prefill_schedule), 0, 0, amoe_prefill_schedule_names, 0, 0, 0},
     {"workload.chunk_tokens", T_INT, F(workload.chunk_tokens), 1, 1e6, NULL, 0, 0, 0},
+    {"workload.arrival.process", T_ENUM, F(workload.arrival), 0, 0, amoe_arrival_names, 0, 0, 0},
+    {"workload.arrival.rate", T_DBL, F(workload.rate), 1e-9, 1e9, NULL, 0, 0, 0},
+    {"workload.arrival.cv", T_DBL, F(workload.cv), 0.01, 100, NULL, 0, 0, 0},
+    {"workload.arrival.path", T_STR, F(workload.arrival_path), 0, 0, NULL, 1, 0, 0},
+    {"workload.arrival.range_ratio", T_DBL, F(workload.range_ratio), 0, 0.99, NULL, 0, 0, 0},
+    {"workload.requests", T_INT, F(workload.requests), 1, 1e8, NULL, 0, 0, 0},
+    {"workload.max_running", T_INT, F(workload.max_running), 0, 4096, NULL, 0, 0, 0},
     {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0, 0},
     {"workload.seed", T_U64, F(workload.seed), 0, 0, NULL, 0, 0, 0},
     {"workload.top_m", T_INT, F(workload.top_m), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, AUTO_BY_MODEL},
@@ -166,10 +173,13 @@ const krow KEYS[] = {
     {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0, 0, 0},
     {"offload.prefill", T_ENUM, F(offload.prefill), 0, 0, amoe_prefill_names, 0, 0, 0},
     {"offload.host_overhead_per_layer_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 1, 0}, /* now hardware.readback_s */
+    {"slo.ttft_s", T_DBL, F(slo.ttft_s), 0, 1e6, NULL, 0, 0, 0},
+    {"slo.tpot_s", T_DBL, F(slo.tpot_s), 0, 1e6, NULL, 0, 0, 0},
     {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0, 0, 0},
     {"acceptance_model.margin_min", T_DBL, F(margin_min), 0, 100, NULL, 0, 0, 0},
     {"output.dir", T_STR, F(output.dir), 0, 0, NULL, 1, 0, 0},
     {"output.blocks_csv", T_BOOL, F(output.blocks_csv), 0, 0, NULL, 0, 0, 0},
+    {"output.requests_csv", T_BOOL, F(output.requests_csv), 0, 0, NULL, 0, 0, 0},
     {"output.dump_selection", T_STR, F(output.dump_selection), 0, 0, NULL, 1, 0, 0},
 };
 const int NKEYS = (int)(sizeof KEYS / sizeof KEYS[0]);

@@ -51,7 +51,8 @@ void amoe_presets_dir(char *out, size_t n, const char *kind, const char *spec_pa
 /* Loads a spec file and applies `nset` "KEY=VALUE" overrides in order. */
 amoe_status amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d);
 /* Whether some point runs a batch (workload.batch > 1, or swept, §17). */
-int amoe_experiment_batched(const amoe_experiment *x);
+int amoe_experiment_batched(const amoe_experiment *x); /* some point decodes several requests at once */
+int amoe_experiment_open(const amoe_experiment *x);    /* some point's requests arrive over time (§18) */
 /* Whether the spec left the auto-resolved key (by its path) unset. */
 int amoe_experiment_auto(const amoe_experiment *x, const char *key);
 /* Number of sweep points (1 without a sweep) and the spec at point i. */

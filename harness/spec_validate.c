@@ -21,8 +21,37 @@ int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   else if (amoe_model_check(&s->model, &me)) amoe_diag_add(d, "%s: model %s: %s", where, s->model.name, me.msg);
   if (!s->hw.name[0] || s->hw.hbm_bw <= 0 || s->hw.h2d_bw <= 0 || s->hw.peak_flops <= 0)
     amoe_diag_add(d, "%s: hardware: required (a preset name, or hbm_bw, h2d_bw and peak_flops)", where);
-  if (s->workload.batch > 1) { /* what a pass of several requests cannot do (§17) */
+  const int open = s->workload.arrival != AMOE_ARRIVAL_CLOSED;
+  if (open) { /* requests that arrive over time (§18) */
     if (s->workload.source != AMOE_SRC_SYNTHETIC && s->workload.source != AMOE_SRC_TRACE)
+      amoe_diag_add(d, "%s: workload.arrival.process: %s needs workload.source synthetic (requests generated at the "
+                    "lengths it draws) or trace (its requests as captured), not %s; `acceptmoe import` makes a trace",
+                    where, amoe_arrival_names[s->workload.arrival], amoe_source_kind_names[s->workload.source]);
+    if (s->workload.source == AMOE_SRC_TRACE && s->workload.range_ratio > 0)
+      amoe_diag_add(d, "%s: workload.arrival.range_ratio: a trace's requests have the lengths it captured", where);
+    if (s->workload.arrival == AMOE_ARRIVAL_TRACE && !s->workload.arrival_path[0])
+      amoe_diag_add(d, "%s: workload.arrival.path: required by workload.arrival.process trace (a CSV of "
+                    "arrival_s,prompt_tokens,output_tokens; docs/spec.md)", where);
+    if (s->workload.arrival != AMOE_ARRIVAL_TRACE && s->workload.arrival_path[0])
+      amoe_diag_add(d, "%s: workload.arrival.path: read only by workload.arrival.process trace, not %s", where,
+                    amoe_arrival_names[s->workload.arrival]);
+    if (s->workload.arrival == AMOE_ARRIVAL_POISSON && s->workload.cv != 1)
+      amoe_diag_add(d, "%s: workload.arrival.cv: %g, but poisson's is 1 (gamma takes another)", where, s->workload.cv);
+    if (s->offload.enabled && amoe_cache_policy_needs_future(s->offload.policy))
+      amoe_diag_add(d, "%s: offload.policy: %s reads the future, which open arrivals decide as the run goes (a row's "
+                    "pass times admit its requests); use it with workload.arrival.process closed", where,
+                    amoe_cache_policy_names[s->offload.policy]);
+    if (s->workload.arrival == AMOE_ARRIVAL_TRACE && s->workload.range_ratio > 0)
+      amoe_diag_add(d, "%s: workload.arrival.range_ratio: the trace gives every length", where);
+  } else {
+    if (s->output.requests_csv)
+      amoe_diag_add(d, "%s: output.requests_csv: written for requests that arrive over time (workload.arrival.process "
+                    "poisson, gamma or trace)", where);
+    if (s->workload.arrival_path[0])
+      amoe_diag_add(d, "%s: workload.arrival.path: read only by workload.arrival.process trace, not closed", where);
+  }
+  if (s->workload.batch > 1 || open) { /* what a pass of several requests cannot do (§17) */
+    if (!open && s->workload.source != AMOE_SRC_SYNTHETIC && s->workload.source != AMOE_SRC_TRACE)
       amoe_diag_add(d, "%s: workload.batch: %d needs workload.source synthetic or trace (each slot reads its own "
                     "request; `acceptmoe import` makes a trace of %s)", where, s->workload.batch,
                     amoe_source_kind_names[s->workload.source]);
@@ -157,6 +186,9 @@ void amoe_spec_defaults(amoe_spec *s) {
   w->tokens_per_request = 256;
   w->context_tokens = 1024;
   w->batch = 1;
+  w->rate = 1;
+  w->cv = 1;
+  w->requests = 100;
   w->chunk_tokens = 512;
   w->seed = 1;
   w->depth = 5;

@@ -54,8 +54,18 @@ static int swept(const amoe_experiment *x, const char *key) {
   return 0;
 }
 
+int amoe_experiment_open(const amoe_experiment *x) {
+  return x->base.workload.arrival != AMOE_ARRIVAL_CLOSED || swept(x, "workload.arrival.process");
+}
+
 int amoe_experiment_batched(const amoe_experiment *x) {
-  return x->base.workload.batch > 1 || swept(x, "workload.batch");
+  return x->base.workload.batch > 1 || swept(x, "workload.batch") || amoe_experiment_open(x);
+}
+
+/* Keys of §18 load: written only where requests arrive over time. */
+static int load_key(const char *path) {
+  return !strncmp(path, "workload.arrival.", 17) || !strcmp(path, "workload.requests") ||
+         !strcmp(path, "workload.max_running") || !strncmp(path, "slo.", 4) || !strcmp(path, "output.requests_csv");
 }
 
 static const char *const CYCLE_KEYS[] = {"engine.moe_call_host_s", "engine.draft_step_s", "engine.draft_token_s", "engine.draft_extend_s",
@@ -75,6 +85,7 @@ static int swept_cycle(const amoe_experiment *x) {
  * runs no batch resolves as it did before them). */
 static int unused_batch_key(const amoe_experiment *x, const char *path) {
   const amoe_spec *s = &x->base;
+  if (load_key(path)) return !amoe_experiment_open(x);
   if (!strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||
       !strcmp(path, "workload.chunk_tokens"))
     return !amoe_experiment_batched(x);

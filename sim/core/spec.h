@@ -31,6 +31,16 @@ typedef enum { AMOE_PREFILL_THROUGH = 0, AMOE_PREFILL_BYPASS = 1 } amoe_prefill_
  * pass of its own, or joins the running decode passes chunk by chunk. */
 typedef enum { AMOE_PREFILL_SEPARATE = 0, AMOE_PREFILL_CHUNKED = 1 } amoe_prefill_schedule;
 
+/* workload.arrival.process (§18): closed keeps workload.batch slots always
+ * full; the open processes let requests arrive over time and queue for
+ * workload.max_running slots. */
+typedef enum {
+  AMOE_ARRIVAL_CLOSED = 0,
+  AMOE_ARRIVAL_POISSON = 1,
+  AMOE_ARRIVAL_GAMMA = 2,
+  AMOE_ARRIVAL_TRACE = 3
+} amoe_arrival_process;
+
 typedef enum { AMOE_COMMIT_CALIBRATE = 0, AMOE_COMMIT_TABLE = 1, AMOE_COMMIT_FILE = 2 } amoe_commit_mode;
 
 typedef struct {
@@ -64,6 +74,14 @@ typedef struct {
   int batch;
   int prefill_schedule; /* amoe_prefill_schedule */
   int chunk_tokens;     /* chunked: prompt tokens a request adds to each pass it prefills in */
+  /* open arrivals (§18; arrival == AMOE_ARRIVAL_CLOSED: none) */
+  int arrival;          /* amoe_arrival_process */
+  double rate;          /* poisson, gamma: requests per second */
+  double cv;            /* gamma: the inter-arrival times' coefficient of variation */
+  char arrival_path[AMOE_PATH_MAX]; /* trace: CSV arrival_s,prompt_tokens,output_tokens (docs/spec.md) */
+  double range_ratio;   /* poisson, gamma: lengths uniform in [n(1-r), n(1+r)] (0: the fixed n) */
+  int requests;         /* poisson, gamma: how many requests arrive */
+  int max_running;      /* open: requests decoding at once; the rest queue (0: workload.batch) */
   int threads; /* generator threads (not a spec key: results do not depend on it); 0 = 1 */
 } amoe_workload_spec;
 
@@ -95,6 +113,9 @@ typedef struct {
     int overlap;
     int prefill; /* amoe_prefill_mode: a prefill's experts go through the caches or bypass them */
   } offload;
+  struct { /* the service-level objective goodput counts against (§18; 0: none) */
+    double ttft_s, tpot_s;
+  } slo;
   double kappa;      /* acceptance_model.kappa (§7) */
   double margin_min; /* acceptance_model.margin_min, nats */
   amoe_policy_row policies[AMOE_MAX_POLICIES];
@@ -102,6 +123,7 @@ typedef struct {
   struct {
     char dir[AMOE_PATH_MAX];
     int blocks_csv;
+    int requests_csv; /* open arrivals: requests.csv, a row per (point, policy, request) */
     char dump_selection[AMOE_PATH_MAX];
   } output;
 } amoe_spec;

@@ -24,8 +24,12 @@ typedef struct {
   int fresh;          /* its request has not had a decode pass yet */
   int pos, len;       /* one-token rows: the block's tokens decoded so far, of len (in w.seq) */
   int nn;             /* this pass: the nodes it verifies */
-  uint16_t *prefill;  /* [chunk][layer][E] its request's prefill counts (prompt_tokens > 0) */
+  uint16_t *prefill;  /* [chunk][layer][E] its request's prefill counts (prompt > 0) */
   int chunk, chunks;  /* chunked prefill: the next chunk, of chunks (done: chunk == chunks) */
+  int prompt;         /* its request's prompt tokens */
+  /* open arrivals (a group of one row): when its request took the slot,
+   * and its first token (-1: not yet) */
+  double admitted_s, first_s;
 } bslot;
 
 typedef struct {     /* one pass's merged sets (one layer at a time) */
@@ -52,8 +56,11 @@ typedef struct {     /* one pass's merged sets (one layer at a time) */
   BUF(rc, amoe_status, B) \
   BUF(err, amoe_err, B)
 
-/* The row's clock: every pass it ran, prefills included. */
-static double row_clock(const row_state *rs) { return rs->res->tot.t_total + rs->res->tot.t_prefill; }
+/* The row's clock: every pass it ran, prefills included, and (open
+ * arrivals) the time it waited for a request to arrive. */
+static double row_clock(const row_state *rs) {
+  return rs->res->tot.t_total + rs->res->tot.t_prefill + rs->res->tot.t_idle;
+}
 
 /* One pass of one row over the decoding slots act[0..na), with a prompt
  * chunk of each prefilling slot pf[0..npf) (chunked prefill). */
@@ -107,7 +114,7 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   }
   const int decoded = tokens;
   for (int q = 0; q < npf; q++) { /* a chunk attends to the prompt before it and to itself (causal) */
-    const int P = s->workload.prompt_tokens, c = s->workload.chunk_tokens, done = sl[pf[q]].chunk * c;
+    const int P = sl[pf[q]].prompt, c = s->workload.chunk_tokens, done = sl[pf[q]].chunk * c;
     const int n = P - done < c ? P - done : c;
     tokens += n;
     kv += done + n;
@@ -303,22 +310,34 @@ static void advance(const amoe_spec *s, const amoe_offline *offline, const row_s
 }
 
 /* The rows rows[0..nr) of one schedule (one: one token per pass) over
- * the requests rq[0..nrq). */
+ * the requests rq[0..nrq). Open arrivals (plan: request i's arrival and
+ * lengths): one row, whose clock admits the requests that have arrived
+ * into free slots, first come first served, at each pass's start; with
+ * no request running the clock waits for the next. */
 static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
-                               const int *rows, int nr, int one, const amoe_source_request *rq, int nrq, bslot *sl,
-                               bpass *bp, const amoe_run_hooks *h, int record_only, int group, int groups,
-                               amoe_err *e) {
-  const int B = s->workload.batch, P = s->workload.prompt_tokens;
+                               const int *rows, int nr, int one, const amoe_source_request *rq, int nrq,
+                               const amoe_arrival *plan, bslot *sl, bpass *bp, const amoe_run_hooks *h,
+                               int record_only, int group, int groups, amoe_err *e) {
+  const int B = run_slots(s);
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
   int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
   uint64_t done = 0, total = 0;
   for (int i = 0; i < nrq; i++) total += (uint64_t)rq[i].blocks;
   for (int i = 0; i < B; i++) sl[i].req = -1;
   for (int r = 0; r < nr; r++) rs[rows[r]].have_prev = 0;
+  int waited = 0; /* the clock just waited for request `next`: it has arrived */
   for (;;) {
+    const double now = plan ? row_clock(&rs[rows[0]]) : 0;
     for (int i = 0; i < B && next < nrq; i++) { /* continuous batching: a free slot takes the next request */
       bslot *x = &sl[i];
       if (x->req >= 0) continue;
+      if (plan && !waited && plan[next].arrival_s > now) break; /* not arrived yet */
+      waited = 0;
+      const int P = plan ? plan[next].prompt_tokens : s->workload.prompt_tokens;
+      x->prompt = P;
+      /* (after a wait the clock is the arrival up to rounding) */
+      x->admitted_s = plan ? fmax(row_clock(&rs[rows[0]]), plan[next].arrival_s) : 0;
+      x->first_s = -1;
       AMOE_TRY(amoe_source_seek(x->src, &rq[next], e));
       const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one, x, e);
       if (rc == AMOE_END) return amoe_fail(e, AMOE_EINVAL, "request %u has no blocks", rq[next].id);
@@ -336,12 +355,19 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         for (int r = 0; r < nr && !record_only; r++) rs[rows[r]].res->tot.prefills += 1;
       }
       for (int r = 0; r < nr && made && !chunked; r++) /* separate: its own pass, which the running requests wait for */
-        AMOE_TRY(row_prefill(s, &rs[rows[r]], &x->w, record_only, e));
+        AMOE_TRY(row_prefill(s, &rs[rows[r]], &x->w, P, record_only, e));
+      if (made && !chunked) x->first_s = row_clock(&rs[rows[0]]); /* its prefill gives its first token */
     }
     int na = 0, npf = 0;
     for (int i = 0; i < B; i++)
       if (sl[i].req >= 0 && sl[i].chunk < sl[i].chunks) pf[npf++] = i;
       else if (sl[i].req >= 0) act[na++] = i;
+    if (na + npf == 0 && plan && next < nrq) { /* nothing running: wait for the next arrival */
+      const double gap = plan[next].arrival_s - now;
+      if (gap > 0 && !record_only) rs[rows[0]].res->tot.t_idle += gap;
+      waited = 1;
+      continue;
+    }
     if (na + npf == 0) break;
     AMOE_TRY(work_fit(&bp->w, &sl[na ? act[0] : pf[0]].b, e));
     for (int r = 0; r < nr; r++) {
@@ -350,11 +376,14 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         if (sl[act[q]].fresh) x->slot_first[act[q]] = row_clock(x);
       AMOE_TRY(batch_pass(s, offline, x, sl, act, na, pf, npf, bp, record_only, e));
     }
-    for (int q = 0; q < npf; q++) sl[pf[q]].chunk++;
+    const double end = row_clock(&rs[rows[0]]);
+    for (int q = 0; q < npf; q++)
+      if (++sl[pf[q]].chunk == sl[pf[q]].chunks) sl[pf[q]].first_s = end; /* its last chunk gives its first token */
     int nt = 0;
     for (int q = 0; q < na; q++) { /* the slots whose block is done */
       bslot *x = &sl[act[q]];
       x->fresh = 0;
+      if (x->first_s < 0) x->first_s = end; /* no prompt: its first decode pass gives its first token */
       if (one && ++x->pos < x->len) continue;
       todo[nt++] = act[q];
     }
@@ -371,6 +400,16 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         row_state *y = &rs[rows[r]];
         const double c = y->slot_committed[i];
         if (c > 0) AMOE_TRY(push_request(y->res, c, row_clock(y) - y->slot_first[i], e));
+        if (c > 0 && plan) { /* (one row) */
+          amoe_request_stat *v = &y->res->reqs[y->res->nreqs - 1];
+          const int id = sl[i].req;
+          v->arrival_s = plan[id].arrival_s;
+          v->admitted_s = sl[i].admitted_s;
+          v->first_s = sl[i].first_s;
+          v->finish_s = row_clock(y);
+          v->request = id;
+          v->prompt_tokens = sl[i].prompt;
+        }
       }
       sl[i].req = -1;
     }
@@ -384,10 +423,27 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
 /* Every row at workload.batch > 1: block-per-pass rows, then one-token rows. */
 amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
                            const amoe_run_hooks *h, int record_only, amoe_err *e) {
-  const int B = s->workload.batch, L = s->model.moe_layers, E = s->model.experts;
+  const int B = run_slots(s), L = s->model.moe_layers, E = s->model.experts;
   amoe_source_request *rq = NULL;
-  int nrq = 0;
-  AMOE_TRY(amoe_source_requests(src, &rq, &nrq, e));
+  amoe_arrival *plan = NULL;
+  int nrq = 0, maxp = s->workload.prompt_tokens;
+  AMOE_TRY(amoe_arrival_plan(&s->workload, &plan, &nrq, e));
+  amoe_status rst;
+  if (plan && s->workload.source == AMOE_SRC_SYNTHETIC) /* generated at the plan's lengths */
+    rst = amoe_source_requests_planned(src, plan, nrq, &rq, e);
+  else { /* a trace's requests, as long as it made them: the plan gives their arrivals and prompts */
+    const int nplan = nrq;
+    rst = amoe_source_requests(src, &rq, &nrq, e);
+    if (plan && nrq > nplan) nrq = nplan;
+    if (plan && rst == AMOE_OK && nrq < nplan && s->workload.arrival != AMOE_ARRIVAL_TRACE)
+      rst = amoe_fail(e, AMOE_EINVAL, "workload.requests: %d, but the trace has %d requests", nplan, nrq);
+  }
+  if (rst != AMOE_OK) {
+    free(plan);
+    free(rq);
+    return rst;
+  }
+  for (int i = 0; plan && i < nrq; i++) maxp = plan[i].prompt_tokens > maxp ? plan[i].prompt_tokens : maxp;
   bslot *sl = calloc((size_t)B, sizeof *sl);
   bpass bp;
   memset(&bp, 0, sizeof bp);
@@ -400,7 +456,7 @@ amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe
   for (int i = 0; i < B && st == AMOE_OK; i++) {
     amoe_block_init(&sl[i].b, L, E, amoe_source_m(src));
     st = amoe_source_slot(src, i, &sl[i].src, e);
-    const int P = s->workload.prompt_tokens, c = s->workload.chunk_tokens;
+    const int P = maxp, c = s->workload.chunk_tokens;
     const size_t chunks = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED && c > 0 ? (size_t)(P + c - 1) / c : 1;
     if (st == AMOE_OK && P > 0 && !(sl[i].prefill = malloc(chunks * L * E * sizeof *sl[i].prefill)))
       st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
@@ -408,12 +464,16 @@ amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe
   int kinds[2] = {0, 0};
   for (int i = 0; i < s->npolicies; i++) kinds[rs[i].draft->one_token_per_pass != 0] = 1;
   const int groups = kinds[0] + kinds[1];
-  for (int one = 0, g = 0; one < 2 && st == AMOE_OK; one++) {
+  for (int one = 0, g = 0; one < 2 && st == AMOE_OK && !plan; one++) {
     int rows[AMOE_MAX_POLICIES], nr = 0;
     for (int i = 0; i < s->npolicies; i++)
       if (rs[i].draft->one_token_per_pass == one) rows[nr++] = i;
-    if (nr) st = batch_group(s, offline, src, rs, rows, nr, one, rq, nrq, sl, &bp, h, record_only, g++, groups, e);
+    if (nr) st = batch_group(s, offline, src, rs, rows, nr, one, rq, nrq, NULL, sl, &bp, h, record_only, g++, groups, e);
   }
+  /* open arrivals: a schedule per row, as each row's own clock admits the requests */
+  for (int i = 0; i < s->npolicies && st == AMOE_OK && plan; i++)
+    st = batch_group(s, offline, src, rs, &i, 1, rs[i].draft->one_token_per_pass, rq, nrq, plan, sl, &bp, h,
+                     record_only, i, s->npolicies, e);
   for (int i = 0; sl && i < B; i++) {
     amoe_block_free(&sl[i].b);
     work_free(&sl[i].w);
@@ -425,5 +485,6 @@ amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe
 #undef BPASS_FREE
   free(sl);
   free(rq);
+  free(plan);
   return st;
 }

@@ -170,7 +170,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, ro
   if (first) rs->have_prev = 0;
   if (rs->cache && s->offload.reset && first) amoe_cache_reset(rs->cache);
   rs->request = b->request;
-  if (first && w->prefill_ready) AMOE_TRY(row_prefill(s, rs, w, record_only, e));
+  if (first && w->prefill_ready) AMOE_TRY(row_prefill(s, rs, w, s->workload.prompt_tokens, record_only, e));
   const int nn = block_draft(s, offline, rs, b, w, NULL);
   block_outcome o = {0};
   if (rs->draft->one_token_per_pass)
@@ -237,8 +237,8 @@ static amoe_cache_cfg cache_cfg(const amoe_spec *s, int policy) {
 amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_source *src,
                      const amoe_run_hooks *h, amoe_row_result *rows, amoe_err *e) {
   const int P = s->npolicies, L = s->model.moe_layers, E = s->model.experts;
-  if (s->workload.batch > AMOE_MAX_BATCH)
-    return amoe_fail(e, AMOE_EINVAL, "workload.batch: %d, at most %d", s->workload.batch, AMOE_MAX_BATCH);
+  if (run_slots(s) > AMOE_MAX_BATCH)
+    return amoe_fail(e, AMOE_EINVAL, "workload.batch: %d, at most %d", run_slots(s), AMOE_MAX_BATCH);
   if (!(s->hw.moe_eta > 0 && s->hw.hbm_bw > 0 && s->hw.h2d_bw > 0 && s->hw.peak_flops > 0))
     return amoe_fail(e, AMOE_EINVAL, "hardware %s: hbm_bw, h2d_bw, peak_flops and moe_eta must be positive", s->hw.name);
   row_state rs[AMOE_MAX_POLICIES];
@@ -276,7 +276,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     const size_t dsb = rs[i].draft->state_bytes ? rs[i].draft->state_bytes(L, E) : 0;
     if (dsb) rs[i].draft_state = calloc(1, dsb);
     rs[i].prev_x = calloc((size_t)L * E, 1);
-    const int B = s->workload.batch > 1 ? s->workload.batch : 0;
+    const int B = run_batched(s) ? run_slots(s) : 0;
     if (B) {
       rs[i].slot_first = calloc((size_t)B, sizeof *rs[i].slot_first);
       rs[i].slot_committed = calloc((size_t)B, sizeof *rs[i].slot_committed);
@@ -305,7 +305,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     }
     amoe_run_hooks stop_only = {0};
     if (h) stop_only.ctx = h->ctx, stop_only.stop = h->stop;
-    if (st == AMOE_OK) st = (s->workload.batch > 1 ? amoe_run_batch : run_sweep)(s, offline, src, rs, &stop_only, 1, e);
+    if (st == AMOE_OK) st = (run_batched(s) ? amoe_run_batch : run_sweep)(s, offline, src, rs, &stop_only, 1, e);
     for (int i = 0; i < P; i++) /* pass 2 starts from no history */
       if (rs[i].draft_state) memset(rs[i].draft_state, 0, rs[i].draft->state_bytes(L, E));
     for (int i = 0; i < P && st == AMOE_OK; i++) {
@@ -324,7 +324,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     logs[i] = rs[i].log;
     rs[i].log = NULL;
   }
-  if (st == AMOE_OK) st = (s->workload.batch > 1 ? amoe_run_batch : run_sweep)(s, offline, src, rs, h, 0, e);
+  if (st == AMOE_OK) st = (run_batched(s) ? amoe_run_batch : run_sweep)(s, offline, src, rs, h, 0, e);
   amoe_source_want_logits(src, AMOE_LOGITS_ALL);
   for (int i = 0; i < P; i++) {
     amoe_cache_free(rs[i].cache);

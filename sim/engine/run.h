@@ -38,6 +38,9 @@ typedef struct {
   /* batch > 1 (§17): Σ over passes of the requests in each (0 at batch 1,
    * where every pass holds one) */
   double request_passes;
+  /* open arrivals (§18): time no request was running, waiting for the next
+   * to arrive (in the run's duration, in no pass) */
+  double t_idle;
 } amoe_totals;
 
 typedef struct {
@@ -50,6 +53,11 @@ typedef struct {
  * other requests in between included, over its tokens). */
 typedef struct {
   double tokens, tpot;
+  /* open arrivals (§18), in seconds from the run's start: when it arrived,
+   * took a slot, had its first token (the end of its prefill, or of its
+   * first decode pass without a prompt) and finished; its index and prompt */
+  double arrival_s, admitted_s, first_s, finish_s;
+  double request, prompt_tokens;
 } amoe_request_stat;
 
 typedef struct {

@@ -480,9 +480,10 @@ static inline int block_draft(const amoe_spec *s, const amoe_offline *offline, r
  * the row's caches in engine order (prefill: through) or streams every
  * missing expert past them (bypass). Its time and bytes are kept apart from
  * the decode figures. */
-static inline amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w, int record_only, amoe_err *e) {
+static inline amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w, int tokens, int record_only,
+                                      amoe_err *e) {
   const amoe_model *M = &s->model;
-  const int L = M->moe_layers, E = M->experts, tokens = s->workload.prompt_tokens;
+  const int L = M->moe_layers, E = M->experts;
   amoe_cost_pass_ctx pc;
   amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
       .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
@@ -534,8 +535,19 @@ static inline amoe_status push_request(amoe_row_result *r, double tokens, double
   amoe_request_stat *v = amoe_grow(r->reqs, &r->reqs_cap, (size_t)r->nreqs + 1, sizeof *v, 64);
   if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   r->reqs = v;
-  v[r->nreqs++] = (amoe_request_stat){tokens, time / tokens};
+  v[r->nreqs++] = (amoe_request_stat){.tokens = tokens, .tpot = time / tokens};
   return AMOE_OK;
+}
+
+/* Requests decoding at once: workload.batch, or with open arrivals
+ * workload.max_running (0: workload.batch). */
+static inline int run_slots(const amoe_spec *s) {
+  if (s->workload.arrival != AMOE_ARRIVAL_CLOSED && s->workload.max_running > 0) return s->workload.max_running;
+  return s->workload.batch;
+}
+/* The run goes through batch.c: several slots, or requests that arrive. */
+static inline int run_batched(const amoe_spec *s) {
+  return s->workload.batch > 1 || s->workload.arrival != AMOE_ARRIVAL_CLOSED;
 }
 
 /* Batches (batch.c): every row over workload.batch slots of requests. */

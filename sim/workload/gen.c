@@ -448,6 +448,8 @@ static void request_bias_start(const amoe_gen *g, uint32_t req, float *out);
 static void node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                         const float *req_bias, int E, float sig, float *zf);
 
+void amoe_gen_set_tokens(amoe_gen *g, int tokens) { g->p.tokens_per_request = tokens; }
+
 void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
   amoe_rng_seed(&g->rng, g->p.seed, 0x72657175ULL, req);
   g->request = req;

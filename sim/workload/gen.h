@@ -107,6 +107,8 @@ double amoe_gen_default_skew(int experts);
 /* Creates a generator; calibrates the acceptance scale (a few ms). */
 amoe_status amoe_gen_open(amoe_gen **g, const amoe_gen_params *p, amoe_err *e);
 void amoe_gen_close(amoe_gen *g);
+/* The tokens the requests begun after this decode (tokens_per_request). */
+void amoe_gen_set_tokens(amoe_gen *g, int tokens);
 /* Starts request r (resets the request's random stream and state). */
 void amoe_gen_begin_request(amoe_gen *g, uint32_t r);
 /* Generates the next block of the current request: AMOE_OK with a block,

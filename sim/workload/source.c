@@ -478,7 +478,7 @@ static amoe_status add_request(amoe_source_request **v, size_t *cap, int *n, uin
   amoe_source_request *nv = amoe_grow(*v, cap, (size_t)*n + 1, sizeof **v, 64);
   if (!nv) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   *v = nv;
-  nv[(*n)++] = (amoe_source_request){id, first, blocks};
+  nv[(*n)++] = (amoe_source_request){id, first, blocks, 0};
   return AMOE_OK;
 }
 
@@ -518,6 +518,34 @@ amoe_status amoe_source_requests(amoe_source *s, amoe_source_request **out, int 
   if (st != AMOE_OK) {
     free(v);
     *n = 0;
+    return st;
+  }
+  *out = v;
+  return AMOE_OK;
+}
+
+amoe_status amoe_source_requests_planned(amoe_source *s, const amoe_arrival *plan, int n, amoe_source_request **out,
+                                         amoe_err *e) {
+  *out = NULL;
+  if (s->kind != AMOE_SRC_SYNTHETIC)
+    return amoe_fail(e, AMOE_EINVAL, "open arrivals (workload.arrival) read generated requests, not %s",
+                     amoe_source_kind_names[s->kind]);
+  amoe_source_request *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+  if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  const amoe_gen_params p = sibling_params(s);
+  amoe_gen *g = NULL;
+  amoe_status st = amoe_gen_open(&g, &p, e);
+  uint64_t at = 0;
+  for (int r = 0; st == AMOE_OK && r < n; r++) {
+    int nb = 0;
+    amoe_gen_set_tokens(g, plan[r].output_tokens);
+    st = amoe_gen_count_blocks(g, (uint32_t)r, INT_MAX, &nb, e);
+    v[r] = (amoe_source_request){(uint32_t)r, at, nb, plan[r].output_tokens};
+    at += (uint64_t)nb;
+  }
+  amoe_gen_close(g);
+  if (st != AMOE_OK) {
+    free(v);
     return st;
   }
   *out = v;
@@ -573,6 +601,7 @@ amoe_status amoe_source_seek(amoe_source *s, const amoe_source_request *rq, amoe
   s->slot_done = 0;
   s->request = rq->id;
   if (s->trace) return amoe_trace_seek(s->trace, rq->first, e);
+  amoe_gen_set_tokens(s->gen, rq->tokens > 0 ? rq->tokens : s->gp.tokens_per_request);
   amoe_gen_begin_request(s->gen, rq->id);
   return AMOE_OK;
 }

@@ -5,6 +5,7 @@
 #ifndef AMOE_SOURCE_H
 #define AMOE_SOURCE_H
 
+#include "arrival.h"
 #include "block.h"
 #include "err.h"
 #include "spec.h"
@@ -52,12 +53,18 @@ typedef struct {
   uint32_t id;
   uint64_t first;
   int blocks;
+  int tokens; /* the tokens it decodes (0: workload.tokens_per_request) */
 } amoe_source_request;
 /* The requests a reader of s gives, in order, the last cut where
  * workload.blocks ends (*out: n entries, the caller frees): a batch of any
  * size runs exactly the blocks a batch-1 run does. Synthetic workloads
  * (counted without routing, amoe_gen_count_blocks) and traces only. */
 amoe_status amoe_source_requests(amoe_source *s, amoe_source_request **out, int *n, amoe_err *e);
+/* Open arrivals (§18): request i of plan[0..n) as the generator makes it
+ * with plan[i].output_tokens tokens, whole (workload.blocks does not cut
+ * it; *out: n entries, the caller frees). Synthetic workloads only. */
+amoe_status amoe_source_requests_planned(amoe_source *s, const amoe_arrival *plan, int n, amoe_source_request **out,
+                                         amoe_err *e);
 /* Slot i's reader of its own over s's workload, owned by s (opened on
  * first use, kept for later runs, closed with s); amoe_source_seek puts it
  * at a request, whose blocks next() then gives (indexed from rq->first)

@@ -1,0 +1,32 @@
+/* Requests that arrive over time (docs/design.md §18): when each request of
+ * an open workload arrives, and its prompt and output lengths. Request i's
+ * draws come from (workload.seed, i) alone, so every row, rate and policy
+ * sees the same requests; only when they arrive moves with the rate. */
+#ifndef AMOE_ARRIVAL_H
+#define AMOE_ARRIVAL_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "spec.h"
+
+/* workload.arrival.process, by amoe_arrival_process, NULL-terminated. */
+extern const char *const amoe_arrival_names[];
+
+typedef struct {
+  double arrival_s;  /* from the run's start; nondecreasing in request order */
+  int prompt_tokens; /* its prefill (0: none) */
+  int output_tokens; /* the tokens it decodes */
+} amoe_arrival;
+
+/* The open workload's requests in arrival order (*n of them, the caller
+ * frees *out); closed: *out NULL and *n 0. A trace's errors name its
+ * file:line:column. */
+amoe_status amoe_arrival_plan(const amoe_workload_spec *w, amoe_arrival **out, int *n, amoe_err *e);
+
+/* One gamma-distributed draw of mean 1 and coefficient of variation cv
+ * from u, a stream (Marsaglia and Tsang; cv 1: exponential). Exposed for
+ * tests of the distribution. */
+double amoe_arrival_gap(uint64_t seed, uint32_t request, double cv);
+
+#endif

@@ -1,0 +1,313 @@
+/* Load (docs/design.md §18): queueing on a three-request trace worked out
+ * by hand, the closed process as today's batch, every request's tokens
+ * committed once at any rate, the arrival processes' statistics, the
+ * arrival trace's errors and the new keys' errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arrival.h"
+#include "check.h"
+#include "policy.h"
+#include "results.h"
+#include "run.h"
+#include "source.h"
+#include "spec_load.h"
+#include "trace.h"
+
+#include "hand.h"
+
+/* Three requests of one block each: request 0 the hand block, requests 1
+ * and 2 routes {6,7} {2,8}, accepted 0 -> 1. */
+static const char *const THREE =
+    "{\"request\":0,\"step\":0,\"parent\":[-1,0,0,1],\"logp\":[0,-0.1,-0.2,-0.3],\"accepted\":[1,1,0,1],"
+    "\"topk\":[[[[0,0],[1,-1]],[[2,0],[3,-2]],[[2,0],[4,-2]],[[2,0],[5,-2]]]]}\n"
+    "{\"request\":1,\"step\":0,\"parent\":[-1,0],\"logp\":[0,-0.1],\"accepted\":[1,1],"
+    "\"topk\":[[[[6,0],[7,-1]],[[2,0],[8,-2]]]]}\n"
+    "{\"request\":2,\"step\":0,\"parent\":[-1,0],\"logp\":[0,-0.1],\"accepted\":[1,1],"
+    "\"topk\":[[[[6,0],[7,-1]],[[2,0],[8,-2]]]]}\n";
+
+static void write_trace(const char *text, const char *path, amoe_spec *s) {
+  const char *jl = check_write_tmp(text);
+  amoe_workload_spec w = s->workload;
+  w.source = AMOE_SRC_BLOCKS_JSONL;
+  snprintf(w.path, sizeof w.path, "%s", jl);
+  amoe_source *src = NULL;
+  amoe_trace_writer *tw = NULL;
+  amoe_err e;
+  CHECK(amoe_source_open(&src, &w, &s->model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_trace_create(&tw, path, s->model.moe_layers, s->model.experts, s->model.top_k, amoe_source_m(src), "{}",
+                          &e) == AMOE_OK,
+        "%s", e.msg);
+  amoe_block b;
+  amoe_block_init(&b, s->model.moe_layers, s->model.experts, amoe_source_m(src));
+  while (amoe_source_next(src, &b, &e) == AMOE_OK) CHECK(amoe_trace_write(tw, &b, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_trace_close(tw, &e) == AMOE_OK, "%s", e.msg);
+  amoe_block_free(&b);
+  amoe_source_close(src);
+  s->workload.source = AMOE_SRC_TRACE;
+  snprintf(s->workload.path, sizeof s->workload.path, "%s", path);
+}
+
+static amoe_row_result run_one(const amoe_spec *s) {
+  static amoe_offline offline;
+  amoe_source *src = NULL;
+  amoe_err e;
+  amoe_row_result r[AMOE_MAX_POLICIES];
+  memset(r, 0, sizeof r);
+  CHECK(amoe_source_open(&src, &s->workload, &s->model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(s, &offline, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
+  amoe_source_close(src);
+  for (int i = 1; i < s->npolicies; i++) amoe_row_result_free(&r[i]);
+  return r[0];
+}
+
+/* The requests' service times by hand (hand.h's costs; context 10, no
+ * prompt, each request alone in its pass):
+ *   request 0: 4 nodes, depth 2 (the extend and one draft step:
+ *     2 · (3e-3 + 1e-6)); dense MoE layer (2e6 + 1000·10)/1e9 + 1e-6,
+ *     dense layer (2.12e6 + 1e4)/1e9 + 1e-6, head 4e-3 + 1e-6,
+ *     experts {0..5}: 6 · 2e-3 + 1e-6, step 5e-4
+ *   requests 1, 2: 2 nodes, depth 1 (the extend alone), experts
+ *     {2,6,7,8}: 4 · 2e-3 + 1e-6
+ * One slot (max_running 1); arrivals 0.002, 0.003 and 0.1 (a trace):
+ *   request 0 waits for nothing: it runs from 0.002 to 0.002 + T0;
+ *   request 1 arrived during that pass and starts when it ends;
+ *   request 2 arrives after request 1 finished: the clock idles to 0.1.
+ * Without a prompt a request's first token is its first pass's end; one
+ * block each, so it also finishes then. */
+static void queue_by_hand(void) {
+  amoe_spec s = hand_spec();
+  char path[] = "/tmp/amoe_load_XXXXXX";
+  close(mkstemp(path));
+  write_trace(THREE, path, &s);
+  const double common = 5e-4 + (2.01e-3 + 1e-6) + (2.13e-3 + 1e-6) + (4e-3 + 1e-6);
+  const double T0 = common + 2 * (3e-3 + 1e-6) + (12e-3 + 1e-6), T1 = common + (3e-3 + 1e-6) + (8e-3 + 1e-6);
+  const char *csv = check_write_tmp("arrival_s,prompt_tokens,output_tokens\n0.002,0,2\n0.003,0,2\n0.1,0,2\n");
+  s.workload.arrival = AMOE_ARRIVAL_TRACE;
+  snprintf(s.workload.arrival_path, sizeof s.workload.arrival_path, "%s", csv);
+  s.workload.batch = 1;
+  s.workload.max_running = 1;
+  amoe_row_result r = run_one(&s);
+  const double arrival[3] = {0.002, 0.003, 0.1};
+  const double start[3] = {0.002, 0.002 + T0, 0.1};
+  const double finish[3] = {0.002 + T0, 0.002 + T0 + T1, 0.1 + T1};
+  CHECK(r.nreqs == 3, "%d requests finished", r.nreqs);
+  for (int i = 0; i < r.nreqs && i < 3; i++) {
+    const amoe_request_stat *q = &r.reqs[i];
+    CHECK(q->request == i && fabs(q->arrival_s - arrival[i]) < 1e-15 && fabs(q->admitted_s - start[i]) < 1e-12 &&
+              fabs(q->first_s - finish[i]) < 1e-12 && fabs(q->finish_s - finish[i]) < 1e-12,
+          "request %d: arrived %.12g started %.12g first token %.12g finished %.12g; by hand %.12g %.12g %.12g", i,
+          q->arrival_s, q->admitted_s, q->first_s, q->finish_s, arrival[i], start[i], finish[i]);
+  }
+  CHECK(fabs(r.tot.t_idle - (0.002 + 0.1 - (0.002 + T0 + T1))) < 1e-12 && fabs(r.tot.t_total - (T0 + 2 * T1)) < 1e-12,
+        "idle %.12g, busy %.12g", r.tot.t_idle, r.tot.t_total);
+  amoe_row_result_free(&r);
+  /* two slots and requests 0 and 1 arriving together: one pass of both
+   * (test_batch's pass of two requests), then request 2 alone */
+  const char *csv2 = check_write_tmp("arrival_s,prompt_tokens,output_tokens\n0.002,0,2\n0.002,0,2\n0.1,0,2\n");
+  snprintf(s.workload.arrival_path, sizeof s.workload.arrival_path, "%s", csv2);
+  s.workload.max_running = 2;
+  r = run_one(&s);
+  const double T01 = 5e-4 + 2 * (3e-3 + 1e-6) + (2.02e-3 + 1e-6) + (2.14e-3 + 1e-6) + (4e-3 + 1e-6) + (18e-3 + 1e-6);
+  CHECK(r.nreqs == 3 && r.tot.passes == 2 && fabs(r.reqs[0].finish_s - (0.002 + T01)) < 1e-12 &&
+            fabs(r.reqs[1].finish_s - (0.002 + T01)) < 1e-12 && fabs(r.reqs[2].finish_s - (0.1 + T1)) < 1e-12,
+        "two slots: %d requests, %g passes, finished %.12g %.12g; by hand %.12g", r.nreqs, r.tot.passes,
+        r.nreqs ? r.reqs[0].finish_s : 0, r.nreqs > 2 ? r.reqs[2].finish_s : 0, 0.002 + T01);
+  amoe_row_result_free(&r);
+  remove(path);
+}
+
+static amoe_spec load_spec(const char *extra) {
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "name: load\n"
+           "model: {name: tiny-moe, layers: 2, moe_layers: 2, experts: 16, top_k: 2, hidden: 64, moe_intermediate: 32, "
+           "vocab: 1000}\n"
+           "hardware: h200\n"
+           "workload: {blocks: 60, tokens_per_request: 12, prompt_tokens: 16, tree: {depth: 3, top_k: 4, nodes: 12}, "
+           "acceptance: {tau: 2.0}%s}\n"
+           "policies: [natural, {draft: autoregressive}, acceptmoe]\n",
+           extra);
+  const char *p = check_write_tmp(yaml);
+  amoe_experiment x;
+  amoe_diag d = {0};
+  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_OK, "%s", d.n ? d.msgs[0] : "");
+  amoe_spec s;
+  CHECK(amoe_experiment_point(&x, 0, &s, &d) == AMOE_OK, "%s", d.n ? d.msgs[0] : "");
+  amoe_diag_free(&d);
+  return s;
+}
+
+static void run_rows(const amoe_spec *s, amoe_row_result *r) {
+  static amoe_offline offline;
+  amoe_source *src = NULL;
+  amoe_err e;
+  CHECK(amoe_source_open(&src, &s->workload, &s->model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(s, &offline, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
+  amoe_source_close(src);
+}
+
+/* `arrival: {process: closed}` is the batch of §17: the same totals and
+ * requests, bit for bit. */
+static void closed_is_batch(void) {
+  amoe_spec a = load_spec(", batch: 4"), b = load_spec(", batch: 4, arrival: {process: closed, rate: 3}");
+  amoe_row_result ra[3], rb[3];
+  run_rows(&a, ra);
+  run_rows(&b, rb);
+  for (int i = 0; i < 3; i++) {
+    CHECK(!memcmp(&ra[i].tot, &rb[i].tot, sizeof ra[i].tot) && ra[i].nreqs == rb[i].nreqs &&
+              !memcmp(ra[i].reqs, rb[i].reqs, (size_t)ra[i].nreqs * sizeof *ra[i].reqs),
+          "row %d: closed differs from the batch", i);
+    amoe_row_result_free(&ra[i]);
+    amoe_row_result_free(&rb[i]);
+  }
+}
+
+static int by_request(const void *x, const void *y) {
+  const double a = ((const amoe_request_stat *)x)->request, b = ((const amoe_request_stat *)y)->request;
+  return (a > b) - (a < b);
+}
+
+/* At a trickle and at a flood, every request finishes once with the same
+ * tokens, which add to the row's committed tokens; the flood queues and
+ * the trickle idles. The lengths drawn with range_ratio are the plan's. */
+static void committed_once(void) {
+  const int N = 24;
+  amoe_row_result lo[3], hi[3];
+  amoe_spec s = load_spec(", requests: 24, max_running: 4, arrival: {process: poisson, rate: 0.5, range_ratio: 0.5}");
+  run_rows(&s, lo);
+  s.workload.rate = 1e5;
+  run_rows(&s, hi);
+  amoe_arrival *plan = NULL;
+  int n = 0;
+  amoe_err e;
+  CHECK(amoe_arrival_plan(&s.workload, &plan, &n, &e) == AMOE_OK && n == N, "plan: %d", n);
+  int varied = 0;
+  for (int q = 1; q < n; q++) varied += plan[q].output_tokens != plan[0].output_tokens;
+  CHECK(varied > 0, "range_ratio 0.5: every request has %d tokens", plan[0].output_tokens);
+  for (int i = 0; i < 3; i++) {
+    amoe_row_result *rr[2] = {&lo[i], &hi[i]};
+    for (int k = 0; k < 2; k++) {
+      amoe_row_result *r = rr[k];
+      qsort(r->reqs, (size_t)r->nreqs, sizeof *r->reqs, by_request);
+      double tokens = 0;
+      int bad = r->nreqs != N;
+      for (int q = 0; q < r->nreqs && !bad; q++) {
+        tokens += r->reqs[q].tokens;
+        bad += r->reqs[q].request != q || r->reqs[q].prompt_tokens != plan[q].prompt_tokens ||
+               r->reqs[q].first_s < r->reqs[q].admitted_s || r->reqs[q].admitted_s < r->reqs[q].arrival_s ||
+               r->reqs[q].finish_s < r->reqs[q].first_s;
+        /* natural and autoregressive commit every generated token; a
+         * request's last block may run past its length */
+        if (i < 2) bad += r->reqs[q].tokens < plan[q].output_tokens;
+        if (bad)
+          fprintf(stderr, "request %d: id %g prompt %g/%d arrival %g admitted %g first %g finish %g tokens %g/%d\n", q,
+                  r->reqs[q].request, r->reqs[q].prompt_tokens, plan[q].prompt_tokens, r->reqs[q].arrival_s,
+                  r->reqs[q].admitted_s, r->reqs[q].first_s, r->reqs[q].finish_s, r->reqs[q].tokens,
+                  plan[q].output_tokens);
+      }
+      CHECK(!bad && tokens == r->tot.committed, "row %d rate %s: %d requests, %g tokens of %g", i, k ? "high" : "low",
+            r->nreqs, tokens, r->tot.committed);
+    }
+    int diff = 0;
+    for (int q = 0; q < N && lo[i].nreqs == N && hi[i].nreqs == N; q++) diff += lo[i].reqs[q].tokens != hi[i].reqs[q].tokens;
+    CHECK(!diff, "row %d: %d requests' tokens differ between the rates", i, diff);
+    CHECK(lo[i].tot.t_idle > 0 && hi[i].tot.t_idle < lo[i].tot.t_idle, "row %d: idle %g at the trickle, %g at the flood",
+          i, lo[i].tot.t_idle, hi[i].tot.t_idle);
+  }
+  /* the natural row commits what was generated: the same at both rates */
+  CHECK(lo[0].tot.committed == hi[0].tot.committed && lo[0].tot.blocks == hi[0].tot.blocks,
+        "natural: %g tokens at the trickle, %g at the flood", lo[0].tot.committed, hi[0].tot.committed);
+  for (int i = 0; i < 3; i++) amoe_row_result_free(&lo[i]), amoe_row_result_free(&hi[i]);
+  free(plan);
+}
+
+/* The gaps: mean 1 and the asked coefficient of variation (20,000 draws:
+ * the standard errors are under 1% of each). */
+static void gaps(void) {
+  const double cvs[] = {1, 0.5, 2};
+  for (int c = 0; c < 3; c++) {
+    double sum = 0, sq = 0;
+    const int n = 20000;
+    for (int i = 0; i < n; i++) {
+      const double g = amoe_arrival_gap(11, (uint32_t)i, cvs[c]);
+      sum += g;
+      sq += g * g;
+    }
+    const double mean = sum / n, cv = sqrt(sq / n - mean * mean) / mean;
+    CHECK(fabs(mean - 1) < 0.04 && fabs(cv - cvs[c]) < 0.06 * cvs[c], "cv %g: mean %g, cv %g", cvs[c], mean, cv);
+  }
+  /* the same (seed, request): the same gap, whatever came before */
+  CHECK(amoe_arrival_gap(3, 7, 2) == amoe_arrival_gap(3, 7, 2) && amoe_arrival_gap(3, 7, 2) != amoe_arrival_gap(3, 8, 2),
+        "gaps are per request");
+}
+
+/* An arrival trace's errors name file:line:column and the byte offset. */
+static void trace_errors(void) {
+  const struct {
+    const char *text, *needle;
+  } bad[] = {
+      {"arrival,prompt_tokens,output_tokens\n0,1,1\n", ":1:1 (byte 0): the header"},
+      {"arrival_s,prompt_tokens,output_tokens\n0.5,8,x\n", ":2:7 (byte 44): output_tokens must be"},
+      {"arrival_s,prompt_tokens,output_tokens\n0.5,8,0\n", ":2:7 (byte 44): output_tokens must be"},
+      {"arrival_s,prompt_tokens,output_tokens\n0.5,8\n", ":2:6 (byte 43): output_tokens is missing"},
+      {"arrival_s,prompt_tokens,output_tokens\n1,8,4\n0.5,8,4\n", ":3:1 (byte 44): arrival_s 0.5 comes before"},
+      {"arrival_s,prompt_tokens,output_tokens\n1,8,4,9\n", ":2:7 (byte 44): more than three columns"},
+      {"arrival_s,prompt_tokens,output_tokens\n", "no requests"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    amoe_workload_spec w;
+    memset(&w, 0, sizeof w);
+    w.arrival = AMOE_ARRIVAL_TRACE;
+    snprintf(w.arrival_path, sizeof w.arrival_path, "%s", check_write_tmp(bad[i].text));
+    amoe_arrival *v = NULL;
+    int n = 0;
+    amoe_err e;
+    const amoe_status st = amoe_arrival_plan(&w, &v, &n, &e);
+    CHECK(st != AMOE_OK && strstr(e.msg, bad[i].needle), "trace %zu: %s", i, st ? e.msg : "accepted");
+    free(v);
+  }
+}
+
+/* Every new key's error names it. */
+static void key_errors(void) {
+  const struct {
+    const char *set, *needle;
+  } bad[] = {
+      {"workload.arrival.process=bursty", "workload.arrival.process"},
+      {"workload.arrival.rate=0", "workload.arrival.rate"},
+      {"workload.arrival.cv=0", "workload.arrival.cv"},
+      {"workload.arrival.range_ratio=1", "workload.arrival.range_ratio"},
+      {"workload.requests=0", "workload.requests"},
+      {"workload.max_running=-1", "workload.max_running"},
+      {"slo.ttft_s=-1", "slo.ttft_s"},
+      {"slo.tpot_s=x", "slo.tpot_s"},
+      {"output.requests_csv=true", "output.requests_csv"},
+      {"workload.arrival.process=trace", "workload.arrival.path"},
+      {"workload.arrival.path=a.csv", "workload.arrival.path"},
+  };
+  const char *p = check_write_tmp("name: k\nmodel: mixtral-8x7b\nhardware: h200\n");
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    amoe_experiment x;
+    amoe_diag d = {0};
+    char *sets[1] = {(char *)bad[i].set};
+    const amoe_status st = amoe_experiment_load(&x, p, sets, 1, &d);
+    int named = 0;
+    for (int j = 0; j < d.n; j++) named |= strstr(d.msgs[j], bad[i].needle) != NULL;
+    CHECK(st != AMOE_OK && named, "--set %s: %s", bad[i].set, d.n ? d.msgs[0] : "accepted");
+    amoe_diag_free(&d);
+  }
+}
+
+int main(void) {
+  queue_by_hand();
+  closed_is_batch();
+  committed_once();
+  gaps();
+  trace_errors();
+  key_errors();
+  return check_done();
+}
