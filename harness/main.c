@@ -21,6 +21,7 @@
 #include "moe.h"
 #include "jsonl.h"
 #include "policy.h"
+#include "profile.h"
 #include "results.h"
 #include "run.h"
 #include "source.h"
@@ -399,6 +400,35 @@ static amoe_status placement_load(const amoe_spec *s, double **load, amoe_err *e
   return st;
 }
 
+/* The profiled step-time table (§18) over the calibration workload, as
+ * an engine profiles it at start-up: batch up to the run's slots. */
+enum { STEP_SAMPLES = 8 };
+static amoe_status step_table_for(const amoe_spec *s, amoe_step_table *t, amoe_err *e) {
+  const amoe_workload_spec w = calibration_workload(s);
+  amoe_source *cal = NULL;
+  amoe_status st = amoe_source_open(&cal, &w, &s->model, e);
+  const int slots = s->workload.arrival != AMOE_ARRIVAL_CLOSED && s->workload.max_running > 0 ? s->workload.max_running
+                                                                                               : s->workload.batch;
+  if (!st) st = amoe_step_table_profile(s, cal, slots, STEP_SAMPLES, t, e);
+  amoe_source_close(cal);
+  return st;
+}
+
+/* The step table when a row reads it (*t NULL otherwise; the caller frees). */
+static amoe_status step_table_if_read(const amoe_spec *s, amoe_step_table **t, amoe_err *e) {
+  *t = NULL;
+  int reads = 0;
+  for (int i = 0; i < s->npolicies; i++) reads |= amoe_draft_table[s->policies[i].draft].reads_step_table;
+  if (!reads) return AMOE_OK;
+  if (!(*t = malloc(sizeof **t))) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  const amoe_status st = step_table_for(s, *t, e);
+  if (st) {
+    free(*t);
+    *t = NULL;
+  }
+  return st;
+}
+
 /* The run's backend (o->backend set), said on stderr unless quiet. */
 static amoe_status open_backend(const opts *o, const amoe_spec *s, amoe_exec **ex, amoe_err *e) {
   *ex = NULL;
@@ -448,8 +478,11 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
   double *load = NULL;
   amoe_source *src = NULL;
   amoe_exec *ex = NULL;
+  amoe_step_table *steps = NULL;
   amoe_status st = placement_load(s, &load, e);
   offline.load = load;
+  if (!st) st = step_table_if_read(s, &steps, e);
+  offline.steps = steps;
   if (!st) st = amoe_source_open(&src, &s->workload, &s->model, e); /* 2 */
   if (!st) st = open_backend(o, s, &ex, e);                          /* 3 */
   if (!st) {                                                         /* 4 */
@@ -471,6 +504,7 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
   amoe_exec_close(ex);
   amoe_source_close(src);
   free(load);
+  free(steps);
   return st;
 }
 
@@ -858,7 +892,13 @@ static void param_line(const amoe_param_def *pd, char *out, size_t n) {
   out[0] = 0;
   for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++) {
     const size_t u = strlen(out);
-    if (isnan(pd[j].def)) snprintf(out + u, n - u, "%s`%s` (required, e.g. %g)", j ? ", " : "", pd[j].key, pd[j].example);
+    if (pd[j].names) {
+      snprintf(out + u, n - u, "%s`%s` = %s (", j ? ", " : "", pd[j].key, pd[j].names[(int)pd[j].def]);
+      for (int c = 0; pd[j].names[c]; c++)
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", c ? " or " : "", pd[j].names[c]);
+      snprintf(out + strlen(out), n - strlen(out), ")");
+    } else if (isnan(pd[j].def))
+      snprintf(out + u, n - u, "%s`%s` (required, e.g. %g)", j ? ", " : "", pd[j].key, pd[j].example);
     else snprintf(out + u, n - u, "%s`%s` = %g", j ? ", " : "", pd[j].key, pd[j].def);
   }
 }
@@ -892,7 +932,11 @@ static int cmd_policies(int argc, char **argv) {
       printf("  %-15s %s\n", name, what ? what : "");
       printf("  %-15s   at batch > 1: %s\n", "", amoe_batch_kind_names[batch]);
       for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++) {
-        if (isnan(pd[j].def))
+        if (pd[j].names) {
+          printf("  %-15s   %s: default %s, one of", "", pd[j].key, pd[j].names[(int)pd[j].def]);
+          for (int c = 0; pd[j].names[c]; c++) printf(" %s", pd[j].names[c]);
+          putchar('\n');
+        } else if (isnan(pd[j].def))
           printf("  %-15s   %s: required (e.g. %g), %g..%g%s\n", "", pd[j].key, pd[j].example, pd[j].min, pd[j].max,
                  pd[j].expert_count ? " (experts per layer)" : "");
         else printf("  %-15s   %s: default %g, %g..%g\n", "", pd[j].key, pd[j].def, pd[j].min, pd[j].max);

@@ -177,7 +177,10 @@ void amoe_spec_write_yaml(FILE *f, const amoe_experiment *x) {
     for (int w = 0; w < 2; w++) {
       const amoe_param_def *pd = w ? amoe_verifier_table[r->verifier].params : amoe_draft_table[r->draft].params;
       for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++)
-        fprintf(f, ", %s: %.17g", pd[j].key, (w ? r->vparam : r->dparam)[j]);
+        if (pd[j].names)
+          fprintf(f, ", %s: %s", pd[j].key, pd[j].names[(int)(w ? r->vparam : r->dparam)[j]]);
+        else
+          fprintf(f, ", %s: %.17g", pd[j].key, (w ? r->vparam : r->dparam)[j]);
     }
     fprintf(f, "}%s\n", r->implicit ? "  # added: the baseline of speedup_vs_natural" : "");
   }

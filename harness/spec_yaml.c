@@ -148,6 +148,19 @@ static int set_policy_param(ydoc *y, yaml_node_t *k, yaml_node_t *v, amoe_policy
     amoe_diag_add(y->d, "%s: %s must be a number", kw, key);
     return 0;
   }
+  if (pd->names) { /* a choice by name */
+    for (int i = 0; pd->names[i]; i++)
+      if (!strcmp(pd->names[i], spec_scalar(v))) {
+        (which ? r->vparam : r->dparam)[idx] = i;
+        *given |= 1u << (which * AMOE_MAX_PARAMS + idx);
+        return 1;
+      }
+    char list[256] = "";
+    for (int i = 0; pd->names[i]; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", pd->names[i]);
+    amoe_diag_add(y->d, "%s: %s must be one of %s, not '%s'", kw, key, list, spec_scalar(v));
+    return 0;
+  }
   /* the scalar parser, on a double beside the row */
   double x;
   const krow kr = {pd->key, T_DBL, 0, 8, pd->min, pd->max, NULL, 0, 0, AUTO_NONE};

@@ -42,6 +42,9 @@ typedef struct {     /* one pass's merged sets (one layer at a time) */
   int *count;        /* [layer][E] natural rows: the pass's tokens per expert */
   amoe_status *rc;   /* [batch] each advancing slot's outcome */
   amoe_err *err;     /* [batch] and its error */
+  amoe_dctx *dc;     /* [batch] a pass-wide draft's contexts (choose_pass) */
+  int **outs;        /* [batch] where it writes each request's nodes */
+  int *counts;       /* [batch] and how many */
 } bpass;
 
 /* bpass's arrays once: (member, element type, count) in L layers, E
@@ -54,7 +57,10 @@ typedef struct {     /* one pass's merged sets (one layer at a time) */
   BUF(tau, double, B) \
   BUF(count, int, L * E) \
   BUF(rc, amoe_status, B) \
-  BUF(err, amoe_err, B)
+  BUF(err, amoe_err, B) \
+  BUF(dc, amoe_dctx, B) \
+  BUF(outs, int *, B) \
+  BUF(counts, int, B)
 
 /* The row's clock: every pass it ran, prefills included, and (open
  * arrivals) the time it waited for a request to arrive. */
@@ -74,6 +80,19 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   /* stage draft, request by request: each covered draft sees what the
    * requests drafted before it route to */
   if (cover_draft) memset(bp->cov, 0, (size_t)L * E);
+  const int pass_draft = !one && rs->draft->choose_pass && na > 0;
+  if (pass_draft) { /* every request's nodes at once */
+    const uint8_t *res_layers[AMOE_MAX_LAYERS];
+    for (int l = 0; rs->cache && l < L; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
+    for (int q = 0; q < na; q++) {
+      bslot *x = &sl[act[q]];
+      bp->dc[q] = (amoe_dctx){&x->b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL,
+                              rs->draft_state, x->w.dscratch, q ? NULL : rs->predicted, rs->layout, NULL};
+      bp->outs[q] = x->w.nodes;
+    }
+    rs->predicted[0] = rs->predicted[1] = 0;
+    rs->draft->choose_pass(bp->dc, na, bp->outs, bp->counts);
+  }
   int tokens = 0, maxd = 0, candidates = 0;
   double kv = 0, attn = 0, mtp_s = 0, accepted = 0;
   for (int q = 0; q < na; q++) {
@@ -82,6 +101,7 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
     work *w = &x->w;
     int nn = 1;
     if (one) w->nodes[0] = w->seq[x->pos];
+    else if (pass_draft) nn = bp->counts[q];
     else nn = block_draft(s, offline, rs, b, w, cover_draft ? bp->covl : NULL);
     x->nn = nn;
     memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
@@ -250,6 +270,13 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   const double per_token = amoe_cost_request_tokens(&s->engine, bp->tau, na);
   tt->t_step += per_token;
   tt->t_total += per_token;
+  if (pass_draft && rs->predicted[1] > 0) { /* the draft's prediction beside the pass's charge */
+    const double charged = pt.total + per_token;
+    tt->predicted_tau += rs->predicted[0];
+    tt->predicted_s += rs->predicted[1];
+    tt->predictions += charged;
+    tt->predicted_over += rs->predicted[1] > charged * (1 + 1e-9);
+  }
   return AMOE_OK;
 }
 

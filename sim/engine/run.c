@@ -138,6 +138,7 @@ static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, con
     tt->predicted_tau += rs->predicted[0];
     tt->predicted_s += rs->predicted[1];
     tt->predictions += o->sum.T; /* the charged time of the predicted blocks */
+    tt->predicted_over += rs->predicted[1] > o->sum.T * (1 + 1e-9);
   }
   tt->perturbation_sum += o->perturbation_sum;
   tt->perturbation_n += o->tau;

@@ -35,6 +35,7 @@ typedef struct {
   double prefills, t_prefill, prefill_h2d_bytes; /* requests' prefill passes, apart from the decode figures */
   double executed_overlap_sum, executed_overlap_n; /* per layer: |X ∩ previous pass's X| / |X| */
   double predicted_tau, predicted_s, predictions; /* a draft's own predictions for its passes (evict) */
+  double predicted_over; /* passes it predicted slower than they were charged */
   /* batch > 1 (§17): Σ over passes of the requests in each (0 at batch 1,
    * where every pass holds one) */
   double request_passes;

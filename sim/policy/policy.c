@@ -79,6 +79,15 @@ amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
     {.name = "evict", .choose = amoe_draft_evict, .batch = AMOE_BATCH_COVERED, .reads_union_table = 1,
      .description = "the prefix of the EAGLE order with the most expected committed tokens per predicted second; "
                     "lossless"},
+    {.name = "adaptive",
+     .params = {{.key = "cost", .tag = "cost", .def = 0, .example = 0, .min = 0, .max = 1, .integer = 1,
+                 .shown_if_default = 1, .names = amoe_adaptive_cost_names}},
+     .choose = amoe_draft_adaptive, .batch = AMOE_BATCH_PASS, .choose_pass = amoe_draft_adaptive_pass,
+     .reads_step_table = 1, .reads_union_table = 1, /* (the calibration's p̂ and m̄ for its chances) */
+     .description = "verification sized per step (D-Cut's rule): the prefix of each request's EAGLE order that "
+                    "maximises the pass's expected committed tokens per second, the step priced by the profiled "
+                    "batch x tokens table (cost: tokens) or by the one cost function over its expert union, cache "
+                    "and busiest GPU (cost: experts); lossless"},
     {.name = "mtp",
      .params = {{.key = "tokens", .tag = "N", .def = NAN, .example = 3, .min = 1, .max = 16, .integer = 1, .shown_if_default = 1}},
      .choose = amoe_draft_mtp,
@@ -174,7 +183,9 @@ int amoe_policy_set(amoe_policy_row *r, const char *key, double value) {
 static void named(char *buf, size_t n, const char *name, const amoe_param_def *p, const double *v) {
   snprintf(buf, n, "%s", name);
   for (int i = 0; i < AMOE_MAX_PARAMS && p[i].key; i++)
-    if (p[i].shown_if_default || v[i] != p[i].def)
+    if (p[i].names && (p[i].shown_if_default || v[i] != p[i].def))
+      snprintf(buf + strlen(buf), n - strlen(buf), "/%s=%s", p[i].tag, p[i].names[(int)v[i]]);
+    else if (p[i].shown_if_default || v[i] != p[i].def)
       snprintf(buf + strlen(buf), n - strlen(buf), "/%s=%g", p[i].tag, v[i]);
 }
 

@@ -28,6 +28,7 @@ typedef struct {
   int integer;               /* 1: a whole number */
   int expert_count;          /* 1: also within top_k..experts of the model (a budget) */
   int shown_if_default;      /* 1: always in the label; 0: only when it differs from def */
+  const char *const *names;  /* a choice by name (NULL-terminated): the value is its index */
 } amoe_param_def;
 
 /* What a row does when a pass holds several requests (workload.batch,
@@ -124,9 +125,16 @@ typedef struct {
   /* a draft-side cost per pass beside the draft model's steps (ecospec's
    * predictor over the block's candidates), or NULL */
   double (*draft_cost)(const amoe_policy_row *row, const amoe_spec *s, int candidates);
-  amoe_batch_kind batch; /* AMOE_BATCH_COVERED: reads amoe_dctx.covered */
+  amoe_batch_kind batch; /* AMOE_BATCH_COVERED: reads amoe_dctx.covered; AMOE_BATCH_PASS: choose_pass */
+  /* AMOE_BATCH_PASS: every request's nodes of a pass at once, c[q] request
+   * q's context: writes out[q] (ascending, root first), returns the pass's
+   * verified nodes, count[q] each; the pass's prediction in c[0].predicted */
+  int (*choose_pass)(const amoe_dctx *c, int requests, int *const *out, int *count);
+  int reads_step_table; /* 1: reads amoe_offline.steps (profiled before the run) */
   const char *description; /* one line for `acceptmoe policies` */
 } amoe_draft_def;
+
+struct amoe_step_table; /* tables.h */
 
 /* Row 0 of each table is the default (eagle, natural); their pairing is
  * the baseline every speedup is measured against. The built-in rows are in
@@ -219,6 +227,18 @@ double amoe_draft_ecospec_cost(const amoe_policy_row *row, const amoe_spec *s, i
 size_t amoe_draft_ecospec_state_bytes(int layers, int experts);
 void amoe_draft_ecospec_observe(void *state, int layer, const uint8_t *X, int experts);
 int amoe_draft_evict(const amoe_dctx *c, int *out);
+/* adaptive: per step, the prefix of every request's EAGLE order with the
+ * most expected committed tokens per predicted second, allocated over the
+ * pass (D-Cut's rule); cost 0 (tokens) prices a step by the profiled
+ * table, 1 (experts) by the one cost function over the chosen nodes'
+ * expert union, the cache and the busiest GPU. choose: one request. */
+int amoe_draft_adaptive(const amoe_dctx *c, int *out);
+int amoe_draft_adaptive_pass(const amoe_dctx *c, int requests, int *const *out, int *count);
+extern const char *const amoe_adaptive_cost_names[];
+/* The table's step time at `batch` requests of `tokens` verified tokens
+ * each: bilinear between grid points, linear beyond the last (its last
+ * two points' slope), clamped at the first. */
+double amoe_step_table_at(const struct amoe_step_table *t, double batch, double tokens);
 /* evict's predicted time of a pass over the first n nodes of the EAGLE
  * order reaching depth maxd (the shared cost function, §9). */
 double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd);

@@ -9,6 +9,21 @@
 
 #define AMOE_MAX_UNION_N 1024
 
+/* The step-time table an engine profiles at start-up (§18): the expected
+ * time of a verification step of `batch` requests each verifying its
+ * first `tokens` nodes in EAGLE order (tokens 1: a plain decoding step),
+ * by the one cost function over the calibration workload's routing
+ * (engine/profile.c); what {draft: adaptive, cost: tokens} prices a step
+ * by, and what `acceptmoe costtable` writes. */
+#define AMOE_STEP_GRID 24
+typedef struct amoe_step_table {
+  int nb, nt;
+  int batch[AMOE_STEP_GRID];  /* ascending, from 1 */
+  int tokens[AMOE_STEP_GRID]; /* verified tokens per request, ascending, from 1 */
+  double step_s[AMOE_STEP_GRID][AMOE_STEP_GRID]; /* [batch][tokens] */
+  int samples;                /* passes averaged per entry */
+} amoe_step_table;
+
 /* Offline tables from a calibration workload: the commitment p̂_d used by
  * acceptmoe, and the mean union of natural routes per layer when the first n
  * nodes in EAGLE order are verified (used by evict; 0 = not measured). */
@@ -25,6 +40,9 @@ typedef struct amoe_offline {
   /* [layer][expert] token counts of the natural routes of the verified
    * nodes (parallel.placement: balanced), or NULL; owned by the caller */
   const double *load;
+  /* the profiled step-time table (a draft with reads_step_table), or NULL;
+   * owned by the caller */
+  const amoe_step_table *steps;
 } amoe_offline;
 
 #endif

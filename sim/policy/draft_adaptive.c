@@ -1,0 +1,232 @@
+/* adaptive: verification that sizes itself per step (docs/design.md §18),
+ * as D-Cut (AngelSlim; vLLM's adaptive verification follows it) allocates
+ * a step's verified tokens over the batch: every request keeps its root;
+ * each further node of a request's EAGLE order gains its chance of being
+ * committed (its draft path probability exp(score), × p̂_d / m̄_d where
+ * the calibration has them: evict's estimate), made non-increasing along
+ * the order so that a request's chosen nodes are a prefix; the pass's
+ * candidates are taken best first, and the step keeps the K of them that
+ * maximises
+ *   (requests + Σ gains of the K) / T(K),
+ * the expected committed tokens per second. T is where the two rows part:
+ *   cost tokens:  the profiled table of the step's time by batch and
+ *                 verified tokens per request (amoe_step_table, as the
+ *                 engines ship theirs: a function of batch × tokens);
+ *   cost experts: the one cost function (§9) over what those nodes touch:
+ *                 per MoE layer the union of their natural routes and each
+ *                 expert's tokens, the fetches of the experts the cache
+ *                 does not hold, the busiest GPU's share (each expert on
+ *                 its first copy's GPU).
+ * The experts row's prediction of a step is its time before acceptance:
+ * each request's context at workload.context_tokens, the extend over one
+ * token per request and the engine's host work per committed token
+ * (engine.request_s) at one token per request, lower bounds of what the
+ * pass is charged; so with natural verification and one copy per expert it
+ * never predicts a step slower than it is charged. Its decision adds that
+ * host work at the expected committed tokens.
+ * Verification stays natural: lossless. Per step, once for the pass
+ * (AMOE_BATCH_PASS); at batch 1 the same rule over one request. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "layout.h"
+#include "policy.h"
+#include "tables.h"
+
+const char *const amoe_adaptive_cost_names[] = {"tokens", "experts", NULL};
+
+double amoe_step_table_at(const amoe_step_table *t, double batch, double tokens) {
+  if (!t || t->nb < 1 || t->nt < 1) return 0;
+  /* per axis: the cell [i, i + 1] and the weight of i + 1 (linear beyond the last) */
+  int bi = 0, ti = 0;
+  while (bi + 2 < t->nb && batch > t->batch[bi + 1]) bi++;
+  while (ti + 2 < t->nt && tokens > t->tokens[ti + 1]) ti++;
+  const int b1 = t->nb > 1 ? bi + 1 : bi, t1 = t->nt > 1 ? ti + 1 : ti;
+  const double wb = b1 > bi ? fmax(0, (batch - t->batch[bi]) / (t->batch[b1] - t->batch[bi])) : 0;
+  const double wt = t1 > ti ? fmax(0, (tokens - t->tokens[ti]) / (t->tokens[t1] - t->tokens[ti])) : 0;
+  const double a = t->step_s[bi][ti] + wt * (t->step_s[bi][t1] - t->step_s[bi][ti]);
+  const double b = t->step_s[b1][ti] + wt * (t->step_s[b1][t1] - t->step_s[b1][ti]);
+  return a + wb * (b - a);
+}
+
+/* A node's chance of being committed (as evict's). */
+static double commit_chance(const struct amoe_offline *o, const amoe_block *b, int t) {
+  double q = exp(b->score[t]);
+  const int d = b->depth[t];
+  if (o && d < o->n && o->mass[d] > 0) q *= o->p[d] / o->mass[d];
+  return q < 1 ? q : 1;
+}
+
+typedef struct {
+  double gain;
+  int q, i; /* request, place in its order */
+} cand;
+
+static int by_gain(const void *x, const void *y) {
+  const cand *a = x, *b = y;
+  if (a->gain != b->gain) return a->gain < b->gain ? 1 : -1;
+  if (a->q != b->q) return a->q - b->q;
+  return a->i - b->i;
+}
+
+/* The experts row's running state: per MoE layer each expert's tokens,
+ * the union, the fetches and the expert time (per group on several GPUs). */
+typedef struct {
+  const amoe_spec *s;
+  const amoe_layout *layout;
+  const uint8_t *const *resident;
+  amoe_expert_coef ec;
+  int L, E, k, G, moe_tp;
+  int *count;     /* [L][E] */
+  double *u, *f;  /* [L] */
+  double *work;   /* [L][G] expert time per group (G = 1: the layer's) */
+} expert_state;
+
+static void add_node(expert_state *x, const amoe_block *b, int t) {
+  for (int l = 0; l < x->L; l++) {
+    const uint16_t *id = amoe_block_ids(b, l, t);
+    for (int j = 0; j < x->k; j++) {
+      const int e = id[j];
+      if (e >= x->E) continue;
+      int *c = &x->count[(size_t)l * x->E + e];
+      if (*c == 0) {
+        x->u[l] += 1;
+        if (x->resident && !x->resident[l][e]) x->f[l] += 1;
+      }
+      int g = 0;
+      if (x->layout) amoe_layout_copies(x->layout, l, e, &g);
+      const double before = *c ? amoe_cost_expert_at(x->ec, *c) : 0;
+      *c += 1;
+      /* (one GPU: the cost function splits the layer over moe_tp itself) */
+      x->work[(size_t)l * x->G + g] += (amoe_cost_expert_at(x->ec, *c) - before) / (x->layout ? x->moe_tp : 1);
+    }
+  }
+}
+
+/* The pass's shape for `requests` requests verifying `tokens` nodes, the
+ * deepest at depth maxd. */
+static amoe_pass_shape shape_of(const amoe_spec *s, int requests, int tokens, int maxd) {
+  const double ctx = s->workload.context_tokens;
+  return (amoe_pass_shape){.model = &s->model, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
+      .offload = s->offload.enabled, .fetch_overlap = s->offload.overlap, .tokens = tokens, .depth = maxd,
+      .branch = s->workload.top_k * requests, .accepted = requests, .context = s->workload.context_tokens,
+      .kv_tokens = requests * ctx, .attn_tokens = tokens * ctx, .requests = requests};
+}
+
+static double experts_time(const expert_state *x, int requests, int tokens, int maxd) {
+  amoe_cost_pass_ctx pc;
+  amoe_pass_shape sh = shape_of(x->s, requests, tokens, maxd);
+  amoe_cost_pass_init(&pc, &sh);
+  amoe_pass_time pt = amoe_cost_pass_begin(&pc);
+  const int slots = x->s->offload.slots_per_layer;
+  for (int l = 0; l < x->L; l++) {
+    double busiest = 0;
+    for (int g = 0; g < x->G; g++) busiest = fmax(busiest, x->work[(size_t)l * x->G + g]);
+    const int waves = x->s->offload.enabled && slots > 0 && x->u[l] > slots ? (int)ceil(x->u[l] / slots) : 1;
+    const amoe_layer_counts lc = {x->u[l], x->f[l], waves, busiest};
+    const amoe_layer_time lt = amoe_cost_layer(&pc, &lc);
+    amoe_cost_pass_add(&pt, &lt);
+  }
+  return pt.total;
+}
+
+int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *count) {
+  const amoe_spec *s = c[0].spec;
+  const int by_experts = c[0].row->dparam[0] >= 0.5;
+  int total = 0, verified = 0;
+  int *take = calloc((size_t)R, sizeof *take);
+  for (int q = 0; q < R; q++) { /* each request's EAGLE order in its scratch */
+    int *order = c[q].scratch;
+    const int n = amoe_draft_rank(c[q].b, order);
+    count[q] = n < c[q].nodes ? n : c[q].nodes;
+    total += count[q] - 1;
+  }
+  cand *cv = malloc((size_t)(total > 0 ? total : 1) * sizeof *cv);
+  expert_state x = {0};
+  int ok = take && cv;
+  if (ok && by_experts) {
+    x.s = s;
+    x.layout = c[0].layout;
+    x.resident = c[0].resident;
+    x.ec = amoe_cost_expert_coef(&s->model, &s->hw);
+    x.L = s->model.moe_layers;
+    x.E = s->model.experts;
+    x.k = s->model.top_k;
+    x.G = x.layout ? amoe_layout_groups(x.layout) : 1;
+    amoe_cost_pass_ctx pc;
+    amoe_pass_shape sh = shape_of(s, 1, 1, 0);
+    amoe_cost_pass_init(&pc, &sh);
+    x.moe_tp = pc.moe_tp > 0 ? pc.moe_tp : 1;
+    x.count = calloc((size_t)x.L * x.E, sizeof *x.count);
+    x.u = calloc((size_t)x.L * 2, sizeof *x.u);
+    x.work = calloc((size_t)x.L * x.G, sizeof *x.work);
+    ok = x.count && x.u && x.work;
+    x.f = x.u ? x.u + x.L : NULL;
+  }
+  if (ok) {
+    int m = 0;
+    for (int q = 0; q < R; q++) {
+      const int *order = c[q].scratch;
+      double run = 1;
+      for (int i = 1; i < count[q]; i++) {
+        const double g = commit_chance(c[q].offline, c[q].b, order[i]);
+        run = g < run ? g : run;
+        cv[m++] = (cand){run, q, i};
+      }
+      if (by_experts) add_node(&x, c[q].b, order[0]);
+    }
+    qsort(cv, (size_t)total, sizeof *cv, by_gain);
+    /* K = 0: the roots alone; then one candidate more at a time */
+    double gain = 0, best = -1, best_gain = 0, best_t = 0;
+    int best_k = 0, maxd = 0;
+    for (int K = 0; K <= total; K++) {
+      if (K > 0) {
+        const cand *a = &cv[K - 1];
+        const int t = ((const int *)c[a->q].scratch)[a->i];
+        gain += a->gain;
+        maxd = c[a->q].b->depth[t] > maxd ? c[a->q].b->depth[t] : maxd;
+        if (by_experts) add_node(&x, c[a->q].b, t);
+      }
+      /* experts: the pass as the cost function prices it before acceptance
+       * (the prediction), and for the decision the engine's host work per
+       * committed token of every request beyond the first, at the
+       * expected tokens (the table has it in its entries) */
+      const double T = by_experts ? experts_time(&x, R, R + K, maxd)
+                                  : amoe_step_table_at(c[0].offline ? c[0].offline->steps : NULL, R,
+                                                       (double)(R + K) / R);
+      const double per_token = s->engine.request_per == AMOE_REQUEST_PER_TOKEN ? s->engine.request_s : 0;
+      const double Td = by_experts ? T + per_token * (R + gain) * (R - 1) / R : T;
+      const double v = Td > 0 ? (R + gain) / Td : 0;
+      if (v > best) best = v, best_k = K, best_gain = gain, best_t = by_experts ? T + per_token * (R - 1) : T;
+    }
+    for (int q = 0; q < R; q++) take[q] = 1;
+    for (int K = 0; K < best_k; K++) take[cv[K].q]++; /* (best first: a prefix of each request's order) */
+    for (int q = 0; q < R; q++) {
+      int *order = c[q].scratch;
+      count[q] = amoe_nodes_ascending(c[q].b, order, take[q], (uint8_t *)(order + c[q].b->n), out[q]);
+      verified += count[q];
+    }
+    if (c[0].predicted) c[0].predicted[0] = R + best_gain, c[0].predicted[1] = best_t;
+  } else { /* out of memory: every request's root, and no prediction */
+    for (int q = 0; q < R; q++) {
+      out[q][0] = 0;
+      count[q] = 1;
+    }
+    verified = R;
+  }
+  free(x.count);
+  free(x.u);
+  free(x.work);
+  free(cv);
+  free(take);
+  return verified;
+}
+
+int amoe_draft_adaptive(const amoe_dctx *c, int *out) {
+  int n = 0;
+  int *const outs[1] = {out};
+  amoe_draft_adaptive_pass(c, 1, outs, &n);
+  return n;
+}
