@@ -831,6 +831,65 @@ static int cmd_calibrate(int argc, char **argv) {
   return rc;
 }
 
+/* costtable: the profiled step-time table (§18) as plain JSON, for an
+ * engine's scheduler to load beside its own (docs/spec.md). */
+static int cmd_costtable(int argc, char **argv) {
+  command c;
+  int rc = command_begin(&c, argc, argv, 0);
+  const opts o = c.o;
+  amoe_spec *s = c.s;
+  if (rc) {
+    command_end(&c);
+    return rc;
+  }
+  amoe_err e = {{0}};
+  amoe_step_table *t = malloc(sizeof *t);
+  amoe_status st = t ? step_table_for(s, t, &e) : amoe_fail(&e, AMOE_ENOMEM, "out of memory");
+  if (!st) {
+    json_t *root = json_object(), *bs = json_array(), *ns = json_array(), *grid = json_array(), *flat = json_array();
+    for (int i = 0; i < t->nb; i++) json_array_append_new(bs, json_integer(t->batch[i]));
+    for (int j = 0; j < t->nt; j++) json_array_append_new(ns, json_integer(t->tokens[j]));
+    for (int i = 0; i < t->nb; i++) {
+      json_t *row = json_array();
+      for (int j = 0; j < t->nt; j++) {
+        json_array_append_new(row, json_real(t->step_s[i][j]));
+        json_array_append_new(flat, json_pack("{s:i,s:i,s:f}", "batch", t->batch[i], "total_tokens",
+                                              t->batch[i] * t->tokens[j], "step_s", t->step_s[i][j]));
+      }
+      json_array_append_new(grid, row);
+    }
+    json_object_set_new(root, "tool", json_string("acceptmoe"));
+    json_object_set_new(root, "version", json_string(AMOE_VERSION));
+    json_object_set_new(root, "spec", json_string(o.input));
+    json_object_set_new(root, "model", json_string(s->model.name));
+    json_object_set_new(root, "hardware", json_string(s->hw.name));
+    json_object_set_new(root, "engine", json_string(s->engine.name[0] ? s->engine.name : "spec"));
+    json_object_set_new(root, "offload", json_boolean(s->offload.enabled));
+    json_object_set_new(root, "samples", json_integer(t->samples));
+    json_object_set_new(root, "batch", bs);
+    json_object_set_new(root, "tokens_per_request", ns);
+    json_object_set_new(root, "step_s", grid);
+    json_object_set_new(root, "by_total_tokens", flat);
+    char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    if (!txt) st = amoe_fail(&e, AMOE_ENOMEM, "out of memory");
+    amoe_afile a = {0};
+    FILE *f = stdout;
+    if (!st && o.out && !(st = amoe_afile_open(&a, o.out, &e))) f = a.f;
+    if (!st) {
+      fputs(txt, f);
+      fputc('\n', f);
+      if (o.out) st = amoe_afile_commit(&a, &e);
+    }
+    amoe_afile_abort(&a);
+    free(txt);
+  }
+  free(t);
+  rc = report(st, &e);
+  command_end(&c);
+  return rc;
+}
+
 /* calibrate-hw: measure, fit the cost model's coefficients, write them. */
 static int cmd_calibrate_hw(int argc, char **argv) {
   setenv("ACCEPTMOE_CALIBRATION", "off", 1); /* fit from the preset, not from an earlier fit */
@@ -997,6 +1056,12 @@ static const struct {
      "--target --trace --format --window --blocks --keep-drift --keep-noise --set --out -o --quiet -q --threads"},
     {"calibrate", cmd_calibrate, "SPEC.yaml [--set KEY=VALUE]... [--quiet] [-o FILE]",
      "estimate the commitment table p_d on the spec's calibration workload", "--set --out -o --threads --quiet -q"},
+    {"costtable", cmd_costtable, "SPEC.yaml [--set KEY=VALUE]... [--quiet] [-o FILE]",
+     "the expected verification step time over (batch, verified tokens per\n"
+     "request) by the one cost function over the spec's calibration workload,\n"
+     "as JSON an engine's scheduler can load (docs/spec.md); batch up to\n"
+     "workload.batch (max_running with open arrivals), tokens up to tree.nodes",
+     "--set --out -o --threads --quiet -q"},
     {"calibrate-hw", cmd_calibrate_hw,
      "SPEC.yaml [--set KEY=VALUE]... [--backend skinny|cublas-loop|cublas-grouped] [--compute-backend B] [-o FILE]",
      "on a GPU: measure copy and pinned H2D bandwidth and per-expert time at\n"

@@ -11,6 +11,7 @@
 #include "arrival.h"
 #include "check.h"
 #include "policy.h"
+#include "profile.h"
 #include "results.h"
 #include "run.h"
 #include "source.h"
@@ -302,6 +303,75 @@ static void key_errors(void) {
   }
 }
 
+/* The sizing rows at batch 8, resident and under offload: lossless (no
+ * token displaced or deviated, at least the root's token per block, at
+ * most natural's tokens), and cost experts never predicts a step slower
+ * than the run charges it. */
+static void sizing(void) {
+  for (int off = 0; off < 2; off++) {
+    amoe_spec s = load_spec(off ? ", batch: 8} \noffload: {slots_per_layer: 6" : ", batch: 8");
+    s.policies[1].draft = amoe_draft_find("adaptive");
+    s.policies[1].dparam[0] = 0;
+    s.policies[2].draft = amoe_draft_find("adaptive");
+    s.policies[2].verifier = amoe_verifier_find("natural");
+    s.policies[2].dparam[0] = 1;
+    amoe_step_table steps;
+    amoe_source *src = NULL;
+    amoe_err e;
+    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_step_table_profile(&s, src, 8, 4, &steps, &e) == AMOE_OK, "%s", e.msg);
+    amoe_source_close(src);
+    static amoe_offline offline;
+    offline.steps = &steps;
+    amoe_row_result r[3];
+    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_run(&s, &offline, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
+    amoe_source_close(src);
+    for (int i = 1; i < 3; i++) {
+      const amoe_totals *t = &r[i].tot;
+      CHECK(t->deviated == 0 && t->displaced == 0 && t->committed >= t->blocks && t->committed <= r[0].tot.committed &&
+                t->verified < r[0].tot.verified && t->blocks == r[0].tot.blocks,
+            "offload %d, cost %s: %g tokens over %g blocks (natural %g), %g verified (natural %g), deviated %g", off,
+            i == 1 ? "tokens" : "experts", t->committed, t->blocks, r[0].tot.committed, t->verified, r[0].tot.verified,
+            t->deviated);
+    }
+    const amoe_totals *x = &r[2].tot;
+    CHECK(x->predictions > 0 && x->predicted_over == 0 && x->predicted_s <= x->predictions,
+          "offload %d: cost experts predicted %g passes slower than charged (%g s predicted of %g)", off,
+          x->predicted_over, x->predicted_s, x->predictions);
+    for (int i = 0; i < 3; i++) amoe_row_result_free(&r[i]);
+  }
+}
+
+/* costtable's entries are what the run charges: one pass of b requests of
+ * one block each, every one verifying its first n nodes (eagle, natural),
+ * costs the table's (b, n) entry profiled on those blocks. */
+static void costtable_round_trip(void) {
+  for (int n = 2; n <= 12; n += 10) {
+    char extra[128];
+    snprintf(extra, sizeof extra, ", batch: 4, blocks: 4, tokens_per_request: 1, prompt_tokens: 0, tree: {depth: 3, "
+             "top_k: 4, nodes: %d}", n);
+    amoe_spec s = load_spec(extra);
+    s.npolicies = 1;
+    amoe_step_table t;
+    amoe_source *src = NULL;
+    amoe_err e;
+    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_step_table_profile(&s, src, 4, 1, &t, &e) == AMOE_OK, "%s", e.msg);
+    amoe_source_close(src);
+    amoe_row_result r = run_one(&s);
+    const double entry = t.step_s[t.nb - 1][t.nt - 1];
+    CHECK(t.batch[t.nb - 1] == 4 && t.tokens[t.nt - 1] == n && r.tot.passes == 1 &&
+              fabs(r.tot.t_total - entry) < 1e-12 * entry,
+          "n %d: the table's (4, %d) entry %.15g, the run's pass %.15g (%g passes)", n, t.tokens[t.nt - 1], entry,
+          r.tot.t_total, r.tot.passes);
+    /* and the lookup gives the grid's entries at its points */
+    CHECK(amoe_step_table_at(&t, 4, n) == entry && amoe_step_table_at(&t, 1, 1) == t.step_s[0][0],
+          "lookup: %g at (4, %d), entry %g", amoe_step_table_at(&t, 4, n), n, entry);
+    amoe_row_result_free(&r);
+  }
+}
+
 int main(void) {
   queue_by_hand();
   closed_is_batch();
@@ -309,5 +379,7 @@ int main(void) {
   gaps();
   trace_errors();
   key_errors();
+  sizing();
+  costtable_round_trip();
   return check_done();
 }
