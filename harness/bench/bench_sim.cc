@@ -141,6 +141,25 @@ static void BM_replay_batch(benchmark::State &st) {
   replay(st, s, path, "natural");
 }
 BENCHMARK(BM_replay_batch)->Arg(1)->Arg(32)->ArgName("batch")->Unit(benchmark::kMillisecond);
+
+// Load (docs/design.md §18): 1,000 requests of the same shape arriving as a
+// Poisson process at 200 per second (the 64 slots stay busy), natural
+// routing; blocks/s per core against BM_replay_batch/batch:1 is the open-loop
+// floor.
+static std::string open_trace_path() { return "/tmp/amoe_bench_open_" + std::to_string(getpid()) + ".amt"; }
+static void BM_open_loop(benchmark::State &st) {
+  static int written;
+  amoe_spec s = qwen_spec();
+  s.workload.tokens_per_request = 16;
+  if (!written++) write_trace(s, 4600, open_trace_path());
+  s.workload.arrival = AMOE_ARRIVAL_POISSON;
+  s.workload.rate = 200;
+  s.workload.cv = 1;
+  s.workload.requests = 1000;
+  s.workload.max_running = 64;
+  replay(st, s, open_trace_path(), "natural");
+}
+BENCHMARK(BM_open_loop)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_replay_acceptmoe)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_replay_marginal)->Unit(benchmark::kMillisecond);
 
