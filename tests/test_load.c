@@ -201,9 +201,9 @@ static void committed_once(void) {
         bad += r->reqs[q].request != q || r->reqs[q].prompt_tokens != plan[q].prompt_tokens ||
                r->reqs[q].first_s < r->reqs[q].admitted_s || r->reqs[q].admitted_s < r->reqs[q].arrival_s ||
                r->reqs[q].finish_s < r->reqs[q].first_s;
-        /* natural and autoregressive commit every generated token; a
-         * request's last block may run past its length */
-        if (i < 2) bad += r->reqs[q].tokens < plan[q].output_tokens;
+        /* every row commits the request's length exactly: it decodes
+         * until then, and what its last pass runs past it is dropped */
+        bad += r->reqs[q].tokens != plan[q].output_tokens;
         if (bad)
           fprintf(stderr, "request %d: id %g prompt %g/%d arrival %g admitted %g first %g finish %g tokens %g/%d\n", q,
                   r->reqs[q].request, r->reqs[q].prompt_tokens, plan[q].prompt_tokens, r->reqs[q].arrival_s,
@@ -219,9 +219,12 @@ static void committed_once(void) {
     CHECK(lo[i].tot.t_idle > 0 && hi[i].tot.t_idle < lo[i].tot.t_idle, "row %d: idle %g at the trickle, %g at the flood",
           i, lo[i].tot.t_idle, hi[i].tot.t_idle);
   }
-  /* the natural row commits what was generated: the same at both rates */
-  CHECK(lo[0].tot.committed == hi[0].tot.committed && lo[0].tot.blocks == hi[0].tot.blocks,
-        "natural: %g tokens at the trickle, %g at the flood", lo[0].tot.committed, hi[0].tot.committed);
+  /* natural reads the same blocks at both rates; a constrained row's
+   * tokens are its own, as many */
+  CHECK(lo[0].tot.committed == hi[0].tot.committed && lo[0].tot.blocks == hi[0].tot.blocks &&
+            lo[2].tot.committed == lo[0].tot.committed,
+        "natural: %g tokens at the trickle, %g at the flood (acceptmoe %g)", lo[0].tot.committed, hi[0].tot.committed,
+        lo[2].tot.committed);
   for (int i = 0; i < 3; i++) amoe_row_result_free(&lo[i]), amoe_row_result_free(&hi[i]);
   free(plan);
 }
@@ -339,6 +342,28 @@ static void sizing(void) {
     CHECK(x->predictions > 0 && x->predicted_over == 0 && x->predicted_s <= x->predictions,
           "offload %d: cost experts predicted %g passes slower than charged (%g s predicted of %g)", off,
           x->predicted_over, x->predicted_s, x->predictions);
+    for (int i = 0; i < 3; i++) amoe_row_result_free(&r[i]);
+    /* requests that arrive: every request's tokens are natural's, for a
+     * row that verifies less takes more steps to reach them */
+    s.workload.arrival = AMOE_ARRIVAL_POISSON;
+    s.workload.rate = 50;
+    s.workload.requests = 12;
+    s.workload.max_running = 8;
+    s.offload.enabled = 0;
+    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_run(&s, &offline, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
+    amoe_source_close(src);
+    for (int i = 1; i < 3; i++) {
+      qsort(r[0].reqs, (size_t)r[0].nreqs, sizeof *r[0].reqs, by_request);
+      qsort(r[i].reqs, (size_t)r[i].nreqs, sizeof *r[i].reqs, by_request);
+      int diff = r[i].nreqs != r[0].nreqs || r[i].nreqs != 12;
+      for (int q = 0; q < r[i].nreqs && !diff; q++) diff += r[i].reqs[q].tokens != r[0].reqs[q].tokens;
+      CHECK(!diff && r[i].tot.deviated == 0 && r[i].tot.committed == r[0].tot.committed &&
+                r[i].tot.passes >= r[0].tot.passes,
+            "open, cost %s: %d requests, tokens %s natural's (%g of %g), %g passes (natural %g)",
+            i == 1 ? "tokens" : "experts", r[i].nreqs, diff ? "differ from" : "equal", r[i].tot.committed,
+            r[0].tot.committed, r[i].tot.passes, r[0].tot.passes);
+    }
     for (int i = 0; i < 3; i++) amoe_row_result_free(&r[i]);
   }
 }

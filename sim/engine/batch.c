@@ -1,6 +1,7 @@
 /* Batches (docs/design.md §17): workload.batch slots each hold one
  * request, and every pass runs the stages of stages.h over the slots'
  * blocks together. */
+#include <limits.h>
 #include <pthread.h>
 
 #include "stages.h"
@@ -27,6 +28,7 @@ typedef struct {
   uint16_t *prefill;  /* [chunk][layer][E] its request's prefill counts (prompt > 0) */
   int chunk, chunks;  /* chunked prefill: the next chunk, of chunks (done: chunk == chunks) */
   int prompt;         /* its request's prompt tokens */
+  int target;         /* open arrivals of generated requests: its output tokens, at which it ends (0: at its last block) */
   /* open arrivals (a group of one row): when its request took the slot,
    * and its first token (-1: not yet) */
   double admitted_s, first_s;
@@ -259,6 +261,10 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
       psum = ar.perturbation_sum;
       tt->blocks += 1;
     }
+    if (x->target > 0) { /* the engine stops at the request's length: what runs past it is not committed */
+      const int left = x->target - (int)rs->slot_committed[act[q]];
+      tau = tau < left ? tau : left;
+    }
     tt->committed += tau;
     tt->perturbation_sum += psum;
     tt->perturbation_n += tau;
@@ -277,6 +283,29 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
     tt->predictions += charged;
     tt->predicted_over += rs->predicted[1] > charged * (1 + 1e-9);
   }
+  return AMOE_OK;
+}
+
+/* Slot i's request is done: into every row's list, and (open arrivals,
+ * one row) with its times. */
+static amoe_status request_done(row_state *rs, const int *rows, int nr, bslot *sl, int i, const amoe_arrival *plan,
+                                int record_only, amoe_err *e) {
+  for (int r = 0; r < nr && !record_only; r++) {
+    row_state *y = &rs[rows[r]];
+    const double c = y->slot_committed[i];
+    if (c > 0) AMOE_TRY(push_request(y->res, c, row_clock(y) - y->slot_first[i], e));
+    if (c > 0 && plan) {
+      amoe_request_stat *v = &y->res->reqs[y->res->nreqs - 1];
+      const int id = sl[i].req;
+      v->arrival_s = plan[id].arrival_s;
+      v->admitted_s = sl[i].admitted_s;
+      v->first_s = sl[i].first_s;
+      v->finish_s = row_clock(y);
+      v->request = id;
+      v->prompt_tokens = sl[i].prompt;
+    }
+  }
+  sl[i].req = -1;
   return AMOE_OK;
 }
 
@@ -365,7 +394,13 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       /* (after a wait the clock is the arrival up to rounding) */
       x->admitted_s = plan ? fmax(row_clock(&rs[rows[0]]), plan[next].arrival_s) : 0;
       x->first_s = -1;
-      AMOE_TRY(amoe_source_seek(x->src, &rq[next], e));
+      amoe_source_request at = rq[next];
+      x->target = 0;
+      if (plan && s->workload.source == AMOE_SRC_SYNTHETIC) { /* blocks until its tokens are committed */
+        x->target = plan[next].output_tokens;
+        at.blocks = at.tokens = INT_MAX;
+      }
+      AMOE_TRY(amoe_source_seek(x->src, &at, e));
       const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one, x, e);
       if (rc == AMOE_END) return amoe_fail(e, AMOE_EINVAL, "request %u has no blocks", rq[next].id);
       AMOE_TRY(rc);
@@ -411,6 +446,10 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       bslot *x = &sl[act[q]];
       x->fresh = 0;
       if (x->first_s < 0) x->first_s = end; /* no prompt: its first decode pass gives its first token */
+      if (x->target > 0 && rs[rows[0]].slot_committed[act[q]] >= x->target) { /* (one row) */
+        AMOE_TRY(request_done(rs, rows, nr, sl, act[q], plan, record_only, e));
+        continue;
+      }
       if (one && ++x->pos < x->len) continue;
       todo[nt++] = act[q];
     }
@@ -423,25 +462,10 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         *e = bp->err[q];
         return bp->rc[q];
       }
-      for (int r = 0; r < nr && !record_only; r++) { /* the request is done */
-        row_state *y = &rs[rows[r]];
-        const double c = y->slot_committed[i];
-        if (c > 0) AMOE_TRY(push_request(y->res, c, row_clock(y) - y->slot_first[i], e));
-        if (c > 0 && plan) { /* (one row) */
-          amoe_request_stat *v = &y->res->reqs[y->res->nreqs - 1];
-          const int id = sl[i].req;
-          v->arrival_s = plan[id].arrival_s;
-          v->admitted_s = sl[i].admitted_s;
-          v->first_s = sl[i].first_s;
-          v->finish_s = row_clock(y);
-          v->request = id;
-          v->prompt_tokens = sl[i].prompt;
-        }
-      }
-      sl[i].req = -1;
+      AMOE_TRY(request_done(rs, rows, nr, sl, i, plan, record_only, e)); /* its last block */
     }
     if (h && h->on_progress && !record_only) /* (the groups' shares of the blocks, one after another) */
-      h->on_progress(h->ctx, (group * total + done) / (uint64_t)groups);
+      h->on_progress(h->ctx, (group * total + (done < total ? done : total)) / (uint64_t)groups);
     if (h && h->stop && h->stop(h->ctx)) return amoe_fail(e, AMOE_EINTR, "interrupted");
   }
   return AMOE_OK;
