@@ -153,13 +153,13 @@ static void BM_open_loop(benchmark::State &st) {
   s.workload.tokens_per_request = 16;
   if (!written++) write_trace(s, 4600, open_trace_path());
   s.workload.arrival = AMOE_ARRIVAL_POISSON;
-  s.workload.rate = 200;
+  s.workload.rate = st.range(0);
   s.workload.cv = 1;
   s.workload.requests = 1000;
   s.workload.max_running = 64;
   replay(st, s, open_trace_path(), "natural");
 }
-BENCHMARK(BM_open_loop)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_open_loop)->Arg(200)->Arg(2000)->ArgName("rate")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_replay_acceptmoe)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_replay_marginal)->Unit(benchmark::kMillisecond);
 
