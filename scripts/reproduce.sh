@@ -16,7 +16,7 @@ quick=0
 A=${ACCEPTMOE:-build/acceptmoe} # the binary
 [ -x "$A" ] || [ -n "${ACCEPTMOE:-}" ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j"$(nproc)"; }
 command -v gnuplot >/dev/null || { echo "reproduce.sh: needs gnuplot (Debian package gnuplot-nox)" >&2; exit 2; }
-if [ $quick = 1 ]; then res=results/quick/reference figs=results/quick/figures readme=results/quick/README.md set=(--set workload.blocks=40)
+if [ $quick = 1 ]; then res=results/quick/reference figs=results/quick/figures readme=results/quick/README.md set=(--set workload.blocks=40 --set workload.requests=12)
 else res=results/reference figs=results/figures readme=results/README.md set=(); fi
 mkdir -p "$res" "$figs"
 for s in workloads/specs/acceptmoe-*.yaml workloads/specs/ecospec-*.yaml workloads/specs/figure-*.yaml; do
@@ -34,6 +34,20 @@ for m in speedup_vs_natural:speedup h2d_bytes_per_token:h2d cache_hit_rate:hit; 
 done
 plot pareto pareto "in='$res/figure-pareto/summary.csv'"
 plot batch batch "qwen='$res/figure-batch-qwen3/summary.csv'; deepseek='$res/figure-batch-deepseek/summary.csv'"
+plot load load "qwen='$res/figure-load-qwen3/summary.csv'; deepseek='$res/figure-load-deepseek/summary.csv'"
+# under load: each row's output throughput over plain decoding's at the same rate, and its p99 TPOT
+load_table() { # SUMMARY
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { r = $c["workload.arrival.rate"]; p = $c["policy"]; if (!(r in seen)) { seen[r] = 1; rates[++nr] = r }
+      if (!(p in known)) { known[p] = 1; pol[++np] = p }
+      tps[r, p] = $c["wall_tokens_per_s"]; tpot[r, p] = $c["tpot_p99_s"]; gp[r, p] = $c["goodput"] }
+    END { printf "| rate (req/s) |"; for (j = 1; j <= np; j++) printf " %s |", pol[j]; print ""
+      printf "|---|"; for (j = 1; j <= np; j++) printf "---|"; print ""
+      for (i = 1; i <= nr; i++) { r = rates[i]; printf "| %s |", r
+        for (j = 1; j <= np; j++) { p = pol[j]; a = tps[r, "autoregressive"]
+          printf " %.2f× · %.1f ms · %.1f/s |", (a > 0 ? tps[r, p] / a : 0), 1000 * tpot[r, p], gp[r, p] }
+        print "" } }' "$1"
+}
 ACCEPTMOE=$A scripts/marginal-eval.sh $([ $quick = 1 ] && echo --quick) "$res/marginal" # (its figure, its table)
 plot breakdown-offload breakdown "in='$res/acceptmoe-offload-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, offload on RTX 5090 presets (48 slots, LRU)'"
 plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, resident on RTX PRO 6000 presets'"
@@ -60,6 +74,19 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
   cap "Where speculation stops paying: batch" batch \
     "Tokens per second over plain decoding's at the same batch (requests per pass, continuous batching), per policy row: Qwen3-30B-A3B on 4 H100s (TP4) and DeepSeek-V3 in FP8 on 8 H200s (TP8), each with the engine's per-request cost fitted to that layout's measured plain decoding at batch 1-64 (scripts/fit_batch.py, docs/validation.md); the speculative rows at batch > 1 are predictions, fitted to nothing." \
     "build/acceptmoe run workloads/specs/figure-batch-qwen3.yaml; build/acceptmoe run workloads/specs/figure-batch-deepseek.yaml"
+  cap "Under load: p99 TPOT and goodput against the arrival rate" load \
+    "Requests of 64 output tokens arriving as a Poisson process, up to 64 running, per policy row: fixed-length speculation (natural: the whole EAGLE tree; evict; AcceptMoE; EcoSpec), plain decoding (autoregressive), and verification sized per step by D-Cut's rule priced by a batch x tokens table (adaptive/cost=tokens) or by the experts the step touches (adaptive/cost=experts). Goodput counts requests within TTFT 2 s and TPOT 50 ms. The layouts and per-request costs of the batch figure; predictions: nothing is fitted to a measured speculative outcome under load." \
+    "build/acceptmoe run workloads/specs/figure-load-qwen3.yaml; build/acceptmoe run workloads/specs/figure-load-deepseek.yaml"
+  echo "Each cell: output tokens per second over plain decoding's at the same rate, p99 TPOT, goodput (predictions)."
+  echo
+  echo "Qwen3-30B-A3B, 4x H100 TP4:"
+  echo
+  load_table "$res/figure-load-qwen3/summary.csv"
+  echo
+  echo "DeepSeek-V3 (FP8), 8x H200 TP8:"
+  echo
+  load_table "$res/figure-load-deepseek/summary.csv"
+  echo
   cap "Beyond both papers: the marginal verifier" marginal \
     "Speedup against the deviated-token rate for marginal's share grid and its depth-only ablation, beside AcceptMoE and the oracle, in three settings; each point the mean over seeds 201-204, share chosen on seed 101 (docs/validation.md)." \
     "scripts/marginal-eval.sh"
