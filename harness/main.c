@@ -436,6 +436,9 @@ static amoe_status open_backend(const opts *o, const amoe_spec *s, amoe_exec **e
   if (s->workload.batch > 1)
     return amoe_fail(e, AMOE_EINVAL, "--backend: the backends execute one block's pass; workload.batch is %d",
                      s->workload.batch);
+  if (s->workload.arrival != AMOE_ARRIVAL_CLOSED)
+    return amoe_fail(e, AMOE_EINVAL, "--backend: the backends execute one block's pass; workload.arrival.process is %s",
+                     amoe_arrival_names[s->workload.arrival]);
   const amoe_moe_backend_info *bi = amoe_moe_backend_find(o->backend); /* (NULL: open names the choices) */
   const int reps = o->profile ? 1 : o->repeats ? o->repeats : bi ? bi->repeats : 1;
   AMOE_TRY(amoe_exec_open(ex, o->backend, s, reps, o->cold, e));

@@ -859,6 +859,43 @@ expect 2 "fit_batch.py: .*/nowhere/batch/decode_vs_batch.csv not found" -- pytho
 expect 2 "workload.prefill_schedule must be one of separate, chunked" -- "$A" run "$T/tb4.yaml" --set workload.prefill_schedule=interleaved \
   --out "$T/bad" --quiet
 
+# load (§18): a sweep over the arrival rate gains the latency columns and
+# requests.csv, the same bytes on any thread count and run after run; the
+# closed process spelled out is the batch byte for byte; costtable writes
+# its JSON; the new keys' errors name them
+printf 'name: tl\nmodel: {name: tiny-moe, layers: 2, moe_layers: 2, experts: 16, top_k: 2, hidden: 64, moe_intermediate: 32, vocab: 1000}\nhardware: h200\nworkload: {tokens_per_request: 8, prompt_tokens: 16, requests: 10, max_running: 4, arrival: {process: gamma, rate: 40, cv: 2, range_ratio: 0.5}, tree: {depth: 3, top_k: 4, nodes: 12}, acceptance: {tau: 2.0}}\nslo: {ttft_s: 0.01, tpot_s: 0.002}\noutput: {requests_csv: true}\npolicies: [natural, autoregressive, {draft: adaptive, cost: experts}]\nsweep: {workload.arrival.rate: [40, 400]}\n' >"$T/tl.yaml"
+"$A" run "$T/tl.yaml" --quiet --threads 1 --out "$T/tl1" >/dev/null 2>"$T/tl.err"
+"$A" run "$T/tl.yaml" --quiet --threads 3 --out "$T/tl3" >/dev/null 2>&1
+lcols='NR==1{for(i=1;i<=NF;i++)c[$i]=i; if(!("ttft_p99_s" in c)||!("goodput" in c)||!("e2e_p50_s" in c))exit 1; next}
+  {if($c["requests"]!=10||$c["ttft_p50_s"]<=0||$c["e2e_p99_s"]<$c["e2e_p50_s"]||$c["slo_attainment"]>1)exit 1; n++} END{exit n!=6}'
+if [ -s "$T/tl1/summary.csv" ] && awk -F, "$lcols" "$T/tl1/summary.csv" && [ "$(($(wc -l <"$T/tl1/requests.csv") - 1))" -eq 60 ] &&
+   cmp -s "$T/tl1/summary.csv" "$T/tl3/summary.csv" && cmp -s "$T/tl1/requests.csv" "$T/tl3/requests.csv" &&
+   grep -q 'process: gamma' "$T/tl1/spec.resolved.yaml" && grep -q 'cost: experts' "$T/tl1/spec.resolved.yaml"; then ok
+else bad "open arrivals: columns, requests.csv, determinism or the resolved spec: $(cat "$T/tl.err") $(head -c 300 "$T/tl1/summary.csv")"; fi
+# the resolved spec runs again to the same bytes
+"$A" run "$T/tl1/spec.resolved.yaml" --quiet --out "$T/tlr" >/dev/null 2>&1
+cmp -s "$T/tl1/summary.csv" "$T/tlr/summary.csv" && ok || bad "open arrivals: the resolved spec gives other results"
+# closed, spelled out: the batch's bytes (and no load keys in the resolved spec)
+"$A" run "$T/tb4.yaml" --quiet --out "$T/tc0" >/dev/null 2>&1
+"$A" run "$T/tb4.yaml" --set workload.arrival.process=closed --quiet --out "$T/tc1" >/dev/null 2>&1
+if [ -s "$T/tc0/summary.csv" ] && cmp -s "$T/tc0/summary.csv" "$T/tc1/summary.csv" && cmp -s "$T/tc0/layers.csv" "$T/tc1/layers.csv" &&
+   ! grep -q 'arrival' "$T/tc1/spec.resolved.yaml"; then ok
+else bad "closed arrivals differ from the batch"; fi
+"$A" costtable "$T/tl.yaml" -o "$T/ct.json" --quiet 2>"$T/ct.err"
+if python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['batch'][0]==1 and d['batch'][-1]==4 and d['tokens_per_request'][-1]==12; assert len(d['step_s'])==len(d['batch']) and all(len(r)==len(d['tokens_per_request']) for r in d['step_s']); assert len(d['by_total_tokens'])==len(d['batch'])*len(d['tokens_per_request']); assert all(r[j]<r[j+1] for r in d['step_s'] for j in range(len(r)-1))" "$T/ct.json"; then ok
+else bad "costtable: $(cat "$T/ct.err") $(head -c 300 "$T/ct.json")"; fi
+expect 2 "--backend: the backends execute one block's pass; workload.arrival.process is gamma" -- "$A" run "$T/tl.yaml" \
+  --backend cpu --out "$T/bad" --quiet
+expect 2 "cost must be one of tokens, experts, not 'flops'" -- "$A" run "$T/tl.yaml" \
+  --set 'policies=[{draft: adaptive, cost: flops}]' --out "$T/bad" --quiet
+expect 2 "workload.arrival.process: gamma needs workload.source synthetic" -- "$A" run "$T/tl.yaml" \
+  --set workload.source=routing-jsonl --set workload.path=tests/fixtures/capture/decode.jsonl --out "$T/bad" --quiet
+expect 2 "offload.policy: belady reads the future" -- "$A" run "$T/tl.yaml" --set offload.slots_per_layer=8 \
+  --set offload.policy=belady --out "$T/bad" --quiet
+printf 'arrival_s,prompt_tokens,output_tokens\n0.1,8,4\n0.05,8,4\n' >"$T/arr.csv"
+expect 2 "arr.csv:3:1 \\(byte 46\\): arrival_s 0.05 comes before" -- "$A" run "$T/tl.yaml" --set workload.arrival.process=trace \
+  --set workload.arrival.cv=1 --set workload.arrival.range_ratio=0 --set "workload.arrival.path=$T/arr.csv" --out "$T/bad" --quiet
+
 # real data, when the shared folder is there
 if [ -f "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" ]; then
   expect 0 '"2":3.31[01][0-9]*,"4":4.97[89]' -- "$A" inspect "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" \

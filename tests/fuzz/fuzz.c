@@ -11,6 +11,7 @@
  *   placement  a parallel.placement_file (layer,expert,group lines) for a
  *              layout of 4 layers, 16 experts, 4 groups
  *   replay     a workload.acceptance.replay file of accept lengths
+ *   arrivals   a workload.arrival.path CSV of arrival_s,prompt_tokens,output_tokens
  * Each writes the input to a private temporary file (the readers take
  * paths) and reads it as the command would; any crash, leak or sanitizer
  * report is a finding. Build and run: scripts/fuzz.sh. */
@@ -34,6 +35,7 @@
 #define FMT_SAFETENSORS 7
 #define FMT_PLACEMENT 8
 #define FMT_REPLAY 9
+#define FMT_ARRIVALS 10
 
 static const char *tmp_path(void) {
   static char p[128];
@@ -129,6 +131,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         for (int x = 0; x < 16; x++) amoe_layout_copies(lay, l, x, g);
     }
     amoe_layout_free(lay);
+    break;
+  }
+  case FMT_ARRIVALS: {
+    amoe_workload_spec w;
+    memset(&w, 0, sizeof w);
+    w.arrival = AMOE_ARRIVAL_TRACE;
+    snprintf(w.arrival_path, sizeof w.arrival_path, "%s", path);
+    amoe_arrival *v = NULL;
+    int nv = 0;
+    amoe_err e;
+    if (amoe_arrival_plan(&w, &v, &nv, &e) == AMOE_OK)
+      for (int i = 0; i < nv; i++) (void)v[i].output_tokens;
+    free(v);
     break;
   }
   case FMT_REPLAY: {
