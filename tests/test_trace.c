@@ -85,7 +85,58 @@ static int same_block(const amoe_block *a, const amoe_block *b) {
          !memcmp(a->ids, b->ids, lnm * 2) && !memcmp(a->logits, b->logits, lnm * 2);
 }
 
+/* A block read without logits keeps its top-k ids alone (k per
+ * node-layer: the reader's widen_top_ids, its k = 8 path and the general
+ * one): the same ids the whole block stores first, at every node-layer. */
+static void top_ids_without_logits(int experts, int k, int m) {
+  char path[] = "/tmp/amoe_test_topids_XXXXXX";
+  close(mkstemp(path));
+  amoe_err e;
+  amoe_gen_params p = params();
+  p.experts = experts;
+  p.top_k = k;
+  p.m = m;
+  amoe_gen *g;
+  CHECK(amoe_gen_open(&g, &p, &e) == AMOE_OK, "%s", e.msg);
+  amoe_trace_writer *w;
+  CHECK(amoe_trace_create(&w, path, 4, experts, k, m, "{}", &e) == AMOE_OK, "%s", e.msg);
+  amoe_block blocks[6];
+  amoe_gen_begin_request(g, 0);
+  int nb = 0;
+  for (; nb < 6; nb++) {
+    amoe_block_init(&blocks[nb], 4, experts, m);
+    if (amoe_gen_next(g, &blocks[nb], &e) != AMOE_OK) {
+      amoe_block_free(&blocks[nb]);
+      break;
+    }
+    blocks[nb].index = (uint64_t)nb;
+    CHECK(amoe_trace_write(w, &blocks[nb], &e) == AMOE_OK, "%s", e.msg);
+  }
+  CHECK(amoe_trace_close(w, &e) == AMOE_OK, "%s", e.msg);
+  amoe_trace_reader *r;
+  CHECK(amoe_trace_open(&r, path, &e) == AMOE_OK, "%s", e.msg);
+  amoe_trace_want_logits(r, AMOE_LOGITS_NONE);
+  amoe_block b;
+  amoe_block_init(&b, 4, experts, m);
+  int bad = 0;
+  for (int i = 0; i < nb; i++) {
+    CHECK(amoe_trace_next(r, &b, &e) == AMOE_OK, "%s", e.msg);
+    bad += b.m != k || b.logits != NULL;
+    for (int l = 0; l < 4 && !bad; l++)
+      for (int t = 0; t < b.n; t++) bad += memcmp(amoe_block_ids(&b, l, t), amoe_block_ids(&blocks[i], l, t), 2 * (size_t)k) != 0;
+  }
+  CHECK(nb > 0 && !bad, "top-%d of %d ids without logits: %d blocks differ", k, m, bad);
+  amoe_trace_close_reader(r);
+  amoe_block_free(&b);
+  for (int i = 0; i < nb; i++) amoe_block_free(&blocks[i]);
+  amoe_gen_close(g);
+  remove(path);
+}
+
 int main(void) {
+  top_ids_without_logits(64, 8, 32);
+  top_ids_without_logits(16, 2, 8);
+  top_ids_without_logits(64, 6, 24);
   char path[] = "/tmp/amoe_test_trace_XXXXXX";
   int fd = mkstemp(path);
   close(fd);

@@ -472,6 +472,33 @@ static AMOE_CLONES unsigned widen_ids(const uint8_t *restrict src, uint16_t *res
   return over;
 }
 
+/* The first k of each row of m ids, widened, and whether any is above
+ * emax. */
+static AMOE_CLONES unsigned widen_top_ids(const uint8_t *restrict src, uint16_t *restrict dst, size_t rows, size_t m,
+                                          size_t k, uint8_t emax) {
+  uint8_t over = 0;
+  if (k == 8) { /* (a fixed count the compiler vectorises: every Qwen3 and DeepSeek router) */
+    uint8_t mx[8] = {0};
+    for (size_t r = 0; r < rows; r++) {
+      const uint8_t *restrict s8 = src + r * m;
+      uint16_t *restrict d8 = dst + r * 8;
+      for (int j = 0; j < 8; j++) {
+        mx[j] = s8[j] > mx[j] ? s8[j] : mx[j];
+        d8[j] = s8[j];
+      }
+    }
+    for (int j = 0; j < 8; j++) over |= (uint8_t)(mx[j] > emax);
+    return over;
+  }
+  for (size_t r = 0; r < rows; r++)
+    for (size_t j = 0; j < k; j++) {
+      const uint8_t v = src[r * m + j];
+      over |= (uint8_t)(v > emax);
+      dst[r * k + j] = v;
+    }
+  return over;
+}
+
 amoe_status amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   uint64_t at = r->pos, bi = r->next_index;
   if (bi == r->info.blocks) {
@@ -570,7 +597,12 @@ amoe_status amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
    * `acceptmoe inspect` checks them again. */
   const unsigned emax = (unsigned)r->info.experts - 1;
   unsigned over = 0;
-  if (idb == 1) { /* widen to u16 and check in one vectorised pass */
+  if (idb == 1 && want == AMOE_LOGITS_NONE && k < m) { /* no logits: the top-k ids alone (routes are top-k), a
+                                                        * quarter of the bytes at k = m/4 for every later stage */
+    over = widen_top_ids(r->buf + o.ids, r->ids, ln, m, k, (uint8_t)emax);
+    b->ids = r->ids;
+    b->m = b->lm = (int)k;
+  } else if (idb == 1) { /* widen to u16 and check in one vectorised pass */
     over = widen_ids(r->buf + o.ids, r->ids, lnm, (uint8_t)emax);
     b->ids = r->ids;
   } else {
@@ -583,8 +615,9 @@ amoe_status amoe_trace_next(amoe_trace_reader *r, amoe_block *b, amoe_err *e) {
   if (over) {
     size_t i = 0;
     while (b->ids[i] <= emax) i++;
+    const size_t stored = b->m == (int)m ? i : i / k * m + i % k; /* (its place among the stored ids) */
     return BAD("%s: block %llu at byte offset %llu: expert id %u out of range 0..%u", r->path,
-               (unsigned long long)bi, (unsigned long long)(at + bh + o.ids + i * idb), b->ids[i], emax);
+               (unsigned long long)bi, (unsigned long long)(at + bh + o.ids + stored * idb), b->ids[i], emax);
   }
   r->pos = at + bh + pb;
   r->next_index++;
