@@ -19,6 +19,7 @@
 #include "trace.h"
 
 #include "hand.h"
+#include "runs.h"
 
 /* Three requests of one block each: request 0 the hand block, requests 1
  * and 2 routes {6,7} {2,8}, accepted 0 -> 1. */
@@ -29,41 +30,6 @@ static const char *const THREE =
     "\"topk\":[[[[6,0],[7,-1]],[[2,0],[8,-2]]]]}\n"
     "{\"request\":2,\"step\":0,\"parent\":[-1,0],\"logp\":[0,-0.1],\"accepted\":[1,1],"
     "\"topk\":[[[[6,0],[7,-1]],[[2,0],[8,-2]]]]}\n";
-
-static void write_trace(const char *text, const char *path, amoe_spec *s) {
-  const char *jl = check_write_tmp(text);
-  amoe_workload_spec w = s->workload;
-  w.source = AMOE_SRC_BLOCKS_JSONL;
-  snprintf(w.path, sizeof w.path, "%s", jl);
-  amoe_source *src = NULL;
-  amoe_trace_writer *tw = NULL;
-  amoe_err e;
-  CHECK(amoe_source_open(&src, &w, &s->model, &e) == AMOE_OK, "%s", e.msg);
-  CHECK(amoe_trace_create(&tw, path, s->model.moe_layers, s->model.experts, s->model.top_k, amoe_source_m(src), "{}",
-                          &e) == AMOE_OK,
-        "%s", e.msg);
-  amoe_block b;
-  amoe_block_init(&b, s->model.moe_layers, s->model.experts, amoe_source_m(src));
-  while (amoe_source_next(src, &b, &e) == AMOE_OK) CHECK(amoe_trace_write(tw, &b, &e) == AMOE_OK, "%s", e.msg);
-  CHECK(amoe_trace_close(tw, &e) == AMOE_OK, "%s", e.msg);
-  amoe_block_free(&b);
-  amoe_source_close(src);
-  s->workload.source = AMOE_SRC_TRACE;
-  snprintf(s->workload.path, sizeof s->workload.path, "%s", path);
-}
-
-static amoe_row_result run_one(const amoe_spec *s) {
-  static amoe_offline offline;
-  amoe_source *src = NULL;
-  amoe_err e;
-  amoe_row_result r[AMOE_MAX_POLICIES];
-  memset(r, 0, sizeof r);
-  CHECK(amoe_source_open(&src, &s->workload, &s->model, &e) == AMOE_OK, "%s", e.msg);
-  CHECK(amoe_run(s, &offline, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
-  amoe_source_close(src);
-  for (int i = 1; i < s->npolicies; i++) amoe_row_result_free(&r[i]);
-  return r[0];
-}
 
 /* The requests' service times by hand (hand.h's costs; context 10, no
  * prompt, each request alone in its pass):
@@ -142,14 +108,16 @@ static amoe_spec load_spec(const char *extra) {
   return s;
 }
 
-static void run_rows(const amoe_spec *s, amoe_row_result *r) {
-  static amoe_offline offline;
+/* Every row of s, with the offline tables o (NULL: none). */
+static void run_rows_with(const amoe_spec *s, const amoe_offline *o, amoe_row_result *r) {
+  static const amoe_offline none;
   amoe_source *src = NULL;
   amoe_err e;
   CHECK(amoe_source_open(&src, &s->workload, &s->model, &e) == AMOE_OK, "%s", e.msg);
-  CHECK(amoe_run(s, &offline, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(s, o ? o : &none, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
   amoe_source_close(src);
 }
+static void run_rows(const amoe_spec *s, amoe_row_result *r) { run_rows_with(s, NULL, r); }
 
 /* `arrival: {process: closed}` is the batch of §17: the same totals and
  * requests, bit for bit. */
@@ -327,9 +295,7 @@ static void sizing(void) {
     static amoe_offline offline;
     offline.steps = &steps;
     amoe_row_result r[3];
-    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
-    CHECK(amoe_run(&s, &offline, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
-    amoe_source_close(src);
+    run_rows_with(&s, &offline, r);
     for (int i = 1; i < 3; i++) {
       const amoe_totals *t = &r[i].tot;
       CHECK(t->deviated == 0 && t->displaced == 0 && t->committed >= t->blocks && t->committed <= r[0].tot.committed &&
@@ -350,9 +316,7 @@ static void sizing(void) {
     s.workload.requests = 12;
     s.workload.max_running = 8;
     s.offload.enabled = 0;
-    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
-    CHECK(amoe_run(&s, &offline, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
-    amoe_source_close(src);
+    run_rows_with(&s, &offline, r);
     for (int i = 1; i < 3; i++) {
       qsort(r[0].reqs, (size_t)r[0].nreqs, sizeof *r[0].reqs, by_request);
       qsort(r[i].reqs, (size_t)r[i].nreqs, sizeof *r[i].reqs, by_request);

@@ -1,0 +1,51 @@
+/* What the batch and load tests share: a blocks-jsonl text as an .amt
+ * trace (batches and open arrivals read traces), and a run of a spec's
+ * first row. */
+#ifndef AMOE_TEST_RUNS_H
+#define AMOE_TEST_RUNS_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "run.h"
+#include "source.h"
+#include "trace.h"
+
+/* The blocks-jsonl text as an .amt trace at path (a batch reads traces). */
+static inline void write_trace(const char *text, const char *path, amoe_spec *s) {
+  const char *jl = check_write_tmp(text);
+  amoe_workload_spec w = s->workload;
+  w.source = AMOE_SRC_BLOCKS_JSONL;
+  snprintf(w.path, sizeof w.path, "%s", jl);
+  amoe_source *src = NULL;
+  amoe_trace_writer *tw = NULL;
+  amoe_err e;
+  CHECK(amoe_source_open(&src, &w, &s->model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_trace_create(&tw, path, s->model.moe_layers, s->model.experts, s->model.top_k, amoe_source_m(src), "{}",
+                          &e) == AMOE_OK,
+        "%s", e.msg);
+  amoe_block b;
+  amoe_block_init(&b, s->model.moe_layers, s->model.experts, amoe_source_m(src));
+  while (amoe_source_next(src, &b, &e) == AMOE_OK) CHECK(amoe_trace_write(tw, &b, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_trace_close(tw, &e) == AMOE_OK, "%s", e.msg);
+  amoe_block_free(&b);
+  amoe_source_close(src);
+  s->workload.source = AMOE_SRC_TRACE;
+  snprintf(s->workload.path, sizeof s->workload.path, "%s", path);
+}
+
+static inline amoe_row_result run_one(const amoe_spec *s) {
+  static amoe_offline offline;
+  amoe_source *src = NULL;
+  amoe_err e;
+  amoe_row_result r[AMOE_MAX_POLICIES];
+  memset(r, 0, sizeof r);
+  CHECK(amoe_source_open(&src, &s->workload, &s->model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(s, &offline, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
+  amoe_source_close(src);
+  for (int i = 1; i < s->npolicies; i++) amoe_row_result_free(&r[i]);
+  return r[0];
+}
+
+#endif
