@@ -44,7 +44,8 @@ static const char *const THREE =
  *   request 1 arrived during that pass and starts when it ends;
  *   request 2 arrives after request 1 finished: the clock idles to 0.1.
  * Without a prompt a request's first token is its first pass's end; one
- * block each, so it also finishes then. */
+ * block each, so it also finishes then. Then the same requests arriving
+ * as a Poisson process, queued by hand from the plan's arrivals. */
 static void queue_by_hand(void) {
   amoe_spec s = hand_spec();
   char path[] = "/tmp/amoe_load_XXXXXX";
@@ -83,6 +84,38 @@ static void queue_by_hand(void) {
             fabs(r.reqs[1].finish_s - (0.002 + T01)) < 1e-12 && fabs(r.reqs[2].finish_s - (0.1 + T1)) < 1e-12,
         "two slots: %d requests, %g passes, finished %.12g %.12g; by hand %.12g", r.nreqs, r.tot.passes,
         r.nreqs ? r.reqs[0].finish_s : 0, r.nreqs > 2 ? r.reqs[2].finish_s : 0, 0.002 + T01);
+  amoe_row_result_free(&r);
+  /* Poisson arrivals at 60/s over the same three requests: the gaps from
+   * the plan, the queue by hand (one slot: each starts at its arrival or
+   * when the one before it finishes, whichever is later) */
+  s.workload.arrival = AMOE_ARRIVAL_POISSON;
+  s.workload.arrival_path[0] = 0;
+  s.workload.rate = 60;
+  s.workload.cv = 1;
+  s.workload.requests = 3;
+  s.workload.max_running = 1;
+  amoe_arrival *plan = NULL;
+  int n = 0;
+  amoe_err e;
+  CHECK(amoe_arrival_plan(&s.workload, &plan, &n, &e) == AMOE_OK && n == 3, "plan: %d", n);
+  r = run_one(&s);
+  const double service[3] = {T0, T1, T1};
+  double free_at = 0;
+  int queued = 0;
+  for (int i = 0; i < 3 && i < n && i < r.nreqs; i++) {
+    const double start_i = plan[i].arrival_s > free_at ? plan[i].arrival_s : free_at;
+    queued += start_i > plan[i].arrival_s;
+    free_at = start_i + service[i];
+    const amoe_request_stat *q = &r.reqs[i];
+    CHECK(q->request == i && fabs(q->arrival_s - plan[i].arrival_s) < 1e-15 && fabs(q->admitted_s - start_i) < 1e-12 &&
+              fabs(q->first_s - free_at) < 1e-12 && fabs(q->finish_s - free_at) < 1e-12,
+          "poisson, request %d: arrived %.12g started %.12g finished %.12g; by hand %.12g %.12g %.12g", i, q->arrival_s,
+          q->admitted_s, q->finish_s, plan[i].arrival_s, start_i, free_at);
+  }
+  CHECK(r.nreqs == 3, "poisson: %d requests finished", r.nreqs);
+  printf("poisson at 60/s: arrivals %.4f %.4f %.4f s, %d of 3 queued\n", plan[0].arrival_s, plan[1].arrival_s,
+         plan[2].arrival_s, queued);
+  free(plan);
   amoe_row_result_free(&r);
   remove(path);
 }

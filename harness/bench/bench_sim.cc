@@ -90,14 +90,17 @@ static void replay(benchmark::State &st, amoe_spec s, const std::string &path, c
   amoe_err e;
   amoe_source *src;
   amoe_source_open(&src, &s.workload, &s.model, &e);
-  double blocks = 0;
+  double blocks = 0, passes = 0, request_passes = 0;
   for (auto _ : st) {
     amoe_row_result rows[1];
     amoe_run(&s, &offline, src, nullptr, rows, &e);
     blocks += rows[0].tot.blocks;
+    passes += rows[0].tot.passes;
+    request_passes += rows[0].tot.request_passes;
     amoe_row_result_free(&rows[0]);
   }
   st.counters["blocks_per_s"] = benchmark::Counter(blocks, benchmark::Counter::kIsRate);
+  if (request_passes > 0) st.counters["requests_per_pass"] = request_passes / passes; // (batches: the mean occupancy)
   amoe_source_close(src);
 }
 // Over the 400-block Qwen3-30B-A3B trace.
