@@ -162,7 +162,10 @@ static void vector_vs_generic(void) {
         amoe_route_natural(&b, l, k, nodes, nn, U1, NULL);
         amoe_route_natural_generic(&b, l, k, nodes, nn, NULL, c0);
         amoe_route_natural(&b, l, k, nodes, nn, NULL, c1);
-        if ((memcmp(U0, U1, sizeof U0) || memcmp(c0, c1, sizeof c0)) && natural_differ++ < 5)
+        int ca[MAXE] = {0}, cc[MAXE] = {0}, split_differs = 0; /* and the counts split in two, summed */
+        amoe_route_natural_counts2(&b, l, k, nodes, nn, ca, cc);
+        for (int x = 0; x < MAXE; x++) split_differs |= ca[x] + cc[x] != c0[x];
+        if ((memcmp(U0, U1, sizeof U0) || memcmp(c0, c1, sizeof c0) || split_differs) && natural_differ++ < 5)
           fprintf(stderr, "E %d k %d m %d layer %d trial %d: natural routing differs from its generic twin\n", E, k, m,
                   l, trial);
         /* the replacements are what amoe_route_constrained adds: check the

@@ -41,7 +41,7 @@ typedef struct {     /* one pass's merged sets (one layer at a time) */
   uint8_t *given;    /* [E] a pass-wide S (AMOE_BATCH_PASS) */
   amoe_vctx *vc;     /* [batch] their contexts */
   double *tau;       /* [batch] what each request committed */
-  int *count;        /* [layer][E] natural rows: the pass's tokens per expert */
+  int *count, *count2; /* [layer][E] natural rows: the pass's tokens per expert, in two parts */
   amoe_status *rc;   /* [batch] each advancing slot's outcome */
   amoe_err *err;     /* [batch] and its error */
   amoe_dctx *dc;     /* [batch] a pass-wide draft's contexts (choose_pass) */
@@ -58,6 +58,7 @@ typedef struct {     /* one pass's merged sets (one layer at a time) */
   BUF(vc, amoe_vctx, B) \
   BUF(tau, double, B) \
   BUF(count, int, L * E) \
+  BUF(count2, int, L * E) \
   BUF(rc, amoe_status, B) \
   BUF(err, amoe_err, B) \
   BUF(dc, amoe_dctx, B) \
@@ -155,9 +156,11 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   work *wp = &bp->w;
   if (natural) { /* every request's natural routes, all its layers at once (each block read once per pass) */
     memset(bp->count, 0, (size_t)L * E * sizeof *bp->count);
+    memset(bp->count2, 0, (size_t)L * E * sizeof *bp->count2);
     for (int q = 0; q < na; q++) {
       const bslot *x = &sl[act[q]];
-      for (int l = 0; l < L; l++) amoe_route_natural(&x->b, l, k, x->w.nodes, x->nn, NULL, bp->count + (size_t)l * E);
+      for (int l = 0; l < L; l++)
+        amoe_route_natural_counts2(&x->b, l, k, x->w.nodes, x->nn, bp->count + (size_t)l * E, bp->count2 + (size_t)l * E);
     }
   }
   double su = 0, ss = 0, sx = 0;
@@ -180,10 +183,10 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
     uint8_t *restrict pU = wp->U, *restrict pS = wp->S, *restrict pX = wp->X;
     int *restrict pcount = wp->count;
     if (natural) { /* routed before the layers, request by request */
-      const int *restrict cl = bp->count + (size_t)l * E;
+      const int *restrict cl = bp->count + (size_t)l * E, *restrict cl2 = bp->count2 + (size_t)l * E;
       for (int y = 0; y < E; y++) {
-        pcount[y] = cl[y];
-        pU[y] = pX[y] = cl[y] > 0;
+        pcount[y] = cl[y] + cl2[y];
+        pU[y] = pX[y] = pcount[y] > 0;
       }
       memset(pS, 1, (size_t)(E > 0 ? E : 0));
     }

@@ -118,3 +118,22 @@ int amoe_route_layer(const amoe_block *b, int l, int k, const int *nodes, int nn
 #endif
   return amoe_route_layer_generic(b, l, k, nodes, nn, S, o);
 }
+
+void amoe_route_natural_counts2(const amoe_block *b, int l, int k, const int *restrict nodes, int nn, int *restrict a,
+                                int *restrict c) {
+  const uint16_t *ids = amoe_block_ids(b, l, 0);
+  const size_t m = (size_t)b->m;
+  int i = 0;
+  if (k == 8)
+    for (; i + 1 < nn; i += 2) {
+      const uint16_t *x = ids + (size_t)nodes[i] * m, *y = ids + (size_t)nodes[i + 1] * m;
+      for (int j = 0; j < 8; j++) {
+        a[x[j]]++;
+        c[y[j]]++;
+      }
+    }
+  for (; i < nn; i++) { /* (and every node but at k = 8) */
+    const uint16_t *x = ids + (size_t)nodes[i] * m;
+    for (int j = 0; j < k; j++) a[x[j]]++;
+  }
+}

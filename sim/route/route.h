@@ -23,6 +23,10 @@ int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8
  * specialises k = 8 (tested against it). */
 void amoe_route_natural(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt);
 void amoe_route_natural_generic(const amoe_block *b, int l, int k, const int *nodes, int nn, uint8_t *U, int *cnt);
+/* The counts of amoe_route_natural split in two, a + c (at k = 8 every
+ * other node into c: a node's increments need not wait on the node
+ * before's, which often routes to the same experts); the caller sums them. */
+void amoe_route_natural_counts2(const amoe_block *b, int l, int k, const int *nodes, int nn, int *a, int *c);
 /* The natural union grown by node t at layer l: its top-k entries marked in
  * U; returns how many were not there yet. (Union sizes for inspect and the
  * commitment table's union-vs-n curve.) */
