@@ -300,7 +300,7 @@ static void on_progress(void *vc, uint64_t blocks) {
   run_ctx *c = vc;
   double rate;
   if (!progress_due(&c->pg, (double)blocks, &rate)) return;
-  if (c->s->workload.blocks > 0)
+  if (c->s->workload.blocks > 0 && c->s->workload.arrival == AMOE_ARRIVAL_CLOSED) /* (open runs go by requests) */
     fprintf(stderr, "\r[point %d/%d] %llu/%d blocks, %.0f blocks/s   ", c->point + 1, c->npoints,
             (unsigned long long)blocks, c->s->workload.blocks, rate);
   else /* the whole trace */

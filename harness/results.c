@@ -495,6 +495,17 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
   json_t *prov = json_loads(pt->workload, 0, &je);
   json_object_set_new(pj, "workload", prov ? prov : json_string(pt->workload));
   json_object_set_new(pj, "workload_seed", json_integer((json_int_t)s->workload.seed));
+  if (s->workload.arrival != AMOE_ARRIVAL_CLOSED) { /* the load (§18) */
+    json_t *aj = json_pack("{s:s,s:i}", "process", amoe_arrival_names[s->workload.arrival], "max_running",
+                           s->workload.max_running > 0 ? s->workload.max_running : s->workload.batch);
+    if (s->workload.arrival == AMOE_ARRIVAL_TRACE) json_object_set_new(aj, "path", json_string(s->workload.arrival_path));
+    else {
+      json_object_set_new(aj, "requests", json_integer(s->workload.requests));
+      json_object_set_new(aj, "rate", json_real(s->workload.rate));
+    }
+    if (s->workload.arrival == AMOE_ARRIVAL_GAMMA) json_object_set_new(aj, "cv", json_real(s->workload.cv));
+    json_object_set_new(pj, "arrival", aj);
+  }
   json_object_set_new(pj, "acceptance_seed", json_integer((json_int_t)s->workload.seed));
   json_object_set_new(pj, "commitment", json_string(pt->commitment));
   json_object_set_new(pj, "acceptance_model", json_pack("{s:f,s:f}", "kappa", s->kappa, "margin_min", s->margin_min));
