@@ -384,17 +384,15 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
   for (int i = 0; i < nrq; i++) total += (uint64_t)rq[i].blocks;
   for (int i = 0; i < B; i++) sl[i].req = -1;
   for (int r = 0; r < nr; r++) rs[rows[r]].have_prev = 0;
-  int waited = 0; /* the clock just waited for request `next`: it has arrived */
+  double waited_to = 0; /* the arrival the clock last waited for (it is the clock's, up to rounding) */
   for (;;) {
-    const double now = plan ? row_clock(&rs[rows[0]]) : 0;
+    const double now = plan ? fmax(row_clock(&rs[rows[0]]), waited_to) : 0;
     for (int i = 0; i < B && next < nrq; i++) { /* continuous batching: a free slot takes the next request */
       bslot *x = &sl[i];
       if (x->req >= 0) continue;
-      if (plan && !waited && plan[next].arrival_s > now) break; /* not arrived yet */
-      waited = 0;
+      if (plan && plan[next].arrival_s > now) break; /* not arrived yet */
       const int P = plan ? plan[next].prompt_tokens : s->workload.prompt_tokens;
       x->prompt = P;
-      /* (after a wait the clock is the arrival up to rounding) */
       x->admitted_s = plan ? fmax(row_clock(&rs[rows[0]]), plan[next].arrival_s) : 0;
       x->first_s = -1;
       amoe_source_request at = rq[next];
@@ -430,7 +428,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
     if (na + npf == 0 && plan && next < nrq) { /* nothing running: wait for the next arrival */
       const double gap = plan[next].arrival_s - now;
       if (gap > 0 && !record_only) rs[rows[0]].res->tot.t_idle += gap;
-      waited = 1;
+      waited_to = plan[next].arrival_s;
       continue;
     }
     if (na + npf == 0) break;
