@@ -10,7 +10,17 @@
 #include "check.h"
 #include "run.h"
 #include "source.h"
+#include "spec_load.h"
 #include "trace.h"
+
+/* Two requests of one block each, as blocks-jsonl: request 0 the hand
+ * block (routes {0,1} {2,3} {2,4} {2,5}, accepted 0 -> 1 -> 3), request 1
+ * routes {6,7} {2,8}, accepted 0 -> 1. */
+#define HAND_TWO_REQUESTS                                                                                  \
+  "{\"request\":0,\"step\":0,\"parent\":[-1,0,0,1],\"logp\":[0,-0.1,-0.2,-0.3],\"accepted\":[1,1,0,1],"   \
+  "\"topk\":[[[[0,0],[1,-1]],[[2,0],[3,-2]],[[2,0],[4,-2]],[[2,0],[5,-2]]]]}\n"                            \
+  "{\"request\":1,\"step\":0,\"parent\":[-1,0],\"logp\":[0,-0.1],\"accepted\":[1,1],"                   \
+  "\"topk\":[[[[6,0],[7,-1]],[[2,0],[8,-2]]]]}\n"
 
 /* The blocks-jsonl text as an .amt trace at path (a batch reads traces). */
 static inline void write_trace(const char *text, const char *path, amoe_spec *s) {
@@ -46,6 +56,20 @@ static inline amoe_row_result run_one(const amoe_spec *s) {
   amoe_source_close(src);
   for (int i = 1; i < s->npolicies; i++) amoe_row_result_free(&r[i]);
   return r[0];
+}
+
+/* `--set set` on a minimal spec is refused, with needle (the key) in a
+ * message. */
+static inline void check_set_refused(const char *set, const char *needle) {
+  const char *p = check_write_tmp("name: k\nmodel: mixtral-8x7b\nhardware: h200\n");
+  amoe_experiment x;
+  amoe_diag d = {0};
+  char *sets[1] = {(char *)set};
+  const amoe_status st = amoe_experiment_load(&x, p, sets, 1, &d);
+  int named = 0;
+  for (int j = 0; j < d.n; j++) named |= strstr(d.msgs[j], needle) != NULL;
+  CHECK(st != AMOE_OK && named, "--set %s: %s", set, d.n ? d.msgs[0] : "accepted");
+  amoe_diag_free(&d);
 }
 
 #endif

@@ -22,13 +22,7 @@
 #include "hand.h"
 #include "runs.h"
 
-/* Request 0: the hand block (routes {0,1} {2,3} {2,4} {2,5}, accepted
- * 0 -> 1 -> 3). Request 1: routes {6,7} {2,8}, accepted 0 -> 1. */
-static const char *const TWO =
-    "{\"request\":0,\"step\":0,\"parent\":[-1,0,0,1],\"logp\":[0,-0.1,-0.2,-0.3],\"accepted\":[1,1,0,1],"
-    "\"topk\":[[[[0,0],[1,-1]],[[2,0],[3,-2]],[[2,0],[4,-2]],[[2,0],[5,-2]]]]}\n"
-    "{\"request\":1,\"step\":0,\"parent\":[-1,0],\"logp\":[0,-0.1],\"accepted\":[1,1],"
-    "\"topk\":[[[[6,0],[7,-1]],[[2,0],[8,-2]]]]}\n";
+static const char *const TWO = HAND_TWO_REQUESTS;
 
 /* Both requests in one pass. n = 4 + 2 = 6 tokens, depth 2; union and
  * executed {0..8} = 9 experts, counts 2:4 and 1 for each other. Per
@@ -333,17 +327,7 @@ static void key_errors(void) {
       {"workload.prefill_schedule=interleaved", "workload.prefill_schedule"},
       {"workload.chunk_tokens=0", "workload.chunk_tokens"},
   };
-  const char *p = check_write_tmp("name: k\nmodel: mixtral-8x7b\nhardware: h200\n");
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    amoe_experiment x;
-    amoe_diag d = {0};
-    char *sets[1] = {(char *)bad[i].set};
-    const amoe_status st = amoe_experiment_load(&x, p, sets, 1, &d);
-    int named = 0;
-    for (int j = 0; j < d.n; j++) named |= strstr(d.msgs[j], bad[i].needle) != NULL;
-    CHECK(st != AMOE_OK && named, "--set %s: %s", bad[i].set, d.n ? d.msgs[0] : "accepted");
-    amoe_diag_free(&d);
-  }
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) check_set_refused(bad[i].set, bad[i].needle);
   /* a batch needs a source each slot can seek in */
   amoe_spec s;
   amoe_spec_defaults(&s);
