@@ -407,9 +407,7 @@ static amoe_status step_table_for(const amoe_spec *s, amoe_step_table *t, amoe_e
   const amoe_workload_spec w = calibration_workload(s);
   amoe_source *cal = NULL;
   amoe_status st = amoe_source_open(&cal, &w, &s->model, e);
-  const int slots = s->workload.arrival != AMOE_ARRIVAL_CLOSED && s->workload.max_running > 0 ? s->workload.max_running
-                                                                                               : s->workload.batch;
-  if (!st) st = amoe_step_table_profile(s, cal, slots, STEP_SAMPLES, t, e);
+  if (!st) st = amoe_step_table_profile(s, cal, amoe_workload_slots(&s->workload), STEP_SAMPLES, t, e);
   amoe_source_close(cal);
   return st;
 }

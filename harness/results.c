@@ -369,7 +369,7 @@ static amoe_status load_of(const amoe_spec *s, const amoe_row_result *r, load_ro
   o->ttft_p50 = rank_of(ttft, n, 0.5);
   o->ttft_p90 = rank_of(ttft, n, 0.9);
   o->ttft_p99 = rank_of(ttft, n, 0.99);
-  sorted_mean(tpot, n);
+  qsort(tpot, (size_t)n, sizeof *tpot, cmp_double);
   o->tpot_p50 = rank_of(tpot, n, 0.5);
   o->tpot_p99 = rank_of(tpot, n, 0.99);
   o->e2e_mean = sorted_mean(e2e, n);
@@ -497,7 +497,7 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
   json_object_set_new(pj, "workload_seed", json_integer((json_int_t)s->workload.seed));
   if (s->workload.arrival != AMOE_ARRIVAL_CLOSED) { /* the load (§18) */
     json_t *aj = json_pack("{s:s,s:i}", "process", amoe_arrival_names[s->workload.arrival], "max_running",
-                           s->workload.max_running > 0 ? s->workload.max_running : s->workload.batch);
+                           amoe_workload_slots(&s->workload));
     if (s->workload.arrival == AMOE_ARRIVAL_TRACE) json_object_set_new(aj, "path", json_string(s->workload.arrival_path));
     else {
       json_object_set_new(aj, "requests", json_integer(s->workload.requests));

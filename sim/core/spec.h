@@ -85,6 +85,12 @@ typedef struct {
   int threads; /* generator threads (not a spec key: results do not depend on it); 0 = 1 */
 } amoe_workload_spec;
 
+/* Requests decoding at once: workload.batch, or with open arrivals
+ * workload.max_running (0: workload.batch). */
+static inline int amoe_workload_slots(const amoe_workload_spec *w) {
+  return w->arrival != AMOE_ARRIVAL_CLOSED && w->max_running > 0 ? w->max_running : w->batch;
+}
+
 typedef struct {
   char name[128];
   amoe_model model;

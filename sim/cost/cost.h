@@ -7,6 +7,8 @@
 #ifndef AMOE_COST_H
 #define AMOE_COST_H
 
+#include <math.h>
+
 #include "model.h"
 
 /* Attention, norms, router, shared experts (and the dense MLP of a dense
@@ -91,6 +93,12 @@ typedef struct amoe_cost_pass_ctx {
 /* One MoE layer's counts: experts executed and fetched, waves, and the
  * executed experts' own device time (Σ amoe_cost_expert_at over their
  * token counts; ec.mem_s · executed when every expert is memory-bound). */
+/* The waves of a layer that executes `executed` experts through `slots`
+ * cache slots (a prediction: the cache's own count is what a pass pays). */
+static inline int amoe_cost_waves(double executed, int slots) {
+  return slots > 0 && executed > slots ? (int)ceil(executed / slots) : 1;
+}
+
 typedef struct {
   double executed, fetched; /* (a policy's prediction may be a mean) */
   int waves;

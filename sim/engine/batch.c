@@ -377,7 +377,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
                                const int *rows, int nr, int one, const amoe_source_request *rq, int nrq,
                                const amoe_arrival *plan, bslot *sl, bpass *bp, const amoe_run_hooks *h,
                                int record_only, int group, int groups, amoe_err *e) {
-  const int B = run_slots(s);
+  const int B = amoe_workload_slots(&s->workload);
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
   int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
   uint64_t done = 0, total = 0;
@@ -475,7 +475,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
 /* Every row at workload.batch > 1: block-per-pass rows, then one-token rows. */
 amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
                            const amoe_run_hooks *h, int record_only, amoe_err *e) {
-  const int B = run_slots(s), L = s->model.moe_layers, E = s->model.experts;
+  const int B = amoe_workload_slots(&s->workload), L = s->model.moe_layers, E = s->model.experts;
   amoe_source_request *rq = NULL;
   amoe_arrival *plan = NULL;
   int nrq = 0, maxp = s->workload.prompt_tokens;

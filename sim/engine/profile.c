@@ -133,7 +133,7 @@ amoe_status amoe_step_table_profile(const amoe_spec *s, amoe_source *src, int ma
           } else
             for (int x = 0; x < E; x++) xs += count[x] ? amoe_cost_expert_at(pc.ec, count[x]) : 0;
           const int slots = s->offload.slots_per_layer;
-          const int waves = s->offload.enabled && slots > 0 && u > slots ? (int)ceil(u / slots) : 1;
+          const int waves = s->offload.enabled ? amoe_cost_waves(u, slots) : 1;
           const amoe_layer_counts lc = {u, u * miss, waves, xs};
           const amoe_layer_time lt = amoe_cost_layer(&pc, &lc);
           amoe_cost_pass_add(&pt, &lt);

@@ -238,8 +238,8 @@ static amoe_cache_cfg cache_cfg(const amoe_spec *s, int policy) {
 amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_source *src,
                      const amoe_run_hooks *h, amoe_row_result *rows, amoe_err *e) {
   const int P = s->npolicies, L = s->model.moe_layers, E = s->model.experts;
-  if (run_slots(s) > AMOE_MAX_BATCH)
-    return amoe_fail(e, AMOE_EINVAL, "workload.batch: %d, at most %d", run_slots(s), AMOE_MAX_BATCH);
+  if (amoe_workload_slots(&s->workload) > AMOE_MAX_BATCH)
+    return amoe_fail(e, AMOE_EINVAL, "workload.batch: %d, at most %d", amoe_workload_slots(&s->workload), AMOE_MAX_BATCH);
   if (!(s->hw.moe_eta > 0 && s->hw.hbm_bw > 0 && s->hw.h2d_bw > 0 && s->hw.peak_flops > 0))
     return amoe_fail(e, AMOE_EINVAL, "hardware %s: hbm_bw, h2d_bw, peak_flops and moe_eta must be positive", s->hw.name);
   row_state rs[AMOE_MAX_POLICIES];
@@ -277,7 +277,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     const size_t dsb = rs[i].draft->state_bytes ? rs[i].draft->state_bytes(L, E) : 0;
     if (dsb) rs[i].draft_state = calloc(1, dsb);
     rs[i].prev_x = calloc((size_t)L * E, 1);
-    const int B = run_batched(s) ? run_slots(s) : 0;
+    const int B = run_batched(s) ? amoe_workload_slots(&s->workload) : 0;
     if (B) {
       rs[i].slot_first = calloc((size_t)B, sizeof *rs[i].slot_first);
       rs[i].slot_committed = calloc((size_t)B, sizeof *rs[i].slot_committed);

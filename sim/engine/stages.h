@@ -539,12 +539,6 @@ static inline amoe_status push_request(amoe_row_result *r, double tokens, double
   return AMOE_OK;
 }
 
-/* Requests decoding at once: workload.batch, or with open arrivals
- * workload.max_running (0: workload.batch). */
-static inline int run_slots(const amoe_spec *s) {
-  if (s->workload.arrival != AMOE_ARRIVAL_CLOSED && s->workload.max_running > 0) return s->workload.max_running;
-  return s->workload.batch;
-}
 /* The run goes through batch.c: several slots, or requests that arrive. */
 static inline int run_batched(const amoe_spec *s) {
   return s->workload.batch > 1 || s->workload.arrival != AMOE_ARRIVAL_CLOSED;

@@ -51,14 +51,6 @@ double amoe_step_table_at(const amoe_step_table *t, double batch, double tokens)
   return a + wb * (b - a);
 }
 
-/* A node's chance of being committed (as evict's). */
-static double commit_chance(const struct amoe_offline *o, const amoe_block *b, int t) {
-  double q = exp(b->score[t]);
-  const int d = b->depth[t];
-  if (o && d < o->n && o->mass[d] > 0) q *= o->p[d] / o->mass[d];
-  return q < 1 ? q : 1;
-}
-
 typedef struct {
   double gain;
   int q, i; /* request, place in its order */
@@ -124,7 +116,7 @@ static double experts_time(const expert_state *x, int requests, int tokens, int 
   for (int l = 0; l < x->L; l++) {
     double busiest = 0;
     for (int g = 0; g < x->G; g++) busiest = fmax(busiest, x->work[(size_t)l * x->G + g]);
-    const int waves = x->s->offload.enabled && slots > 0 && x->u[l] > slots ? (int)ceil(x->u[l] / slots) : 1;
+    const int waves = x->s->offload.enabled ? amoe_cost_waves(x->u[l], slots) : 1;
     const amoe_layer_counts lc = {x->u[l], x->f[l], waves, busiest};
     const amoe_layer_time lt = amoe_cost_layer(&pc, &lc);
     amoe_cost_pass_add(&pt, &lt);
@@ -171,7 +163,7 @@ int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *co
       const int *order = c[q].scratch;
       double run = 1;
       for (int i = 1; i < count[q]; i++) {
-        const double g = commit_chance(c[q].offline, c[q].b, order[i]);
+        const double g = amoe_commit_chance(c[q].offline, c[q].b, order[i]);
         run = g < run ? g : run;
         cv[m++] = (cand){run, q, i};
       }

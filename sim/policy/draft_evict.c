@@ -48,9 +48,9 @@ static double predict(const amoe_dctx *c, int n, int maxd, double cover) {
   const double miss = off ? 1 - fmin(1.0, (double)s->offload.slots_per_layer / M->experts) : 0;
   double u = union_at(c, n);
   const int per = (int)ceil(n * (double)M->top_k / (u > 0 ? u : 1));
-  const int waves = off ? (int)ceil(u / s->offload.slots_per_layer) : 1;
+  const int waves = off ? amoe_cost_waves(u, s->offload.slots_per_layer) : 1;
   u *= 1 - cover; /* (the tree's experts as independent of the others') */
-  amoe_layer_counts lc = {u, u * miss, waves > 1 ? waves : 1, u * amoe_cost_expert_at(pc.ec, per)};
+  amoe_layer_counts lc = {u, u * miss, waves, u * amoe_cost_expert_at(pc.ec, per)};
   if (c->layout) { /* several GPUs: the union spread evenly over the groups, each expert split moe_tp ways */
     const int G = amoe_layout_groups(c->layout);
     lc.expert_s = ceil(u / G) * amoe_cost_expert_at(pc.ec, per) / pc.moe_tp;
@@ -63,10 +63,9 @@ double amoe_draft_evict_predict(const amoe_dctx *c, int n, int maxd) { return pr
 /* A node's chance of being committed: its draft path probability, scaled
  * at its depth by p̂_d / m̄_d (the calibration's reach over its draft mass)
  * when the table has them, at most 1. */
-static double commit_chance(const amoe_dctx *c, const amoe_block *b, int t) {
+double amoe_commit_chance(const struct amoe_offline *o, const amoe_block *b, int t) {
   double q = exp(b->score[t]);
   const int d = b->depth[t];
-  const struct amoe_offline *o = c->offline;
   if (o && d < o->n && o->mass[d] > 0) q *= o->p[d] / o->mass[d];
   return q < 1 ? q : 1;
 }
@@ -81,7 +80,7 @@ int amoe_draft_evict(const amoe_dctx *c, int *out) {
   int best_n = 1, maxd = 0;
   for (int i = 1; i <= limit; i++) {
     if (i > 1) {
-      etau += commit_chance(c, b, order[i - 1]);
+      etau += amoe_commit_chance(c->offline, b, order[i - 1]);
       if (b->depth[order[i - 1]] > maxd) maxd = b->depth[order[i - 1]];
     }
     const double T = predict(c, i, maxd, cover), v = etau / T;

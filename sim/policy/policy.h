@@ -227,6 +227,10 @@ double amoe_draft_ecospec_cost(const amoe_policy_row *row, const amoe_spec *s, i
 size_t amoe_draft_ecospec_state_bytes(int layers, int experts);
 void amoe_draft_ecospec_observe(void *state, int layer, const uint8_t *X, int experts);
 int amoe_draft_evict(const amoe_dctx *c, int *out);
+/* A node's chance of being committed (evict, adaptive): its draft path
+ * probability exp(score), scaled at its depth by p̂_d / m̄_d (the
+ * calibration's reach over its draft mass) when o has them, at most 1. */
+double amoe_commit_chance(const struct amoe_offline *o, const amoe_block *b, int t);
 /* adaptive: per step, the prefix of every request's EAGLE order with the
  * most expected committed tokens per predicted second, allocated over the
  * pass (D-Cut's rule); cost 0 (tokens) prices a step by the profiled
