@@ -349,7 +349,8 @@ static amoe_status load_of(const amoe_spec *s, const amoe_row_result *r, load_ro
   o->duration = t->t_total + t->t_prefill + t->t_idle;
   double last = 0;
   for (int i = 0; i < n; i++) last = r->reqs[i].arrival_s > last ? r->reqs[i].arrival_s : last;
-  o->arrival_rate = s->workload.arrival == AMOE_ARRIVAL_TRACE ? (last > 0 ? n / last : 0) : s->workload.rate;
+  const int sent_by_run = s->workload.arrival == AMOE_ARRIVAL_TRACE || s->workload.arrival == AMOE_ARRIVAL_CONCURRENCY;
+  o->arrival_rate = sent_by_run ? (last > 0 ? n / last : 0) : s->workload.rate;
   if (n < 1) return AMOE_OK;
   double *v = malloc((size_t)n * 3 * sizeof *v);
   if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
@@ -501,7 +502,10 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
     if (s->workload.arrival == AMOE_ARRIVAL_TRACE) json_object_set_new(aj, "path", json_string(s->workload.arrival_path));
     else {
       json_object_set_new(aj, "requests", json_integer(s->workload.requests));
-      json_object_set_new(aj, "rate", json_real(s->workload.rate));
+      if (s->workload.arrival == AMOE_ARRIVAL_CONCURRENCY)
+        json_object_set_new(aj, "concurrency", json_integer(s->workload.concurrency));
+      else
+        json_object_set_new(aj, "rate", json_real(s->workload.rate));
     }
     if (s->workload.arrival == AMOE_ARRIVAL_GAMMA) json_object_set_new(aj, "cv", json_real(s->workload.cv));
     json_object_set_new(pj, "arrival", aj);

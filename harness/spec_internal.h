@@ -19,7 +19,10 @@
 /* T_DVEC: an amoe_layer_values, one number (every layer) or a list (one per
  * MoE layer). nullable T_DBL and T_DVEC: null leaves the key unset (NaN,
  * or n = 0): a workload.routing override that names nothing. */
-typedef enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_ENUM, T_DVEC } ktype;
+/* T_DLIST: the same storage, a list of any length (1 to AMOE_MAX_LAYERS) that
+ * is not per layer (an acceptance curve, captured graph sizes). */
+typedef enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_ENUM, T_DVEC, T_DLIST } ktype;
+#define SPEC_IS_LIST(t) ((t) == T_DVEC || (t) == T_DLIST)
 
 /* A key left unset (0; a bool -1; a layer list empty) resolves to a default
  * that depends on other keys: each sweep point resolves it again when one

@@ -135,6 +135,8 @@ const krow KEYS[] = {
     {"engine.tree_node_s", T_DBL, F(engine.tree_node_s), 0, 1, NULL, 0, 0, 0},
     {"engine.sample_s", T_DBL, F(engine.sample_s), 0, 1, NULL, 0, 0, 0},
     {"engine.cycle_host_s", T_DBL, F(engine.cycle_host_s), 0, 1, NULL, 0, 0, 0},
+    {"engine.graph_capture_max_tokens", T_INT, F(engine.graph_capture_max_tokens), 0, 1 << 20, NULL, 0, 0, 0},
+    {"engine.graph_capture_sizes", T_DLIST, F(engine.graph_capture_sizes), 1, 1 << 20, NULL, 1, 0, 0},
     {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0},
     {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0, 0},
@@ -150,6 +152,14 @@ const krow KEYS[] = {
     {"workload.arrival.cv", T_DBL, F(workload.cv), 0.01, 100, NULL, 0, 0, 0},
     {"workload.arrival.path", T_STR, F(workload.arrival_path), 0, 0, NULL, 1, 0, 0},
     {"workload.arrival.range_ratio", T_DBL, F(workload.range_ratio), 0, 0.99, NULL, 0, 0, 0},
+    {"workload.arrival.concurrency", T_INT, F(workload.concurrency), 1, 4096, NULL, 0, 0, 0},
+    {"workload.arrival.lengths", T_ENUM, F(workload.lengths), 0, 0, amoe_lengths_names, 0, 0, 0},
+    {"workload.arrival.prompt_sd", T_DBL, F(workload.prompt_sd), 0, 1e6, NULL, 0, 0, 0},
+    {"workload.arrival.output_sd", T_DBL, F(workload.output_sd), 0, 1e6, NULL, 0, 0, 0},
+    {"workload.arrival.prompt_min", T_INT, F(workload.prompt_min), 0, 1e6, NULL, 0, 0, 0},
+    {"workload.arrival.prompt_max", T_INT, F(workload.prompt_max), 0, 1e6, NULL, 0, 0, 0},
+    {"workload.arrival.output_min", T_INT, F(workload.output_min), 1, 1e9, NULL, 0, 0, 0},
+    {"workload.arrival.output_max", T_INT, F(workload.output_max), 0, 1e9, NULL, 0, 0, 0},
     {"workload.requests", T_INT, F(workload.requests), 1, 1e8, NULL, 0, 0, 0},
     {"workload.max_running", T_INT, F(workload.max_running), 0, 4096, NULL, 0, 0, 0},
     {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0, 0},
@@ -161,6 +171,8 @@ const krow KEYS[] = {
     {"workload.tree.candidates", T_INT, F(workload.candidates), 0, AMOE_MAX_NODES, NULL, 0, 0, AUTO_BY_NODES},
     {"workload.acceptance.tau", T_DBL, F(workload.tau), 1, 64, NULL, 0, 0, 0},
     {"workload.acceptance.replay", T_STR, F(workload.replay), 0, 0, NULL, 1, 0, 0},
+    {"workload.acceptance.al", T_DLIST, F(workload.al), 1, 64, NULL, 1, 0, 0},
+    {"workload.tree.draft_passes", T_INT, F(workload.draft_passes), 0, 16, NULL, 0, 0, 0},
     ROUTING_KEYS("workload.routing.", workload.routing, 1, AUTO_NONE),
     {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0, 0, 0},
     {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0, 0, 0},
@@ -188,7 +200,7 @@ const int NKEYS = (int)(sizeof KEYS / sizeof KEYS[0]);
  * list empty. */
 int spec_auto_is_unset(const amoe_spec *s, const krow *k) {
   const char *p = (const char *)s + k->off;
-  if (k->type == T_DVEC) return ((const amoe_layer_values *)(const void *)p)->n == 0;
+  if (SPEC_IS_LIST(k->type)) return ((const amoe_layer_values *)(const void *)p)->n == 0;
   int v;
   memcpy(&v, p, sizeof v);
   return k->type == T_BOOL ? v < 0 : v == 0;
@@ -206,7 +218,7 @@ int amoe_experiment_auto(const amoe_experiment *x, const char *key) {
 }
 void spec_auto_unset(amoe_spec *s, const krow *k) {
   char *p = (char *)s + k->off;
-  if (k->type == T_DVEC) {
+  if (SPEC_IS_LIST(k->type)) {
     ((amoe_layer_values *)(void *)p)->n = 0;
     return;
   }
@@ -265,7 +277,7 @@ int spec_is_null_text(const char *v) { return !strcmp(v, "null") || !strcmp(v, "
 int spec_set_value(amoe_spec *s, const krow *k, const char *v, int quoted, const char *where,
                      amoe_diag *d) {
   char *p = (char *)s + k->off, *end;
-  if (!quoted && spec_is_null_text(v) && k->nullable && (k->type == T_DBL || k->type == T_DVEC)) { /* unset */
+  if (!quoted && spec_is_null_text(v) && k->nullable && (k->type == T_DBL || SPEC_IS_LIST(k->type))) { /* unset */
     if (k->type == T_DBL) *(double *)(void *)p = NAN;
     else ((amoe_layer_values *)(void *)p)->n = 0;
     return 1;
@@ -336,6 +348,7 @@ int spec_set_value(amoe_spec *s, const krow *k, const char *v, int quoted, const
     amoe_diag_add(d, "%s: %s must be an integer, not '%s'", where, k->path, v);
     return 0;
   }
+  case T_DLIST:
   case T_DVEC: /* one number: every layer (a list comes through set_list) */
   case T_DBL: {
     errno = 0;
@@ -348,7 +361,7 @@ int spec_set_value(amoe_spec *s, const krow *k, const char *v, int quoted, const
       amoe_diag_add(d, "%s: %s = %g is out of range %g..%g", where, k->path, x, k->lo, k->hi);
       return 0;
     }
-    if (k->type == T_DVEC) {
+    if (SPEC_IS_LIST(k->type)) {
       amoe_layer_values *lv = (amoe_layer_values *)(void *)p;
       lv->n = 1;
       lv->v[0] = x;

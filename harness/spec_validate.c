@@ -152,6 +152,19 @@ int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
         amoe_diag_add(d, "%s: %s lists %d values; it takes one, or one per MoE layer (%d)", where, KEYS[i].path, v->n,
                       s->model.moe_layers);
     }
+  if (s->workload.al.n > 0) { /* §19: a chain whose positions accept as the curve says */
+    double a[AMOE_GEN_MAX_CHAIN];
+    if (s->workload.top_k != 1 || s->workload.nodes != s->workload.depth + 1)
+      amoe_diag_add(d, "%s: workload.acceptance.al sets a chain's acceptance: workload.tree top_k 1 and nodes depth + 1 "
+                    "(%d), not top_k %d and nodes %d", where, s->workload.depth + 1, s->workload.top_k, s->workload.nodes);
+    else if (s->workload.replay[0])
+      amoe_diag_add(d, "%s: workload.acceptance: al and replay both give the acceptance; set one", where);
+    else if (amoe_gen_chain_accept(s->workload.al.v, s->workload.al.n, s->workload.depth, a, &me) != AMOE_OK)
+      amoe_diag_add(d, "%s: %s", where, me.msg);
+  }
+  if (s->workload.draft_passes > s->workload.depth)
+    amoe_diag_add(d, "%s: workload.tree.draft_passes %d: a draft of depth %d runs at most %d forwards", where,
+                  s->workload.draft_passes, s->workload.depth, s->workload.depth);
   if (s->workload.top_m == 0 && s->model.experts > 0)
     s->workload.top_m = amoe_default_top_m(s->model.experts, s->model.top_k);
   if (s->workload.candidates == 0) s->workload.candidates = s->workload.nodes;
@@ -189,6 +202,8 @@ void amoe_spec_defaults(amoe_spec *s) {
   w->rate = 1;
   w->cv = 1;
   w->requests = 100;
+  w->concurrency = 1;
+  w->output_min = 1;
   w->chunk_tokens = 512;
   w->seed = 1;
   w->depth = 5;

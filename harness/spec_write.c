@@ -37,6 +37,7 @@ static void write_value(FILE *f, const amoe_spec *s, const krow *k) {
     if (isnan(*(const double *)p)) fputs("null", f);
     else fprintf(f, "%.17g", *(const double *)p);
     break;
+  case T_DLIST:
   case T_DVEC: {
     const amoe_layer_values *lv = (const void *)p;
     if (lv->n == 0) fputs("null", f);
@@ -81,11 +82,29 @@ static int swept_cycle(const amoe_experiment *x) {
   return 0;
 }
 
+/* Keys of §19 that a spec sets only where it serves as an engine serves:
+ * written where set (non-zero, or a list) or swept, so a spec without them
+ * resolves as it did before them. */
+static const char *const SERVING_KEYS[] = {"engine.graph_capture_max_tokens", "engine.graph_capture_sizes",
+                                           "workload.acceptance.al", "workload.tree.draft_passes", NULL};
+static int unset_serving_key(const amoe_experiment *x, const char *path) {
+  for (int i = 0; SERVING_KEYS[i]; i++)
+    if (!strcmp(path, SERVING_KEYS[i])) {
+      const krow *k = spec_find_key(path);
+      const char *p = (const char *)&x->base + k->off;
+      const int unset = k->type == T_INT ? *(const int *)(const void *)p == 0
+                                         : ((const amoe_layer_values *)(const void *)p)->n == 0;
+      return unset && !swept(x, path);
+    }
+  return 0;
+}
+
 /* Keys of §17 batches, written only where they do something (a spec that
  * runs no batch resolves as it did before them). */
 static int unused_batch_key(const amoe_experiment *x, const char *path) {
   const amoe_spec *s = &x->base;
   if (load_key(path)) return !amoe_experiment_open(x);
+  if (unset_serving_key(x, path)) return 1;
   if (!strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||
       !strcmp(path, "workload.chunk_tokens"))
     return !amoe_experiment_batched(x);

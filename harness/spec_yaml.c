@@ -413,7 +413,7 @@ void spec_walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int 
     char vw[AMOE_PATH_MAX + 64];
     at(y, v, vw, sizeof vw);
     if (kr) {
-      if (kr->type == T_DVEC && v->type == YAML_SEQUENCE_NODE)
+      if (SPEC_IS_LIST(kr->type) && v->type == YAML_SEQUENCE_NODE)
         set_list(y, v, s, kr);
       else if (v->type != YAML_SCALAR_NODE)
         amoe_diag_add(y->d, "%s: %s must be a single value", vw, path);
@@ -476,7 +476,7 @@ int spec_set(amoe_spec *s, const char *key, const char *value, const char *where
   yaml_node_t *root = yaml_document_get_root_node(&y.doc);
   if (!root)
     spec_set_value(s, kr, "", 0, where, d);
-  else if (kr->type == T_DVEC && root->type == YAML_SEQUENCE_NODE)
+  else if (SPEC_IS_LIST(kr->type) && root->type == YAML_SEQUENCE_NODE)
     set_list(&y, root, s, kr);
   else if (root->type != YAML_SCALAR_NODE)
     amoe_diag_add(d, "%s: %s must be a single value", where, key);

@@ -217,6 +217,13 @@ typedef struct {
    *   sample_s       verification sampling per cycle (the accepted path, its bonus token)
    *   cycle_host_s   the engine's host work per speculative cycle, beyond a plain step's */
   double draft_step_s, draft_token_s, draft_extend_s, tree_node_s, sample_s, cycle_host_s;
+  /* CUDA-graph capture (docs/design.md §19): the largest captured step in
+   * tokens (0: every step runs as a graph of its own size) and the captured
+   * sizes (n = 0: the engine's rule, vLLM's 1, 2, 4, multiples of 8 below
+   * 256, then of 16 up to the largest). A step is padded up to the next
+   * captured size; a larger one runs eager. */
+  int graph_capture_max_tokens;
+  amoe_layer_values graph_capture_sizes;
 } amoe_engine;
 /* The engine's launch and step host time, or the hardware's where it sets none. */
 static inline double amoe_engine_launch_s(const amoe_engine *e, const amoe_hw *hw) {

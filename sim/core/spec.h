@@ -38,8 +38,16 @@ typedef enum {
   AMOE_ARRIVAL_CLOSED = 0,
   AMOE_ARRIVAL_POISSON = 1,
   AMOE_ARRIVAL_GAMMA = 2,
-  AMOE_ARRIVAL_TRACE = 3
+  AMOE_ARRIVAL_TRACE = 3,
+  AMOE_ARRIVAL_CONSTANT = 4,   /* rate requests per second at fixed intervals */
+  AMOE_ARRIVAL_CONCURRENCY = 5 /* closed loop: `concurrency` clients, each sending its next request when its
+                                  last one ends (vllm bench serve --max-concurrency C --request-rate inf) */
 } amoe_arrival_process;
+
+/* workload.arrival.lengths (§19): each request's prompt and output tokens
+ * uniform in [n(1-r), n(1+r)] (r = range_ratio; 0: every request n), or a
+ * normal of mean n clipped to [min, max] (inference-perf's form). */
+typedef enum { AMOE_LENGTHS_UNIFORM = 0, AMOE_LENGTHS_NORMAL = 1 } amoe_lengths;
 
 typedef enum { AMOE_COMMIT_CALIBRATE = 0, AMOE_COMMIT_TABLE = 1, AMOE_COMMIT_FILE = 2 } amoe_commit_mode;
 
@@ -64,6 +72,10 @@ typedef struct {
   int depth, top_k, nodes, candidates, top_m;
   double tau;
   char replay[AMOE_PATH_MAX];
+  /* acceptance as engines give it (§19; n = 0: tau): AL at k = 1..n, or one
+   * AL pinned at the run's k (a chain: tree.top_k 1, k = tree.depth) */
+  amoe_layer_values al;
+  int draft_passes; /* draft forwards per step (0: one per tree level, EAGLE's; 1: a block draft, DSpark's) */
   /* workload.routing.*: overrides of the model's routing, field by field
    * (NaN, or layer values with n = 0: the model's; amoe_routing_resolve) */
   amoe_routing_fit routing;
@@ -79,16 +91,21 @@ typedef struct {
   double rate;          /* poisson, gamma: requests per second */
   double cv;            /* gamma: the inter-arrival times' coefficient of variation */
   char arrival_path[AMOE_PATH_MAX]; /* trace: CSV arrival_s,prompt_tokens,output_tokens (docs/spec.md) */
-  double range_ratio;   /* poisson, gamma: lengths uniform in [n(1-r), n(1+r)] (0: the fixed n) */
+  double range_ratio;   /* lengths uniform: in [n(1-r), n(1+r)] (0: the fixed n) */
+  int lengths;          /* amoe_lengths */
+  double prompt_sd, output_sd; /* lengths normal: the standard deviations */
+  int prompt_min, prompt_max, output_min, output_max; /* lengths normal: the clip (max 0: none) */
+  int concurrency;      /* process concurrency: the clients */
   int requests;         /* poisson, gamma: how many requests arrive */
   int max_running;      /* open: requests decoding at once; the rest queue (0: workload.batch) */
   int threads; /* generator threads (not a spec key: results do not depend on it); 0 = 1 */
 } amoe_workload_spec;
 
 /* Requests decoding at once: workload.batch, or with open arrivals
- * workload.max_running (0: workload.batch). */
+ * workload.max_running (0: workload.batch; a closed loop's clients). */
 static inline int amoe_workload_slots(const amoe_workload_spec *w) {
-  return w->arrival != AMOE_ARRIVAL_CLOSED && w->max_running > 0 ? w->max_running : w->batch;
+  if (w->arrival != AMOE_ARRIVAL_CLOSED && w->max_running > 0) return w->max_running;
+  return w->arrival == AMOE_ARRIVAL_CONCURRENCY ? w->concurrency : w->batch;
 }
 
 typedef struct {

@@ -57,35 +57,61 @@ double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw
   return mx(bytes / small_bw - bytes / large_bw, 0);
 }
 
+int amoe_cost_captured_tokens(const amoe_engine *eng, int tokens) {
+  const int max = eng->graph_capture_max_tokens;
+  if (!eng->cuda_graphs || max <= 0) return tokens;
+  if (tokens > max) return 0;
+  const amoe_layer_values *v = &eng->graph_capture_sizes;
+  if (v->n > 0) { /* the smallest listed size that holds the step */
+    double best = 0;
+    for (int i = 0; i < v->n; i++)
+      if (v->v[i] >= tokens && v->v[i] <= max && (best == 0 || v->v[i] < best)) best = v->v[i];
+    return best > 0 ? (int)best : 0;
+  }
+  if (tokens <= 2) return tokens < 1 ? 1 : tokens; /* 1, 2, 4, then multiples of 8 below 256, then of 16 */
+  if (tokens <= 4) return 4;
+  const int step = tokens <= 256 ? 8 : 16;
+  const int size = (tokens + step - 1) / step * step;
+  return size <= max ? size : 0;
+}
+
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   const amoe_model *m = sh->model;
   const amoe_hw *hw = sh->hw;
   const amoe_engine *eng = sh->engine;
   const amoe_parallel *par = sh->parallel;
-  const int tokens = sh->tokens, depth = sh->depth, context = sh->context;
+  const int depth = sh->depth, context = sh->context;
+  /* under CUDA graphs the dense side runs the step's captured size (the
+   * routed experts see only the real tokens); past the largest, eager */
+  const int captured = amoe_cost_captured_tokens(eng, sh->tokens);
+  const int tokens = captured > sh->tokens ? captured : sh->tokens;
   const int tp = par && par->attention_tp > 1 ? par->attention_tp : 1;
   p->m = m;
   p->hw = hw;
   p->eng = eng;
   p->ec = amoe_cost_expert_coef(m, hw);
-  p->tokens = tokens;
+  p->tokens = sh->tokens;
+  p->padded = tokens;
   p->offload = sh->offload;
   p->fetch_overlap = sh->fetch_overlap;
-  p->eager = !eng->cuda_graphs;
+  p->eager = !eng->cuda_graphs || captured == 0;
   p->moe_tp = par && par->moe_tp > 1 ? par->moe_tp : 1;
   const int batch = sh->kv_tokens > 0; /* several requests, each over its own context */
   p->dense = batch ? amoe_cost_dense_batch(m, hw, tokens, sh->kv_tokens, sh->attn_tokens, 1, tp)
                    : amoe_cost_dense(m, hw, tokens, context, 1, tp);
-  const int steps = amoe_cost_draft_forwards(depth), dense_layers = m->layers - m->moe_layers;
+  const int levels = amoe_cost_draft_forwards(depth), dense_layers = m->layers - m->moe_layers;
+  const int steps = sh->draft_passes > 0 && sh->draft_passes < levels ? sh->draft_passes : levels;
   const int beyond = eng->request_per == AMOE_REQUEST_PER_PASS && sh->requests > 1 ? sh->requests - 1 : 0;
   p->step = hw->step_s + eng->request_s * beyond; /* (per token: amoe_cost_request_tokens) */
   /* the speculative cycle: the extend (the first forward), then steps − 1
    * draft steps over `branch` tokens each, and what the engine adds */
   const int cycle = steps > 0 || sh->draft_priced;
   const double branch = sh->branch > 0 ? sh->branch : 1, accepted = sh->accepted > 0 ? sh->accepted : 1;
-  p->extend = steps > 0 ? amoe_cost_draft(m, hw, eng, accepted, tp) + eng->draft_extend_s : 0;
+  /* the levels a forward short of one per level folds into the extend's */
+  const double folded = steps < levels ? (double)(levels - steps + 1) * branch : 0;
+  p->extend = steps > 0 ? amoe_cost_draft(m, hw, eng, accepted + folded, tp) + eng->draft_extend_s : 0;
   p->draft = steps > 1 ? (steps - 1) * amoe_cost_draft(m, hw, eng, branch, tp) : 0;
-  p->tree = cycle ? eng->tree_node_s * tokens * m->layers : 0; /* the tree mask read by every layer's attention */
+  p->tree = cycle ? eng->tree_node_s * sh->tokens * m->layers : 0; /* the tree mask read by every layer's attention */
   p->sample = cycle ? eng->sample_s : 0;
   p->cycle_host = cycle ? eng->cycle_host_s : 0;
   p->select = 0;

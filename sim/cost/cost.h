@@ -65,6 +65,12 @@ double amoe_cost_draft(const amoe_model *m, const amoe_hw *hw, const amoe_engine
  * EAGLE workers; `speculative-num-steps` = depth = forwards). */
 static inline int amoe_cost_draft_forwards(int depth) { return depth > 0 ? depth : 0; }
 
+/* The tokens a step of `tokens` tokens runs as under the engine's CUDA
+ * graphs (§19): the smallest captured size at or above it, or 0 when it is
+ * above the largest and runs eager. An eager engine, or one whose every step
+ * is captured (graph_capture_max_tokens 0), runs it as it is. */
+int amoe_cost_captured_tokens(const amoe_engine *eng, int tokens);
+
 /* ---- The one cost function of a forward pass (docs/design.md §9) ----
  * Everything that prices a pass (the run loop, the policies that predict a
  * cost, calibrate-hw) goes through amoe_cost_pass_init + amoe_cost_layer /
@@ -77,6 +83,7 @@ typedef struct amoe_cost_pass_ctx {
   const amoe_engine *eng;
   amoe_expert_coef ec;
   int tokens, offload, fetch_overlap, eager;
+  int padded;         /* the tokens the dense side runs: `tokens` up to its captured size (§19) */
   int moe_tp;         /* each expert split over this many GPUs */
   double dense;       /* one MoE layer's attention, norms, shared experts (device) */
   double comm;        /* several GPUs: one MoE layer's collectives (two all-reduces, or one and a dispatch + combine) */
@@ -144,6 +151,10 @@ typedef struct {
    * pass's requests (context unused); 0: one request, `context` */
   double kv_tokens, attn_tokens;
   int requests; /* the pass's requests (engine.request_s for each beyond the first); 0: one */
+  /* draft forwards per step (§19; 0: one per tree level, EAGLE's): fewer
+   * forwards each run over more positions (1: a block draft, DSpark's, all
+   * `depth` positions in the one forward beside the committed tokens) */
+  int draft_passes;
 } amoe_pass_shape;
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh);
 amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c);

@@ -2,6 +2,7 @@
  * request, and every pass runs the stages of stages.h over the slots'
  * blocks together. */
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 
 #include "stages.h"
@@ -375,9 +376,14 @@ static void advance(const amoe_spec *s, const amoe_offline *offline, const row_s
  * no request running the clock waits for the next. */
 static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
                                const int *rows, int nr, int one, const amoe_source_request *rq, int nrq,
-                               const amoe_arrival *plan, bslot *sl, bpass *bp, const amoe_run_hooks *h,
+                               amoe_arrival *plan, bslot *sl, bpass *bp, const amoe_run_hooks *h,
                                int record_only, int group, int groups, amoe_err *e) {
   const int B = amoe_workload_slots(&s->workload);
+  /* a closed loop: each client sends its next request when its last one
+   * ends, so request j >= C arrives when the (j - C)-th request finishes */
+  const int loop = plan && s->workload.arrival == AMOE_ARRIVAL_CONCURRENCY;
+  int sent = loop ? (s->workload.concurrency < nrq ? s->workload.concurrency : nrq) : 0;
+  for (int i = sent; loop && i < nrq; i++) plan[i].arrival_s = INFINITY; /* (each row's schedule starts over) */
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
   int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
   uint64_t done = 0, total = 0;
@@ -449,6 +455,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       if (x->first_s < 0) x->first_s = end; /* no prompt: its first decode pass gives its first token */
       if (x->target > 0 && rs[rows[0]].slot_committed[act[q]] >= x->target) { /* (one row) */
         AMOE_TRY(request_done(rs, rows, nr, sl, act[q], plan, record_only, e));
+        if (loop && sent < nrq) plan[sent++].arrival_s = end;
         continue;
       }
       if (one && ++x->pos < x->len) continue;
@@ -464,6 +471,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         return bp->rc[q];
       }
       AMOE_TRY(request_done(rs, rows, nr, sl, i, plan, record_only, e)); /* its last block */
+      if (loop && sent < nrq) plan[sent++].arrival_s = end;
     }
     if (h && h->on_progress && !record_only) /* (the groups' shares of the blocks, one after another) */
       h->on_progress(h->ctx, (group * total + (done < total ? done : total)) / (uint64_t)groups);

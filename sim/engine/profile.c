@@ -108,7 +108,7 @@ amoe_status amoe_step_table_profile(const amoe_spec *s, amoe_source *src, int ma
         amoe_cost_pass_ctx pc;
         amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine,
             .parallel = &s->parallel, .offload = s->offload.enabled, .fetch_overlap = s->offload.overlap,
-            .tokens = tokens, .depth = n > 1 ? maxd : 0, .branch = s->workload.top_k * B, .accepted = accepted,
+            .tokens = tokens, .draft_passes = s->workload.draft_passes, .depth = n > 1 ? maxd : 0, .branch = s->workload.top_k * B, .accepted = accepted,
             .context = s->workload.context_tokens, .kv_tokens = B * ctx, .attn_tokens = tokens * ctx, .requests = B});
         amoe_pass_time pt = amoe_cost_pass_begin(&pc);
         for (int l = 0; l < L; l++) {

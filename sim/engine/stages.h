@@ -429,7 +429,9 @@ static inline void account_pass(amoe_totals *tt, const amoe_cost_pass_ctx *pc) {
 static inline amoe_cost_pass_ctx pass_cost(const amoe_spec *s, const row_state *rs, const amoe_pass_shape *sh, int drafted,
                                     double mtp_s, int candidates) {
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, sh);
+  amoe_pass_shape shape = *sh;
+  shape.draft_passes = s->workload.draft_passes;
+  amoe_cost_pass_init(&pc, &shape);
   if (rs->draft->mtp) pc.draft = mtp_s;
   if (drafted) pc.select = rs->select_s;
   /* a predictor scores every candidate, however few nodes it then keeps */

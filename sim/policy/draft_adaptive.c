@@ -102,7 +102,7 @@ static void add_node(expert_state *x, const amoe_block *b, int t) {
 static amoe_pass_shape shape_of(const amoe_spec *s, int requests, int tokens, int maxd) {
   const double ctx = s->workload.context_tokens;
   return (amoe_pass_shape){.model = &s->model, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
-      .offload = s->offload.enabled, .fetch_overlap = s->offload.overlap, .tokens = tokens, .depth = maxd,
+      .offload = s->offload.enabled, .fetch_overlap = s->offload.overlap, .tokens = tokens, .draft_passes = s->workload.draft_passes, .depth = maxd,
       .branch = s->workload.top_k * requests, .accepted = requests, .context = s->workload.context_tokens,
       .kv_tokens = requests * ctx, .attn_tokens = tokens * ctx, .requests = requests};
 }

@@ -10,7 +10,8 @@
 #include "grow.h"
 #include "rng.h"
 
-const char *const amoe_arrival_names[] = {"closed", "poisson", "gamma", "trace", NULL};
+const char *const amoe_arrival_names[] = {"closed", "poisson", "gamma", "trace", "constant", "concurrency", NULL};
+const char *const amoe_lengths_names[] = {"uniform", "normal", NULL};
 
 /* Gamma(shape a, scale 1) from r: Marsaglia and Tsang's method, with
  * a < 1 boosted by U^(1/a). */
@@ -53,6 +54,25 @@ static int length_of(uint64_t seed, uint32_t request, int which, int n, double r
   const double u = amoe_rng_coin(seed ^ 0x6c656e677468ULL, request, (uint64_t)which);
   const int v = (int)(lo + floor(u * (hi - lo + 1)));
   return v < min ? min : v;
+}
+
+/* A length normal of mean n and deviation sd, rounded and clipped to
+ * [lo, hi] (hi 0: no upper clip), at least min. */
+static int normal_length_of(uint64_t seed, uint32_t request, int which, int n, double sd, int lo, int hi, int min) {
+  amoe_rng r;
+  amoe_rng_seed(&r, seed ^ 0x6c656e677468ULL, request, 2 + (uint64_t)which);
+  double v = floor(n + sd * amoe_rng_normal(&r) + 0.5);
+  if (v < lo) v = lo;
+  if (hi > 0 && v > hi) v = hi;
+  return v < min ? min : (int)v;
+}
+
+static int request_length(const amoe_workload_spec *w, uint32_t i, int output) {
+  if (w->lengths == AMOE_LENGTHS_NORMAL)
+    return output ? normal_length_of(w->seed, i, 1, w->tokens_per_request, w->output_sd, w->output_min, w->output_max, 1)
+                  : normal_length_of(w->seed, i, 0, w->prompt_tokens, w->prompt_sd, w->prompt_min, w->prompt_max, 0);
+  return output ? length_of(w->seed, i, 1, w->tokens_per_request, w->range_ratio, 1)
+                : length_of(w->seed, i, 0, w->prompt_tokens, w->range_ratio, 0);
 }
 
 /* ---- the trace: CSV, a header naming the three columns, a row per request ---- */
@@ -164,16 +184,23 @@ amoe_status amoe_arrival_plan(const amoe_workload_spec *w, amoe_arrival **out, i
   case AMOE_ARRIVAL_TRACE: return read_trace(w->arrival_path, out, n, e);
   default: break;
   }
-  if (!(w->rate > 0)) return amoe_fail(e, AMOE_EINVAL, "workload.arrival.rate: %g, must be above 0", w->rate);
+  const int loop = w->arrival == AMOE_ARRIVAL_CONCURRENCY;
+  if (loop && w->concurrency < 1)
+    return amoe_fail(e, AMOE_EINVAL, "workload.arrival.concurrency: %d, must be at least 1", w->concurrency);
+  if (!loop && !(w->rate > 0)) return amoe_fail(e, AMOE_EINVAL, "workload.arrival.rate: %g, must be above 0", w->rate);
   if (w->requests < 1) return amoe_fail(e, AMOE_EINVAL, "workload.requests: %d, must be at least 1", w->requests);
   amoe_arrival *v = malloc((size_t)w->requests * sizeof *v);
   if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   const double cv = w->arrival == AMOE_ARRIVAL_POISSON ? 1 : w->cv;
   double t = 0;
   for (int i = 0; i < w->requests; i++) {
-    t += amoe_arrival_gap(w->seed, (uint32_t)i, cv) / w->rate; /* (the first arrives one gap in) */
-    v[i] = (amoe_arrival){t, length_of(w->seed, (uint32_t)i, 0, w->prompt_tokens, w->range_ratio, 0),
-                          length_of(w->seed, (uint32_t)i, 1, w->tokens_per_request, w->range_ratio, 1)};
+    if (loop) /* each client's first request at once; the rest when a request ends (amoe_arrival_sent) */
+      t = i < w->concurrency ? 0 : INFINITY;
+    else if (w->arrival == AMOE_ARRIVAL_CONSTANT)
+      t = i / w->rate;
+    else
+      t += amoe_arrival_gap(w->seed, (uint32_t)i, cv) / w->rate; /* (the first arrives one gap in) */
+    v[i] = (amoe_arrival){t, request_length(w, (uint32_t)i, 0), request_length(w, (uint32_t)i, 1)};
   }
   *out = v;
   *n = w->requests;

@@ -12,6 +12,8 @@
 
 /* workload.arrival.process, by amoe_arrival_process, NULL-terminated. */
 extern const char *const amoe_arrival_names[];
+/* workload.arrival.lengths, by amoe_lengths, NULL-terminated. */
+extern const char *const amoe_lengths_names[];
 
 typedef struct {
   double arrival_s;  /* from the run's start; nondecreasing in request order */
@@ -21,7 +23,8 @@ typedef struct {
 
 /* The open workload's requests in arrival order (*n of them, the caller
  * frees *out); closed: *out NULL and *n 0. A trace's errors name its
- * file:line:column. */
+ * file:line:column. A closed loop (concurrency C) knows only its first C
+ * arrivals (0); the others are INFINITY until the schedule sends them. */
 amoe_status amoe_arrival_plan(const amoe_workload_spec *w, amoe_arrival **out, int *n, amoe_err *e);
 
 /* One gamma-distributed draw of mean 1 and coefficient of variation cv

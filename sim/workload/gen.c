@@ -359,6 +359,9 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   if (p->nodes < 1 || p->candidates < p->nodes || p->candidates > AMOE_MAX_NODES)
     return amoe_fail(e, AMOE_EINVAL, "workload.tree: need 1 <= nodes <= candidates <= %d",
                      AMOE_MAX_NODES);
+  if (p->chain_accept_n > 0 && (p->branch != 1 || p->chain_accept_n != p->depth))
+    return amoe_fail(e, AMOE_EINVAL, "workload.acceptance.al sets a chain's acceptance: workload.tree.top_k 1 (not %d)",
+                     p->branch);
   if (!p->replay && p->tau < 1)
     return amoe_fail(e, AMOE_EINVAL, "workload.acceptance.tau must be >= 1");
   amoe_gen *g = calloc(1, sizeof *g);
@@ -413,7 +416,9 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   /* (copied: the caller's arrays need not outlive the generator) */
   g->p.locality_layers = g->p.request_bias_layers = g->p.skew_layers = g->p.score_scale_layers = NULL;
   g->p.tree_sibling_layers = g->p.tree_repeat_layers = NULL;
-  if (!p->replay && p->accept_scale > 0) {
+  if (p->chain_accept_n > 0) {
+    g->h = 1; /* (unused: the chain's positions accept as given) */
+  } else if (!p->replay && p->accept_scale > 0) {
     g->h = p->accept_scale;
   } else if (!p->replay) {
     amoe_status st = calibrate(g, e);
@@ -436,6 +441,55 @@ void amoe_gen_close(amoe_gen *g) {
 }
 
 double amoe_gen_accept_scale(const amoe_gen *g) { return g->h; }
+
+/* Reach of positions 1..k under scale x: each step of the curve times x,
+ * at most the reach before it. Their sum grows with x. */
+static double chain_reach(const double *c, int k, double x, double *r) {
+  double prev = 1, sum = 0;
+  for (int i = 0; i < k; i++) {
+    r[i] = c[i] * x < prev ? c[i] * x : prev;
+    prev = r[i];
+    sum += r[i];
+  }
+  return sum;
+}
+
+amoe_status amoe_gen_chain_accept(const double *al, int n, int k, double *a, amoe_err *e) {
+  if (k < 1 || k > AMOE_GEN_MAX_CHAIN)
+    return amoe_fail(e, AMOE_EINVAL, "workload.tree.depth %d: a chain of 1..%d draft tokens", k, AMOE_GEN_MAX_CHAIN);
+  if (n != 1 && n < k)
+    return amoe_fail(e, AMOE_EINVAL, "workload.acceptance.al gives AL at k = 1..%d, but the chain drafts %d tokens", n, k);
+  const double target = (n == 1 ? al[0] : al[k - 1]) - 1;
+  if (!(target >= 0) || target > k)
+    return amoe_fail(e, AMOE_EINVAL, "workload.acceptance.al %g at k = %d: must be in 1..%d", target + 1, k, k + 1);
+  double c[AMOE_GEN_MAX_CHAIN], r[AMOE_GEN_MAX_CHAIN];
+  for (int i = 0; i < k; i++) { /* one pinned AL: every position alike; a curve: its steps */
+    const double step = n == 1 ? 1 : al[i] - (i ? al[i - 1] : 1);
+    c[i] = step > 0 ? step : 0;
+  }
+  double lo = 0, hi = 1;
+  while (chain_reach(c, k, hi, r) < target && hi < 1e12) hi *= 2;
+  for (int it = 0; it < 200; it++) { /* (n = 1: the constant a with a + ... + a^k = target) */
+    const double mid = 0.5 * (lo + hi);
+    if (n == 1) {
+      double sum = 0, pw = 1;
+      for (int i = 0; i < k; i++) sum += pw *= mid;
+      if (sum < target) lo = mid;
+      else hi = mid;
+    } else if (chain_reach(c, k, mid, r) < target) lo = mid;
+    else hi = mid;
+  }
+  if (n == 1) {
+    for (int i = 0; i < k; i++) a[i] = 0.5 * (lo + hi);
+    return AMOE_OK;
+  }
+  chain_reach(c, k, 0.5 * (lo + hi), r);
+  for (int i = 0; i < k; i++) {
+    const double before = i ? r[i - 1] : 1;
+    a[i] = before > 0 ? r[i] / before : 0;
+  }
+  return AMOE_OK;
+}
 
 double amoe_gen_default_skew(int experts) {
   if (experts <= 8) return AMOE_FIT_SKEW_FEW;
@@ -547,6 +601,17 @@ static int draw_accepted(amoe_gen *g, int n, uint8_t *accepted) {
         }
       }
       t = pick;
+      accepted[t] = 1;
+    }
+    return t;
+  }
+  if (g->p.chain_accept_n > 0) { /* position d accepted with its own chance, given d − 1 was */
+    for (int d = 0; d < g->p.chain_accept_n; d++) {
+      int next = -1;
+      for (int j = g->child_start[t]; j < g->child_start[t + 1] && next < 0; j++)
+        if (g->verified[g->child_list[j]]) next = g->child_list[j];
+      if (next < 0 || !(amoe_rng_unif(&g->rng) < g->p.chain_accept[d])) break;
+      t = next;
       accepted[t] = 1;
     }
     return t;

@@ -51,6 +51,7 @@
 #include "rng.h"
 
 #define AMOE_GEN_DIM 8
+#define AMOE_GEN_MAX_CHAIN 16 /* workload.tree.depth at most */
 
 /* The standard normal the generator draws for a 16-bit piece u of its
  * random stream: an approximation of the normal quantile at (u + 1/2)/65536
@@ -97,7 +98,22 @@ typedef struct {
   double drift_tokens;
   int tokens_per_request;
   double accept_scale; /* > 0: use this acceptance scale instead of calibrating */
+  /* acceptance given as engines give it (§19; n = 0: tau's calibration): a
+   * chain's acceptance at each position, conditional on the one before it
+   * (amoe_gen_chain_accept) */
+  double chain_accept[AMOE_GEN_MAX_CHAIN];
+  int chain_accept_n;
 } amoe_gen_params;
+
+/* A chain of k draft tokens whose mean accept length (committed tokens per
+ * step, the bonus token included) is the curve's AL at k: al[0..n) gives AL
+ * at k = 1..n (n = 1: one AL pinned at the run's k, every position then
+ * accepted alike). The curve's steps AL(i) − AL(i−1) are the chances of
+ * reaching position i; made non-increasing (a chain cannot reach a position
+ * more often than the one before it) and scaled as one so that they add to
+ * AL(k) − 1 exactly, so a curve that saturates or falls comes out as given
+ * at k. Writes the conditional acceptance of positions 1..k into a[0..k). */
+amoe_status amoe_gen_chain_accept(const double *al, int n, int k, double *a, amoe_err *e);
 
 typedef struct amoe_gen amoe_gen;
 

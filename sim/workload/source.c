@@ -198,6 +198,9 @@ static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model 
   }
   p.drift_tokens = r.drift_tokens;
   p.tokens_per_request = w->tokens_per_request;
+  amoe_err ignored; /* (the spec loader checked the curve against the chain) */
+  if (w->al.n > 0 && amoe_gen_chain_accept(w->al.v, w->al.n, w->depth, p.chain_accept, &ignored) == AMOE_OK)
+    p.chain_accept_n = w->depth;
   return p;
 }
 
@@ -230,7 +233,12 @@ static json_t *gen_provenance(const amoe_source *s, const amoe_gen_params *p) {
       json_object_set_new(ro, names[which], a);
     }
   }
-  if (w->replay[0]) {
+  if (w->al.n > 0) {
+    json_object_set_new(o, "acceptance", json_string("al"));
+    json_t *a = json_array();
+    for (int i = 0; i < w->al.n; i++) json_array_append_new(a, json_real(w->al.v[i]));
+    json_object_set_new(o, "al", a);
+  } else if (w->replay[0]) {
     json_object_set_new(o, "acceptance", json_string("replay"));
     json_object_set_new(o, "replay_steps", json_integer(s->replay_n));
   } else {
