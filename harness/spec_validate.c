@@ -203,6 +203,7 @@ void amoe_spec_defaults(amoe_spec *s) {
   w->cv = 1;
   w->requests = 100;
   w->concurrency = 1;
+  w->prefill_sample = 256;
   w->output_min = 1;
   w->chunk_tokens = 512;
   w->seed = 1;

@@ -85,15 +85,17 @@ static int swept_cycle(const amoe_experiment *x) {
 /* Keys of §19 that a spec sets only where it serves as an engine serves:
  * written where set (non-zero, or a list) or swept, so a spec without them
  * resolves as it did before them. */
-static const char *const SERVING_KEYS[] = {"engine.graph_capture_max_tokens", "engine.graph_capture_sizes",
+static const char *const SERVING_KEYS[] = {"hardware.peak_flops_fp8", "hardware.peak_flops_fp4",
+                                           "engine.graph_capture_max_tokens", "engine.graph_capture_sizes",
                                            "workload.acceptance.al", "workload.tree.draft_passes", NULL};
 static int unset_serving_key(const amoe_experiment *x, const char *path) {
   for (int i = 0; SERVING_KEYS[i]; i++)
     if (!strcmp(path, SERVING_KEYS[i])) {
       const krow *k = spec_find_key(path);
       const char *p = (const char *)&x->base + k->off;
-      const int unset = k->type == T_INT ? *(const int *)(const void *)p == 0
-                                         : ((const amoe_layer_values *)(const void *)p)->n == 0;
+      const int unset = k->type == T_INT   ? *(const int *)(const void *)p == 0
+                        : k->type == T_DBL ? *(const double *)(const void *)p == 0
+                                           : ((const amoe_layer_values *)(const void *)p)->n == 0;
       return unset && !swept(x, path);
     }
   return 0;
@@ -105,6 +107,8 @@ static int unused_batch_key(const amoe_experiment *x, const char *path) {
   const amoe_spec *s = &x->base;
   if (load_key(path)) return !amoe_experiment_open(x);
   if (unset_serving_key(x, path)) return 1;
+  if (!strcmp(path, "workload.prefill_sample")) /* (only a prompt reads it) */
+    return s->workload.prompt_tokens == 0 && !amoe_experiment_open(x) && !swept(x, path);
   if (!strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||
       !strcmp(path, "workload.chunk_tokens"))
     return !amoe_experiment_batched(x);

@@ -7,7 +7,17 @@
 
 const char *const amoe_router_names[] = {"softmax", "sigmoid-normalized", "softmax-normalized", "softmax-topk",
                                          NULL};
-const char *const amoe_weight_fmt_names[] = {"bf16", "fp8-block128", "mxfp4", NULL};
+const char *const amoe_weight_fmt_names[] = {"bf16", "fp8-block128", "mxfp4", "nvfp4", NULL};
+
+double amoe_model_format_bytes(int format, int rows, int cols) {
+  const double n = (double)rows * cols;
+  switch (format) {
+  case AMOE_FMT_FP8_BLOCK128: return n + 4.0 * ((rows + 127) / 128) * ((cols + 127) / 128);
+  case AMOE_FMT_MXFP4: return n / 2 + n / 32; /* an e8m0 byte per 32 weights */
+  case AMOE_FMT_NVFP4: return n / 2 + n / 16 + 4; /* an e4m3 byte per 16, an fp32 per tensor */
+  default: return 2 * n;
+  }
+}
 const char *const amoe_placement_names[] = {"contiguous", "round-robin", "balanced", "file", NULL};
 const char *const amoe_moe_comm_names[] = {"all-reduce", "all-to-all", NULL};
 const char *const amoe_moe_kernels_names[] = {"fused", "per-expert", "loop", NULL};

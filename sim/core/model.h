@@ -25,7 +25,10 @@ typedef enum {
 } amoe_router;
 /* Names in amoe_router order, NULL-terminated (the spec key model.router). */
 extern const char *const amoe_router_names[];
-typedef enum { AMOE_FMT_BF16 = 0, AMOE_FMT_FP8_BLOCK128 = 1, AMOE_FMT_MXFP4 = 2 } amoe_weight_fmt;
+/* Expert weight formats (docs/design.md §4): bf16; fp8 with an fp32 scale
+ * per 128x128 block; mxfp4, 4-bit weights with an e8m0 scale per 32; nvfp4,
+ * 4-bit weights with an fp8 scale per 16 (and one fp32 per tensor). */
+typedef enum { AMOE_FMT_BF16 = 0, AMOE_FMT_FP8_BLOCK128 = 1, AMOE_FMT_MXFP4 = 2, AMOE_FMT_NVFP4 = 3 } amoe_weight_fmt;
 extern const char *const amoe_weight_fmt_names[]; /* by amoe_weight_fmt, NULL-terminated */
 
 /* A value per MoE layer: n = 0 unset (the default), 1 the same at every
@@ -110,6 +113,7 @@ typedef struct {
   double hbm_bw;          /* effective device-memory bandwidth, bytes/s */
   double h2d_bw;          /* pinned host-to-device bandwidth, bytes/s */
   double peak_flops;      /* dense bf16 FLOP/s */
+  double peak_flops_fp8, peak_flops_fp4; /* dense FLOP/s in fp8 and in 4-bit formats (0: the next wider's) */
   /* what a routed expert's tokens compute at (its grouped GEMM at a few
    * tokens per expert, far below peak_flops; fitted where measured,
    * docs/validation.md); 0: peak_flops */
@@ -241,9 +245,11 @@ static inline double amoe_engine_draft_step_s(const amoe_engine *e, const amoe_h
   return e->draft_step_s > 0 ? e->draft_step_s : hw->draft_step_fixed_s;
 }
 
-/* Bytes of one routed expert: the explicit value if set, else bf16 3·d·f·2. */
+/* Bytes of one routed expert: the explicit value if set, else its three
+ * d x f matrices in the model's weight format, scales included. */
+double amoe_model_format_bytes(int format, int rows, int cols);
 static inline double amoe_model_expert_bytes(const amoe_model *m) {
-  return m->expert_bytes > 0 ? m->expert_bytes : 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;
+  return m->expert_bytes > 0 ? m->expert_bytes : 3.0 * amoe_model_format_bytes(m->weight_format, m->hidden, m->moe_intermediate);
 }
 /* Bytes of one shared expert (always bf16 3·d·f·2). */
 double amoe_model_shared_expert_bytes(const amoe_model *m);

@@ -80,6 +80,7 @@ typedef struct {
    * (NaN, or layer values with n = 0: the model's; amoe_routing_resolve) */
   amoe_routing_fit routing;
   int prompt_tokens; /* each request's prompt: one prefill pass before its blocks (0: none) */
+  int prefill_sample; /* a prefill chunk longer than this routes this many of its tokens (amoe_gen_prefill; 0: all) */
   /* requests decoding at once (§17; 1: one request's blocks one after
    * another, the papers' setting); a finished request's slot goes to the
    * next request (continuous batching) */

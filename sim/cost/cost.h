@@ -30,10 +30,20 @@ typedef struct {
   double mem_s;       /* bytes / (η·BW) */
   double per_token_s; /* 2·3·d·f / peak */
 } amoe_expert_coef;
+/* The dense FLOP/s an expert in the model's weight format computes at
+ * (the hardware's peak for the format; the next wider format's where the
+ * preset gives none). */
+static inline double amoe_cost_format_flops(const amoe_model *m, const amoe_hw *hw) {
+  const double fp8 = hw->peak_flops_fp8 > 0 ? hw->peak_flops_fp8 : hw->peak_flops;
+  if (m->weight_format == AMOE_FMT_FP8_BLOCK128) return fp8;
+  if (m->weight_format == AMOE_FMT_MXFP4 || m->weight_format == AMOE_FMT_NVFP4)
+    return hw->peak_flops_fp4 > 0 ? hw->peak_flops_fp4 : fp8;
+  return hw->peak_flops;
+}
 static inline amoe_expert_coef amoe_cost_expert_coef(const amoe_model *m, const amoe_hw *hw) {
   amoe_expert_coef c = {amoe_model_expert_bytes(m) / (hw->moe_eta * hw->hbm_bw),
                         2.0 * 3.0 * m->hidden * (double)m->moe_intermediate /
-                            (hw->moe_flops > 0 ? hw->moe_flops : hw->peak_flops)};
+                            (hw->moe_flops > 0 ? hw->moe_flops : amoe_cost_format_flops(m, hw))};
   return c;
 }
 static inline double amoe_cost_expert_at(amoe_expert_coef c, int n) {

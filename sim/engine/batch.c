@@ -126,7 +126,7 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
           const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
           for (int j = 0; j < k; j++) bp->cov[(size_t)l * E + id[j]] = 1;
         }
-    const double ctx = s->workload.context_tokens + rs->slot_committed[act[q]];
+    const double ctx = s->workload.context_tokens + x->prompt + rs->slot_committed[act[q]]; /* (its prompt's KV too) */
     kv += ctx;
     attn += nn * ctx;
     tokens += nn;

@@ -525,17 +525,53 @@ static void request_bias_start(const amoe_gen *g, uint32_t req, float *out) {
   for (int i = 0; i < n; i++) out[i] *= g->req_scale[i / g->p.experts];
 }
 
+/* The k largest of z[0..E) (ties to the lower id; -INFINITY never), in
+ * one pass keeping them sorted: the set a repeated argmax would give. */
+static int top_k_of(const float *z, int E, int k, int *top) {
+  float v[AMOE_MAX_TOPK];
+  int n = 0;
+  for (int x = 0; x < E; x++) {
+    const float zx = z[x];
+    if (zx == -INFINITY || (n == k && !(zx > v[k - 1]))) continue;
+    int i = n < k ? n++ : k - 1; /* (full: the last one leaves) */
+    for (; i > 0 && zx > v[i - 1]; i--) { /* after any equal one: ties keep the lower id first */
+      v[i] = v[i - 1];
+      top[i] = top[i - 1];
+    }
+    v[i] = zx;
+    top[i] = x;
+  }
+  return n;
+}
+
 amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t req, int tokens, int chunk, uint16_t *counts, amoe_err *e) {
   const int L = g->p.layers, E = g->p.experts, D = AMOE_GEN_DIM, k = g->p.top_k;
   if (chunk <= 0 || chunk > tokens) chunk = tokens > 0 ? tokens : 1;
   memset(counts, 0, (size_t)((tokens + chunk - 1) / chunk) * L * E * sizeof *counts);
   if (tokens <= 0) return AMOE_OK;
+  /* the routed tokens: every token, or in a chunk longer than
+   * prefill_sample tokens that many spread evenly over it, each counting
+   * for the tokens up to the next (their weights add to the chunk's) */
+  const int S = g->p.prefill_sample;
+  int m = 0;
+  for (int c0 = 0; c0 < tokens; c0 += chunk) {
+    const int n = tokens - c0 < chunk ? tokens - c0 : chunk;
+    m += S > 0 && n > S ? S : n;
+  }
   float *rb = g->req_bias ? malloc(((size_t)L * E + 16) * sizeof(float)) : NULL;
-  float *tok = malloc(((size_t)tokens * D + 16) * sizeof(float)), *xi = malloc(((size_t)tokens * D + 16) * sizeof(float));
+  float *tok = malloc(((size_t)m * D + 16) * sizeof(float)), *xi = malloc(((size_t)m * D + 16) * sizeof(float));
   float *eps = malloc(((size_t)E + 16) * sizeof(float)), *zf = malloc((size_t)E * sizeof(float));
-  if ((g->req_bias && !rb) || !tok || !xi || !eps || !zf) {
-    free(rb), free(tok), free(xi), free(eps), free(zf);
+  int *wt = malloc((size_t)m * 2 * sizeof *wt), *ck = wt ? wt + m : NULL;
+  if ((g->req_bias && !rb) || !tok || !xi || !eps || !zf || !wt) {
+    free(rb), free(tok), free(xi), free(eps), free(zf), free(wt);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for a prefill");
+  }
+  for (int c0 = 0, j = 0; c0 < tokens; c0 += chunk) {
+    const int n = tokens - c0 < chunk ? tokens - c0 : chunk, mc = S > 0 && n > S ? S : n;
+    for (int i = 0; i < mc; i++, j++) {
+      wt[j] = (int)((int64_t)(i + 1) * n / mc - (int64_t)i * n / mc);
+      ck[j] = c0 / chunk;
+    }
   }
   if (rb) request_bias_start(g, req, rb);
   const float lc = (float)g->p.layer_correlation, clc = (float)sqrt(1 - lc * (double)lc);
@@ -545,9 +581,9 @@ amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t req, int tokens, int chunk, u
   for (int l = 0; l < L; l++) {
     const float *wl = g->w + (size_t)l * E * D, *bl = g->bias + (size_t)l * E;
     const float rho = g->rho[l], crho = g->crho[l];
-    normals16(&r4, xi, tokens * D);
+    normals16(&r4, xi, m * D);
     float prev[AMOE_GEN_DIM] = {0}, st[AMOE_GEN_DIM];
-    for (int t = 0; t < tokens; t++) {
+    for (int t = 0; t < m; t++) {
       float *tk = tok + (size_t)t * D;
       for (int i = 0; i < D; i++) {
         tk[i] = l ? lc * tk[i] + clc * xi[(size_t)t * D + i] : xi[(size_t)t * D + i];
@@ -555,17 +591,11 @@ amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t req, int tokens, int chunk, u
         prev[i] = st[i];
       }
       node_logits(&r4, eps, wl, st, bl, rb ? rb + (size_t)l * E : NULL, E, sig, zf);
-      for (int j = 0; j < k; j++) { /* the top-k, ties to the lower id */
-        int best = -1;
-        for (int x = 0; x < E; x++)
-          if (zf[x] != -INFINITY && (best < 0 || zf[x] > zf[best])) best = x;
-        if (best < 0) break;
-        counts[((size_t)(t / chunk) * L + l) * E + best]++;
-        zf[best] = -INFINITY;
-      }
+      int top[AMOE_MAX_TOPK], nt = top_k_of(zf, E, k, top);
+      for (int j = 0; j < nt; j++) counts[((size_t)ck[t] * L + l) * E + top[j]] += (uint16_t)wt[t];
     }
   }
-  free(rb), free(tok), free(xi), free(eps), free(zf);
+  free(rb), free(tok), free(xi), free(eps), free(zf), free(wt);
   return AMOE_OK;
 }
 

@@ -103,6 +103,10 @@ typedef struct {
    * (amoe_gen_chain_accept) */
   double chain_accept[AMOE_GEN_MAX_CHAIN];
   int chain_accept_n;
+  /* a prefill chunk longer than this routes this many of its tokens,
+   * spread evenly, each standing for its share of the chunk (0: every
+   * token; amoe_gen_prefill) */
+  int prefill_sample;
 } amoe_gen_params;
 
 /* A chain of k draft tokens whose mean accept length (committed tokens per
@@ -135,7 +139,11 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e);
  * decode tokens' locality, the request's bias as it starts), on a stream
  * of their own (the request's blocks do not depend on it). Adds each
  * token's natural top-k to counts[chunk][layer][expert] (zeroed first),
- * token t in chunk t / chunk (chunk 0: one chunk of every token). */
+ * token t in chunk t / chunk (chunk 0: one chunk of every token). A chunk
+ * longer than prefill_sample tokens routes that many of them, spread
+ * evenly, each counted for the tokens it stands for: at a few hundred
+ * tokens a chunk's union is already nearly every expert, and the counts'
+ * shares are what its cost reads. */
 amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t r, int tokens, int chunk, uint16_t *counts, amoe_err *e);
 /* How many blocks request r has (at most limit): its trees and accepted
  * paths drawn as amoe_gen_next draws them, without their routing. Leaves
