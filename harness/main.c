@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cells.h"
 #include "exec.h"
 #include "fit.h"
 #include "merge.h"
@@ -85,7 +86,7 @@ static int report(amoe_status st, const amoe_err *e) {
 static int g_threads;
 
 typedef struct {
-  const char *out, *dump, *format, *model, *input, *backend, *compute, *target, *trace;
+  const char *out, *dump, *format, *model, *input, *backend, *compute, *target, *trace, *only, *csv, *curves;
   char *sets[64];
   int nset, blocks_csv, quiet, json, markdown, window, repeats, profile, cold, threads, hybrid, blocks, keep_drift, keep_noise;
   int shard_i, shard_n; /* run --shard I/N: the sweep points p with p mod N = I */
@@ -140,6 +141,12 @@ static int parse_opts(int argc, char **argv, opts *o) {
         return usage_error("--threads needs an integer in 1..256%s", "");
     } else if (!strcmp(a, "--target")) {
       if (!(o->target = NEXT())) return usage_error("%s needs a path", a);
+    } else if (!strcmp(a, "--only")) {
+      if (!(o->only = NEXT())) return usage_error("%s needs ID,ID,...", a);
+    } else if (!strcmp(a, "--csv")) {
+      if (!(o->csv = NEXT())) return usage_error("%s needs a path", a);
+    } else if (!strcmp(a, "--curves")) {
+      if (!(o->curves = NEXT())) return usage_error("%s needs a path", a);
     } else if (!strcmp(a, "--trace")) {
       if (!(o->trace = NEXT())) return usage_error("%s needs a path", a);
     } else if (!strcmp(a, "--shard")) {
@@ -544,6 +551,47 @@ static int cmd_run(int argc, char **argv) {
 out:
   command_end(&c);
   return rc;
+}
+
+/* ------------------------------------------------------------ cells */
+
+/* One run of a cell's spec: a plain `run` of it into out_dir, quietly. */
+static amoe_status cells_run(void *ctx, const char *spec, char *const *sets, int nset, const char *out_dir, amoe_err *e) {
+  (void)ctx;
+  amoe_experiment *x = calloc(1, sizeof *x);
+  amoe_spec *s = calloc(1, sizeof *s);
+  amoe_diag d = {0};
+  amoe_status st = x && s ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory for the spec");
+  if (!st && amoe_experiment_load(x, spec, sets, nset, &d) != AMOE_OK) st = AMOE_EINVAL;
+  if (!st && amoe_experiment_point(x, 0, s, &d) != AMOE_OK) st = AMOE_EINVAL;
+  if (st == AMOE_EINVAL) amoe_fail(e, AMOE_EINVAL, "%s", d.n ? d.msgs[0] : "the spec");
+  amoe_diag_free(&d);
+  if (!st) {
+    s->workload.threads = 1;
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.quiet = 1;
+    o.shard_n = 1;
+    const amoe_results_opts ro = {out_dir, x, spec, NULL, 0, NULL, 0, 1, NULL};
+    amoe_results *res = NULL;
+    st = amoe_results_open(&res, &ro, e);
+    if (!st) st = run_point(&o, s, 0, 1, res, e);
+    if (!st) st = amoe_results_commit(res, e);
+    amoe_results_close(res);
+  }
+  free(x);
+  free(s);
+  return st;
+}
+
+static int cmd_cells(int argc, char **argv) {
+  opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc) return rc;
+  if (!o.input) return usage_error("cells needs a cell file (CSV; docs/spec.md \"Serving cells\")%s", "");
+  const amoe_cells_opts co = {o.input, o.only, o.csv, o.curves, o.out, o.quiet, stdout, cells_run, NULL};
+  amoe_err e = {{0}};
+  return report(amoe_cells(&co, &e), &e);
 }
 
 /* ------------------------------------------------------------ gen, import */
@@ -1071,6 +1119,16 @@ static const struct {
      "(default cublas-loop: tensor cores); write results/calibration/<hw>.yaml\n"
      "(used by later runs; ACCEPTMOE_CALIBRATION=off ignores it)",
      "--set --backend --compute-backend --out -o"},
+    {"cells", cmd_cells, "CELLS.csv [--only ID,...] [--csv OUT.csv] [--curves CURVES.csv] [--out DIR] [--quiet]",
+     "run every serving cell of the file (docs/spec.md \"Serving cells\") once\n"
+     "per deployment, load and draft, and print each row's prediction, its\n"
+     "measurement and the signed error, the MAPE per metric and per source,\n"
+     "and for each deployment and load with speculation off and on the\n"
+     "measured and predicted ratio of on to off. A row that cannot run is\n"
+     "listed with its reason. --csv writes id,predicted,measured,error,status;\n"
+     "--curves: acceptance curves for rows without an al (default: the\n"
+     "acceptance_curves.csv beside the file); --out keeps each run's files",
+     "--only --csv --curves --out -o --quiet -q"},
     {"presets", cmd_presets, "", "list model, hardware, interconnect and engine presets", ""},
     {"policies", cmd_policies, "[--markdown]", "list every draft and verifier policy with its parameters (--markdown: as\n"
      "the table README.md and docs/spec.md carry)", "--markdown"},

@@ -1,0 +1,708 @@
+/* acceptmoe cells: read the serving cells, run each (deployment, load,
+ * draft) once, print prediction against measurement (docs/design.md §19;
+ * the format: docs/spec.md "Serving cells"). */
+#define _XOPEN_SOURCE 700 /* nftw */
+#include "cells.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "results.h"
+#include "spec_load.h"
+
+/* ------------------------------------------------------------ the file */
+
+enum { C_ID, C_SOURCE, C_GRADE, C_MODEL, C_HW, C_GPUS, C_TP, C_EP, C_ENGINE, C_WEIGHTS, C_DRAFT, C_K, C_AL, C_ISL,
+       C_OSL, C_LENGTHS, C_LOAD, C_REQUESTS, C_METRIC, C_VALUE, NCOLS };
+static const char *const COLS[NCOLS] = {"id", "source", "grade", "model", "hardware", "gpus", "tp", "ep", "engine",
+                                        "weights", "draft", "k", "al", "isl", "osl", "lengths", "load", "requests",
+                                        "metric", "value"};
+static const char *const METRICS[] = {"output_tok_s", "total_tok_s", "output_tok_s_per_gpu", "tpot_ms", "tpot_ms_p50",
+                                      "ttft_ms_p50", NULL};
+static const char *const DRAFTS[] = {"none", "mtp", "eagle3", "dspark", "dspark-adaptive", NULL};
+
+#define FIELD_MAX 512
+typedef struct {
+  char f[NCOLS][FIELD_MAX];
+  int line;
+  int gpus, tp, ep, k, requests, isl, osl; /* -1: not stated (gpus, tp, ep); isl, osl 0: a dataset's */
+  double al, value;
+  int metric, draft;
+  int run;                /* index into the runs, or -1: skipped */
+  char why[256];          /* the reason it is skipped */
+  double predicted;
+} cell;
+
+typedef struct {
+  cell *rows;
+  int n, cap;
+} cell_file;
+
+static int name_index(const char *const *names, const char *s) {
+  for (int i = 0; names[i]; i++)
+    if (!strcmp(names[i], s)) return i;
+  return -1;
+}
+
+/* The next field of line at *p (quoted or not; spaces around it dropped)
+ * into out; its 1-based column in *col. 0 at the end of the line. */
+static int next_field(const char *line, const char **p, char *out, int *col, int *bad) {
+  if (!**p) return 0;
+  while (**p == ' ' || **p == '\t') (*p)++;
+  *col = (int)(*p - line) + 1;
+  size_t n = 0;
+  if (**p == '"') { /* "..." with "" for a quote */
+    (*p)++;
+    for (;;) {
+      if (!**p) {
+        *bad = 1;
+        break;
+      }
+      if (**p == '"' && (*p)[1] == '"') (*p)++;
+      else if (**p == '"') {
+        (*p)++;
+        break;
+      }
+      if (n + 1 < FIELD_MAX) out[n++] = **p;
+      (*p)++;
+    }
+    while (**p == ' ' || **p == '\t') (*p)++;
+    if (**p && **p != ',') *bad = 1;
+  } else {
+    while (**p && **p != ',') {
+      if (n + 1 < FIELD_MAX) out[n++] = **p;
+      (*p)++;
+    }
+    while (n && (out[n - 1] == ' ' || out[n - 1] == '\t')) n--;
+  }
+  out[n] = 0;
+  if (**p == ',') {
+    (*p)++;
+    if (!**p) *bad = 2; /* (a trailing comma: one more, empty field) */
+  }
+  return 1;
+}
+
+/* A whole number >= lo from s (empty: `empty`, when allowed). */
+static int whole(const char *s, int lo, int empty_ok, int empty, int *out) {
+  if (!s[0]) {
+    *out = empty;
+    return empty_ok;
+  }
+  char *end;
+  errno = 0;
+  const long v = strtol(s, &end, 10);
+  if (errno || *end || v < lo || v > 100000000) return 0;
+  *out = (int)v;
+  return 1;
+}
+
+static amoe_status parse_file(const char *path, cell_file *cf, amoe_err *e) {
+  memset(cf, 0, sizeof *cf);
+  FILE *f = fopen(path, "r");
+  if (!f) return amoe_fail(e, AMOE_EIO, "%s: cannot read: %s", path, strerror(errno));
+  char line[8192], buf[FIELD_MAX];
+  int lineno = 0, map[NCOLS], header = 0, ncol = 0;
+  long offset = 0;
+  amoe_status st = AMOE_OK;
+  while (st == AMOE_OK && fgets(line, sizeof line, f)) {
+    lineno++;
+    const long at = offset;
+    offset += (long)strlen(line);
+    if (!strchr(line, '\n') && !feof(f)) {
+      st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:1 (byte %ld): a line longer than %zu characters", path, lineno, at,
+                     sizeof line - 2);
+      break;
+    }
+    line[strcspn(line, "\r\n")] = 0;
+    const char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p || *p == '#') continue;
+    p = line;
+    int col = 1, bad = 0, i = 0;
+    if (!header) { /* the header: every column of the format, in any order, and no other */
+      for (int c = 0; c < NCOLS; c++) map[c] = -1;
+      while (next_field(line, &p, buf, &col, &bad)) {
+        const int c = name_index(COLS, buf);
+        if (c < 0 || map[c] >= 0) {
+          st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:%d (byte %ld): %s column '%s' (the columns: docs/spec.md \"Serving "
+                         "cells\")", path, lineno, col, at + col - 1, c < 0 ? "unknown" : "a second", buf);
+          break;
+        }
+        map[c] = i++;
+      }
+      for (int c = 0; c < NCOLS && st == AMOE_OK; c++)
+        if (map[c] < 0)
+          st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:1 (byte %ld): the header has no column '%s'", path, lineno, at,
+                         COLS[c]);
+      ncol = i;
+      header = 1;
+      continue;
+    }
+    if (cf->n == cf->cap) {
+      const int nc = cf->cap ? 2 * cf->cap : 64;
+      cell *nr = realloc(cf->rows, (size_t)nc * sizeof *nr);
+      if (!nr) {
+        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+        break;
+      }
+      cf->rows = nr;
+      cf->cap = nc;
+    }
+    cell *r = &cf->rows[cf->n];
+    memset(r, 0, sizeof *r);
+    r->line = lineno;
+    r->run = -1;
+    int cols_at[NCOLS] = {0};
+    while (st == AMOE_OK && next_field(line, &p, buf, &col, &bad)) {
+      if (bad == 1) {
+        st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:%d (byte %ld): an unterminated or misplaced quote", path, lineno, col,
+                       at + col - 1);
+        break;
+      }
+      if (i >= ncol) {
+        st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:%d (byte %ld): more than the header's %d columns", path, lineno, col,
+                       at + col - 1, ncol);
+        break;
+      }
+      for (int c = 0; c < NCOLS; c++)
+        if (map[c] == i) {
+          snprintf(r->f[c], FIELD_MAX, "%s", buf);
+          cols_at[c] = col;
+        }
+      i++;
+      if (bad == 2 && i < ncol) { /* the trailing comma's empty field */
+        for (int c = 0; c < NCOLS; c++)
+          if (map[c] == i) cols_at[c] = (int)strlen(line) + 1;
+        i++;
+      }
+    }
+    if (st != AMOE_OK) break;
+    if (i < ncol) {
+      st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:%d (byte %ld): %d columns, the header has %d", path, lineno,
+                     (int)strlen(line) + 1, at + (long)strlen(line), i, ncol);
+      break;
+    }
+    /* the fields' own forms (positions: each field's column) */
+#define BAD(c, what)                                                                                              \
+  do {                                                                                                            \
+    st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:%d (byte %ld): %s must be %s, not '%s'", path, lineno, cols_at[c],    \
+                   at + cols_at[c] - 1, COLS[c], what, r->f[c]);                                                  \
+  } while (0)
+    char *end;
+    if (!r->f[C_ID][0]) BAD(C_ID, "a name");
+    else if (!whole(r->f[C_GPUS], 1, 1, -1, &r->gpus)) BAD(C_GPUS, "a whole number, at least 1 (or empty)");
+    else if (!whole(r->f[C_TP], 1, 1, -1, &r->tp)) BAD(C_TP, "a whole number, at least 1 (or empty)");
+    else if (!whole(r->f[C_EP], 1, 1, -1, &r->ep)) BAD(C_EP, "a whole number, at least 1 (or empty)");
+    else if (!whole(r->f[C_K], 0, 0, 0, &r->k)) BAD(C_K, "a whole number, at least 0");
+    else if (!whole(r->f[C_REQUESTS], 1, 1, 0, &r->requests)) BAD(C_REQUESTS, "a whole number, at least 1 (or empty)");
+    if (st != AMOE_OK) break;
+    errno = 0;
+    r->al = r->f[C_AL][0] ? strtod(r->f[C_AL], &end) : 0;
+    if (r->f[C_AL][0] && (errno || *end || !(r->al >= 1) || r->al > 64)) BAD(C_AL, "an acceptance length in 1..64 (or empty)");
+    errno = 0;
+    r->value = strtod(r->f[C_VALUE], &end);
+    if (st == AMOE_OK && (errno || *end || !r->f[C_VALUE][0] || !isfinite(r->value) || !(r->value > 0)))
+      BAD(C_VALUE, "a number above 0");
+    if (st == AMOE_OK && (r->draft = name_index(DRAFTS, r->f[C_DRAFT])) < 0)
+      BAD(C_DRAFT, "none, mtp, eagle3, dspark or dspark-adaptive");
+    if (st == AMOE_OK && (r->draft == 0) != (r->k == 0)) BAD(C_K, r->draft ? "at least 1 with a draft" : "0 with draft none");
+    if (st != AMOE_OK) break;
+#undef BAD
+    r->isl = whole(r->f[C_ISL], 1, 0, 0, &r->isl) ? r->isl : 0; /* (a dataset's name: 0) */
+    r->osl = whole(r->f[C_OSL], 1, 0, 0, &r->osl) ? r->osl : 0;
+    r->metric = name_index(METRICS, r->f[C_METRIC]);
+    for (int j = 0; j < cf->n; j++)
+      if (!strcmp(cf->rows[j].f[C_ID], r->f[C_ID])) {
+        st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:%d (byte %ld): id '%s' is also line %d's", path, lineno, cols_at[C_ID],
+                       at + cols_at[C_ID] - 1, r->f[C_ID], cf->rows[j].line);
+        break;
+      }
+    if (st == AMOE_OK) cf->n++;
+  }
+  if (st == AMOE_OK && ferror(f)) st = amoe_fail(e, AMOE_EIO, "%s: read error", path);
+  if (st == AMOE_OK && !header) st = amoe_fail(e, AMOE_EFORMAT, "%s: no header (docs/spec.md \"Serving cells\")", path);
+  fclose(f);
+  if (st != AMOE_OK) {
+    free(cf->rows);
+    memset(cf, 0, sizeof *cf);
+  }
+  return st;
+}
+
+amoe_status amoe_cells_parse(const char *path, int *rows, amoe_err *e) {
+  cell_file cf;
+  AMOE_TRY(parse_file(path, &cf, e));
+  *rows = cf.n;
+  free(cf.rows);
+  return AMOE_OK;
+}
+
+/* ------------------------------------------------------------ acceptance curves */
+
+typedef struct {
+  char name[64], model[64], draft[32], mode[32];
+  double al[8];
+} curve;
+
+/* acceptance_curves.csv (curve,model,draft,mode,k1..k8,source); a missing
+ * file is no curves. */
+static amoe_status read_curves(const char *path, curve **out, int *n, amoe_err *e) {
+  *out = NULL;
+  *n = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return AMOE_OK;
+  char line[4096], buf[FIELD_MAX];
+  int lineno = 0, cap = 0;
+  amoe_status st = AMOE_OK;
+  while (st == AMOE_OK && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    if (++lineno == 1 || !line[0] || line[0] == '#') continue;
+    curve c;
+    memset(&c, 0, sizeof c);
+    const char *p = line;
+    int col, bad = 0, i = 0;
+    while (next_field(line, &p, buf, &col, &bad) && st == AMOE_OK) {
+      char *end;
+      if (i == 0) snprintf(c.name, sizeof c.name, "%.63s", buf);
+      else if (i == 1) snprintf(c.model, sizeof c.model, "%.63s", buf);
+      else if (i == 2) snprintf(c.draft, sizeof c.draft, "%.31s", buf);
+      else if (i == 3) snprintf(c.mode, sizeof c.mode, "%.31s", buf);
+      else if (i < 12 && (c.al[i - 4] = strtod(buf, &end), *end || !(c.al[i - 4] >= 1)))
+        st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:%d: k%d must be an acceptance length, not '%s'", path, lineno, col,
+                       i - 3, buf);
+      i++;
+    }
+    if (st == AMOE_OK && i < 12) st = amoe_fail(e, AMOE_EFORMAT, "%s:%d: curve,model,draft,mode,k1..k8 expected", path, lineno);
+    if (st != AMOE_OK) break;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 16;
+      curve *nc = realloc(*out, (size_t)cap * sizeof *nc);
+      if (!nc) {
+        st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+        break;
+      }
+      *out = nc;
+    }
+    (*out)[(*n)++] = c;
+  }
+  fclose(f);
+  if (st != AMOE_OK) {
+    free(*out);
+    *out = NULL;
+    *n = 0;
+  }
+  return st;
+}
+
+/* ------------------------------------------------------------ rows to runs */
+
+/* What a row runs: its deployment, load and draft, as spec text and
+ * overrides. Rows that share it share one run. */
+typedef struct {
+  char key[2048];
+  char spec[4096];
+  char sets[8][256];
+  int nset, gpus;
+  const char *policy_note;
+  int done, failed;
+  char why[256];
+  /* what the run gave */
+  double output_tok_s, total_tok_s, tpot_mean_s, tpot_p50_s, ttft_p50_s;
+} cell_run;
+
+static int preset_exists(const char *kind, const char *name) {
+  char dir[AMOE_PATH_MAX], path[AMOE_PATH_MAX + 200];
+  amoe_presets_dir(dir, sizeof dir, kind, NULL);
+  for (const char *c = name; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.')) return 0;
+  snprintf(path, sizeof path, "%s/%s.yaml", dir, name);
+  struct stat sb;
+  return name[0] && stat(path, &sb) == 0;
+}
+
+/* The node's link where the hardware preset names none: NVIDIA's NVLink of
+ * that generation. */
+static const char *default_link(const char *hw) {
+  static const char *const L[][2] = {{"h100", "nvlink4"}, {"h200", "nvlink4"}, {"h20", "nvlink4"}, {"b200", "nvlink5"}};
+  for (size_t i = 0; i < sizeof L / sizeof L[0]; i++)
+    if (!strcmp(L[i][0], hw)) return L[i][1];
+  return NULL;
+}
+
+/* The run a row asks for into r (its key, spec and overrides), or the
+ * reason it cannot run into why (return 0). */
+static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *why, size_t wn) {
+  memset(r, 0, sizeof *r);
+  const char *model = c->f[C_MODEL], *hw = c->f[C_HW];
+  char engine[FIELD_MAX];
+  snprintf(engine, sizeof engine, "%s", c->f[C_ENGINE]);
+  char *ov = strchr(engine, ';');
+  if (ov) *ov++ = 0;
+  if (c->metric < 0) return snprintf(why, wn, "metric '%s' is not one this command predicts", c->f[C_METRIC]), 0;
+  if (!preset_exists("models", model))
+    return snprintf(why, wn, "no model preset '%s' (its shape is in no public config read here)", model), 0;
+  if (!preset_exists("hw", hw)) return snprintf(why, wn, "no hardware preset '%s'", hw), 0;
+  if (!preset_exists("engines", engine)) return snprintf(why, wn, "no engine preset '%.200s'", engine), 0;
+  if (c->gpus < 1 || c->tp < 1) return snprintf(why, wn, "the layout is not stated (gpus, tp)"), 0;
+  if (c->tp != c->gpus)
+    return snprintf(why, wn, "attention data-parallel (tp %d of %d GPUs) is not modelled", c->tp, c->gpus), 0;
+  const int ep = c->ep < 1 ? 1 : c->ep;
+  if (c->gpus % ep) return snprintf(why, wn, "ep %d does not divide %d GPUs", ep, c->gpus), 0;
+  if (!c->isl || !c->osl)
+    return snprintf(why, wn, "lengths '%s': no stand-in for that dataset's lengths yet", c->f[C_LENGTHS]), 0;
+  if (c->k > 16) return snprintf(why, wn, "k %d: a chain of at most 16 draft tokens", c->k), 0;
+  /* lengths */
+  char lengths[256] = "";
+  const char *L = c->f[C_LENGTHS];
+  double a[6];
+  if (!strcmp(L, "fixed") || !L[0]) {
+  } else if (sscanf(L, "uniform:%lf", &a[0]) == 1 && a[0] >= 0 && a[0] < 1) {
+    snprintf(lengths, sizeof lengths, ", lengths: uniform, range_ratio: %.17g", a[0]);
+  } else if (sscanf(L, "normal:%lf:%lf:%lf:%lf:%lf:%lf", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5]) == 6) {
+    snprintf(lengths, sizeof lengths,
+             ", lengths: normal, prompt_sd: %.17g, output_sd: %.17g, prompt_min: %d, prompt_max: %d, output_min: %d, "
+             "output_max: %d", a[0], a[1], (int)a[2], (int)a[3], a[4] < 1 ? 1 : (int)a[4], (int)a[5]);
+  } else
+    return snprintf(why, wn, "lengths '%s': fixed, uniform:R or normal:SD_IN:SD_OUT:IN_MIN:IN_MAX:OUT_MIN:OUT_MAX", L), 0;
+  /* load */
+  char arrival[256];
+  int conc = 0;
+  double rate = 0;
+  int requests = c->requests;
+  if (sscanf(c->f[C_LOAD], "concurrency:%d", &conc) == 1 && conc >= 1 && conc <= 4096) {
+    snprintf(arrival, sizeof arrival, "{process: concurrency, concurrency: %d%s}", conc, lengths);
+    if (!requests) requests = 4 * conc > 64 ? 4 * conc : 64; /* (none stated: four per client) */
+  } else if ((sscanf(c->f[C_LOAD], "constant:%lf", &rate) == 1 || sscanf(c->f[C_LOAD], "poisson:%lf", &rate) == 1) &&
+             rate > 0) {
+    snprintf(arrival, sizeof arrival, "{process: %s, rate: %.17g%s}", c->f[C_LOAD][0] == 'c' ? "constant" : "poisson",
+             rate, lengths);
+    if (!requests) requests = (int)fmin(fmax(ceil(rate * 60), 64), 2000); /* (none stated: a minute's worth) */
+  } else
+    return snprintf(why, wn, "load '%s': concurrency:C, constant:R or poisson:R", c->f[C_LOAD]), 0;
+  /* the draft and its acceptance */
+  char accept[512] = "", policy[128] = "autoregressive", tree[128] = "{depth: 1, top_k: 1, nodes: 2}";
+  int passes = 0;
+  r->policy_note = "";
+  if (c->draft > 0) {
+    snprintf(tree, sizeof tree, "{depth: %d, top_k: 1, nodes: %d}", c->k, c->k + 1);
+    if (c->al > 0) {
+      snprintf(accept, sizeof accept, "{al: [%.17g]}", c->al);
+    } else { /* the model's curve for the draft (dspark-adaptive: dspark's) */
+      const char *d = c->draft == 4 ? "dspark" : c->f[C_DRAFT];
+      const curve *hit = NULL;
+      for (int i = 0; i < ncv && !hit; i++)
+        if (!strcmp(cv[i].model, model) && !strcmp(cv[i].draft, d)) hit = &cv[i];
+      if (!hit) return snprintf(why, wn, "no al, and no acceptance curve for %s with %s", model, d), 0;
+      if (c->k > 8) return snprintf(why, wn, "no al, and the curve stops at k = 8"), 0;
+      int n = snprintf(accept, sizeof accept, "{al: [");
+      for (int i = 0; i < 8; i++) n += snprintf(accept + n, sizeof accept - (size_t)n, "%s%.17g", i ? ", " : "", hit->al[i]);
+      snprintf(accept + n, sizeof accept - (size_t)n, "]}");
+      r->policy_note = "al from the acceptance curve";
+    }
+    if (c->draft == 1) snprintf(policy, sizeof policy, "{draft: mtp, tokens: %d}", c->k);
+    else if (c->draft == 2 || c->draft == 3) snprintf(policy, sizeof policy, "natural");
+    else snprintf(policy, sizeof policy, "{draft: adaptive, cost: tokens}");
+    passes = c->draft >= 3; /* DSpark drafts its block in one forward */
+  } else {
+    snprintf(accept, sizeof accept, "{al: [1.5]}"); /* (the implicit natural row's, unread) */
+  }
+  char model_extra[128] = "";
+  if (c->f[C_WEIGHTS][0]) {
+    static const char *const W[][2] = {{"bf16", "bf16"}, {"fp8", "fp8-block128"}, {"nvfp4", "nvfp4"}, {"mxfp4", "mxfp4"}};
+    const char *fmt = NULL;
+    for (size_t i = 0; i < sizeof W / sizeof W[0]; i++)
+      if (!strcmp(W[i][0], c->f[C_WEIGHTS])) fmt = W[i][1];
+    if (!fmt) return snprintf(why, wn, "weights '%s': bf16, fp8, nvfp4 or mxfp4", c->f[C_WEIGHTS]), 0;
+    r->nset = 0;
+    snprintf(model_extra, sizeof model_extra, "%s", fmt);
+  }
+  const char *link = default_link(hw);
+  char hwline[256];
+  snprintf(hwline, sizeof hwline, "{preset: %s, gpus: %d%s%s}", hw, c->gpus, link && c->gpus > 1 ? ", interconnect: " : "",
+           link && c->gpus > 1 ? link : "");
+  snprintf(r->spec, sizeof r->spec,
+           "name: cell\nmodel: %s\nhardware: %s\nparallel: {attention_tp: %d, moe_ep: %d, moe_tp: %d}\n"
+           "engine: {preset: %s}\nworkload:\n  tokens_per_request: %d\n  prompt_tokens: %d\n  seed: 1\n"
+           "  tree: %s\n  acceptance: %s\n  arrival: %s\n  requests: %d\npolicies: [%s]\noutput: {requests_csv: true}\n",
+           model, hwline, c->tp, ep, c->gpus / ep, engine, c->osl, c->isl, tree, accept, arrival, requests, policy);
+  /* a format other than the preset's: its bytes by the format (expert_bytes 0) */
+  if (model_extra[0]) {
+    snprintf(r->sets[r->nset++], sizeof r->sets[0], "model.weight_format=%s", model_extra);
+    snprintf(r->sets[r->nset++], sizeof r->sets[0], "model.expert_bytes=0");
+  }
+  if (passes) snprintf(r->sets[r->nset++], sizeof r->sets[0], "workload.tree.draft_passes=1");
+  for (char *tok = ov ? strtok(ov, ";") : NULL; tok; tok = strtok(NULL, ";")) {
+    if (r->nset == 8) return snprintf(why, wn, "more than %d overrides", 8 - 3), 0;
+    if (!strchr(tok, '=')) return snprintf(why, wn, "override '%s' is not KEY=VALUE", tok), 0;
+    snprintf(r->sets[r->nset++], sizeof r->sets[0], "%s", tok);
+  }
+  r->gpus = c->gpus;
+  int n = snprintf(r->key, sizeof r->key, "%s", r->spec);
+  for (int i = 0; i < r->nset; i++) n += snprintf(r->key + n, sizeof r->key - (size_t)n, "|%s", r->sets[i]);
+  return 1;
+}
+
+/* ------------------------------------------------------------ reading a run */
+
+/* The first data row of a CSV (and the header) as fields; returns the
+ * number of fields (0: none). */
+static int csv_first_row(const char *path, char hdr[][64], char row[][64], int max) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  static char h[65536], l[65536];
+  int n = 0;
+  if (fgets(h, sizeof h, f) && fgets(l, sizeof l, f)) {
+    h[strcspn(h, "\r\n")] = 0;
+    l[strcspn(l, "\r\n")] = 0;
+    char *sh, *sl, *a = strtok_r(h, ",", &sh), *b = strtok_r(l, ",", &sl);
+    for (; a && b && n < max; n++, a = strtok_r(NULL, ",", &sh), b = strtok_r(NULL, ",", &sl)) {
+      snprintf(hdr[n], 64, "%s", a);
+      snprintf(row[n], 64, "%s", b);
+    }
+  }
+  fclose(f);
+  return n;
+}
+
+static double column(char hdr[][64], char row[][64], int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(hdr[i], name)) return strtod(row[i], NULL);
+  return NAN;
+}
+
+/* The summary's first row (the row the spec lists first) and its requests'
+ * prompt tokens (requests.csv) into r. */
+static amoe_status read_run(const char *dir, cell_run *r, amoe_err *e) {
+  char path[AMOE_PATH_MAX + 32];
+  static char hdr[256][64], row[256][64];
+  snprintf(path, sizeof path, "%.1000s/summary.csv", dir);
+  const int n = csv_first_row(path, hdr, row, 256);
+  if (n == 0) return amoe_fail(e, AMOE_EIO, "%s: no result row", path);
+  const double committed = column(hdr, row, n, "committed_tokens"), dur = column(hdr, row, n, "duration_s");
+  const char *policy = NULL;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(hdr[i], "policy")) policy = row[i];
+  if (!(dur > 0) || !policy) return amoe_fail(e, AMOE_EIO, "%s: no duration_s or policy", path);
+  r->tpot_mean_s = column(hdr, row, n, "tpot_mean_s");
+  r->tpot_p50_s = column(hdr, row, n, "tpot_p50_s");
+  r->ttft_p50_s = column(hdr, row, n, "ttft_p50_s");
+  double prompt = 0;
+  snprintf(path, sizeof path, "%.1000s/requests.csv", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return amoe_fail(e, AMOE_EIO, "%s: cannot read: %s", path, strerror(errno));
+  char line[4096];
+  int pcol = -1, lcol = 0;
+  if (fgets(line, sizeof line, f)) { /* policy,request,arrival_s,admitted_s,first_token_s,finish_s,prompt_tokens,... */
+    line[strcspn(line, "\r\n")] = 0;
+    int i = 0;
+    for (char *s, *t = strtok_r(line, ",", &s); t; t = strtok_r(NULL, ",", &s), i++) {
+      if (!strcmp(t, "prompt_tokens")) pcol = i;
+      if (!strcmp(t, "policy")) lcol = i;
+    }
+  }
+  while (pcol >= 0 && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    int i = 0, mine = 0;
+    for (char *s, *t = strtok_r(line, ",", &s); t; t = strtok_r(NULL, ",", &s), i++) {
+      if (i == lcol) mine = !strcmp(t, policy);
+      if (i == pcol && mine) prompt += strtod(t, NULL);
+    }
+  }
+  fclose(f);
+  r->output_tok_s = committed / dur;
+  r->total_tok_s = (committed + prompt) / dur;
+  return AMOE_OK;
+}
+
+static double metric_of(const cell_run *r, int metric) {
+  switch (metric) {
+  case 0: return r->output_tok_s;
+  case 1: return r->total_tok_s;
+  case 2: return r->output_tok_s / r->gpus;
+  case 3: return 1000 * r->tpot_mean_s;
+  case 4: return 1000 * r->tpot_p50_s;
+  case 5: return 1000 * r->ttft_p50_s;
+  default: return NAN;
+  }
+}
+
+/* ------------------------------------------------------------ the report */
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(p);
+}
+
+static int wanted(const char *only, const char *id) {
+  if (!only) return 1;
+  const size_t n = strlen(id);
+  for (const char *p = only; (p = strstr(p, id)); p += n)
+    if ((p == only || p[-1] == ',') && (p[n] == ',' || !p[n])) return 1;
+  return 0;
+}
+
+/* The rows' deployment and load without the draft: what an on row's off
+ * row shares. */
+static void base_key(const cell *c, char *out, size_t n) {
+  snprintf(out, n, "%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s", c->f[C_MODEL], c->f[C_HW], c->f[C_GPUS], c->f[C_TP],
+           c->f[C_EP], c->f[C_ENGINE], c->f[C_WEIGHTS], c->f[C_ISL], c->f[C_OSL], c->f[C_LENGTHS], c->f[C_LOAD],
+           c->f[C_REQUESTS], c->f[C_METRIC]);
+}
+
+amoe_status amoe_cells(const amoe_cells_opts *o, amoe_err *e) {
+  cell_file cf;
+  AMOE_TRY(parse_file(o->path, &cf, e));
+  char cpath[AMOE_PATH_MAX + 64];
+  if (o->curves) snprintf(cpath, sizeof cpath, "%s", o->curves);
+  else {
+    snprintf(cpath, sizeof cpath, "%s", o->path);
+    char *slash = strrchr(cpath, '/');
+    snprintf(slash ? slash + 1 : cpath, sizeof cpath - (size_t)(slash ? slash + 1 - cpath : 0), "acceptance_curves.csv");
+  }
+  curve *cv = NULL;
+  int ncv = 0;
+  amoe_status st = read_curves(cpath, &cv, &ncv, e);
+  cell_run *runs = st == AMOE_OK ? calloc((size_t)(cf.n ? cf.n : 1), sizeof *runs) : NULL;
+  int nruns = 0;
+  if (st == AMOE_OK && !runs) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  for (int i = 0; i < cf.n && st == AMOE_OK; i++) { /* rows to runs; a skipped row says why */
+    cell *c = &cf.rows[i];
+    if (!wanted(o->only, c->f[C_ID])) {
+      snprintf(c->why, sizeof c->why, "not in --only");
+      continue;
+    }
+    cell_run r;
+    if (!row_run(c, cv, ncv, &r, c->why, sizeof c->why)) continue;
+    int j = 0;
+    while (j < nruns && strcmp(runs[j].key, r.key)) j++;
+    if (j == nruns) runs[nruns++] = r;
+    c->run = j;
+  }
+  /* the runs, in a folder of their own each */
+  char base[AMOE_PATH_MAX];
+  int made_tmp = 0;
+  if (st == AMOE_OK && o->work_dir) {
+    snprintf(base, sizeof base, "%s", o->work_dir);
+    st = amoe_mkdirs(base, e);
+  } else if (st == AMOE_OK) {
+    const char *t = getenv("TMPDIR");
+    snprintf(base, sizeof base, "%s/acceptmoe-cells-XXXXXX", t && t[0] ? t : "/tmp");
+    if (!mkdtemp(base)) st = amoe_fail(e, AMOE_EIO, "%s: cannot make a temporary folder: %s", base, strerror(errno));
+    else made_tmp = 1;
+  }
+  for (int j = 0; j < nruns && st == AMOE_OK; j++) {
+    cell_run *r = &runs[j];
+    char dir[AMOE_PATH_MAX + 32], spec[AMOE_PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s/run%03d", base, j);
+    snprintf(spec, sizeof spec, "%s/spec.yaml", dir);
+    if ((st = amoe_mkdirs(dir, e))) break;
+    FILE *f = fopen(spec, "w");
+    if (!f || fputs(r->spec, f) < 0 || fclose(f)) {
+      st = amoe_fail(e, AMOE_EIO, "%s: cannot write", spec);
+      break;
+    }
+    if (!o->quiet) fprintf(stderr, "cells: run %d of %d\n", j + 1, nruns);
+    char *sets[8];
+    for (int i = 0; i < r->nset; i++) sets[i] = r->sets[i];
+    amoe_err re = {{0}};
+    const amoe_status rs = o->run(o->ctx, spec, sets, r->nset, dir, &re);
+    if (rs == AMOE_EINTR) {
+      st = amoe_fail(e, AMOE_EINTR, "interrupted");
+      break;
+    }
+    r->done = rs == AMOE_OK && read_run(dir, r, &re) == AMOE_OK;
+    if (!r->done) {
+      r->failed = 1;
+      snprintf(r->why, sizeof r->why, "the run failed: %.220s", re.msg[0] ? re.msg : "see its errors above");
+    }
+  }
+  if (made_tmp) nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  if (st != AMOE_OK) {
+    free(runs), free(cv), free(cf.rows);
+    return st;
+  }
+  /* the matrix: every row, then the MAPE per metric and per source, then the ratios */
+  FILE *out = o->out;
+  fprintf(out, "| id | metric | predicted | measured | error | status |\n|---|---|---|---|---|---|\n");
+  for (int i = 0; i < cf.n; i++) {
+    cell *c = &cf.rows[i];
+    if (c->run >= 0 && runs[c->run].failed) snprintf(c->why, sizeof c->why, "%s", runs[c->run].why);
+    if (c->run >= 0 && runs[c->run].done) {
+      c->predicted = metric_of(&runs[c->run], c->metric);
+      fprintf(out, "| %s | %s | %.4g | %.4g | %+.1f%% | ok%s%s |\n", c->f[C_ID], c->f[C_METRIC], c->predicted, c->value,
+              100 * (c->predicted - c->value) / c->value, runs[c->run].policy_note[0] ? ", " : "",
+              runs[c->run].policy_note);
+    } else {
+      c->run = -1;
+      if (strcmp(c->why, "not in --only")) fprintf(out, "| %s | %s | | %.4g | | skipped: %s |\n", c->f[C_ID], c->f[C_METRIC], c->value, c->why);
+    }
+  }
+  fprintf(out, "\nMean absolute percentage error:\n\n| by | group | rows | MAPE |\n|---|---|---|---|\n");
+  for (int by = 0; by < 2; by++) {
+    for (int i = 0; i < cf.n; i++) {
+      const int col = by ? C_SOURCE : C_METRIC;
+      if (cf.rows[i].run < 0) continue;
+      int first = 1;
+      for (int j = 0; j < i && first; j++)
+        first = !(cf.rows[j].run >= 0 && !strcmp(cf.rows[j].f[col], cf.rows[i].f[col]));
+      if (!first) continue;
+      double s = 0;
+      int n = 0;
+      for (int j = i; j < cf.n; j++)
+        if (cf.rows[j].run >= 0 && !strcmp(cf.rows[j].f[col], cf.rows[i].f[col]))
+          s += fabs(cf.rows[j].predicted - cf.rows[j].value) / cf.rows[j].value, n++;
+      fprintf(out, "| %s | %s | %d | %.1f%% |\n", by ? "source" : "metric", cf.rows[i].f[col], n, 100 * s / n);
+    }
+  }
+  fprintf(out, "\nSpeculation on over off (the headline):\n\n| on | off | metric | measured | predicted | error |\n"
+               "|---|---|---|---|---|---|\n");
+  double rs = 0;
+  int rn = 0;
+  for (int i = 0; i < cf.n; i++) {
+    const cell *on = &cf.rows[i];
+    if (on->draft == 0 || on->run < 0) continue;
+    char ka[1024], kb[1024];
+    base_key(on, ka, sizeof ka);
+    for (int j = 0; j < cf.n; j++) {
+      const cell *off = &cf.rows[j];
+      if (off->draft != 0 || off->run < 0) continue;
+      base_key(off, kb, sizeof kb);
+      if (strcmp(ka, kb)) continue;
+      const double m = on->value / off->value, p = on->predicted / off->predicted;
+      fprintf(out, "| %s | %s | %s | %.3f | %.3f | %+.1f%% |\n", on->f[C_ID], off->f[C_ID], on->f[C_METRIC], m, p,
+              100 * (p - m) / m);
+      rs += fabs(p - m) / m;
+      rn++;
+      break;
+    }
+  }
+  if (rn) fprintf(out, "\nRatio MAPE: %.1f%% over %d pairs\n", 100 * rs / rn, rn);
+  else fprintf(out, "\nNo (deployment, load) was run with speculation both off and on.\n");
+  if (o->csv_out) { /* one line per input row */
+    amoe_afile a;
+    st = amoe_afile_open(&a, o->csv_out, e);
+    if (st == AMOE_OK) {
+      fprintf(a.f, "id,predicted,measured,error,status\n");
+      for (int i = 0; i < cf.n; i++) {
+        const cell *c = &cf.rows[i];
+        char why[300];
+        snprintf(why, sizeof why, "%s", c->why);
+        for (char *p = why; *p; p++)
+          if (*p == ',' || *p == '"') *p = ';';
+        if (c->run >= 0)
+          fprintf(a.f, "%s,%.9g,%.9g,%.6f,ok\n", c->f[C_ID], c->predicted, c->value, (c->predicted - c->value) / c->value);
+        else
+          fprintf(a.f, "%s,,%.9g,,%s\n", c->f[C_ID], c->value, why);
+      }
+      st = amoe_afile_commit(&a, e);
+    }
+  }
+  free(runs), free(cv), free(cf.rows);
+  return st;
+}
