@@ -62,6 +62,7 @@ void amoe_diag_free(amoe_diag *d) {
 /* The stable keys of docs/design.md §13, in the order spec.resolved.yaml lists them. */
 const krow KEYS[] = {
     {"name", T_STR, F(name), 0, 0, NULL, 0, 0, 0},
+    {"baseline", T_BOOL, F(baseline), 0, 0, NULL, 0, 0, 0},
     {"model.name", T_STR, F(model.name), 0, 0, NULL, 0, 0, 0},
     {"model.layers", T_INT, F(model.layers), 1, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
     {"model.moe_layers", T_INT, F(model.moe_layers), 0, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
@@ -87,6 +88,7 @@ const krow KEYS[] = {
     {"hardware.peak_flops_fp8", T_DBL, F(hw.peak_flops_fp8), 0, BIG, NULL, 0, 0, 0},
     {"hardware.peak_flops_fp4", T_DBL, F(hw.peak_flops_fp4), 0, BIG, NULL, 0, 0, 0},
     {"hardware.moe_flops", T_DBL, F(hw.moe_flops), 0, BIG, NULL, 0, 0, 0},
+    {"hardware.moe_flops_tokens", T_DBL, F(hw.moe_flops_tokens), 0, 1e6, NULL, 0, 0, 0},
     {"hardware.launch_s", T_DBL, F(hw.launch_s), 0, 1, NULL, 0, 0, 0},
     {"hardware.memory_bytes", T_DBL, F(hw.memory_bytes), 0, BIG, NULL, 0, 0, 0},
     {"hardware.step_s", T_DBL, F(hw.step_s), 0, 1, NULL, 0, 0, 0},
@@ -139,6 +141,8 @@ const krow KEYS[] = {
     {"engine.cycle_host_s", T_DBL, F(engine.cycle_host_s), 0, 1, NULL, 0, 0, 0},
     {"engine.graph_capture_max_tokens", T_INT, F(engine.graph_capture_max_tokens), 0, 1 << 20, NULL, 0, 0, 0},
     {"engine.graph_capture_sizes", T_DLIST, F(engine.graph_capture_sizes), 1, 1 << 20, NULL, 1, 0, 0},
+    {"engine.max_running", T_INT, F(engine.max_running), 0, 4096, NULL, 0, 0, 0},
+    {"engine.max_batched_tokens", T_INT, F(engine.max_batched_tokens), 0, 1 << 24, NULL, 0, 0, 0},
     {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0},
     {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0, 0},

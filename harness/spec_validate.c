@@ -97,7 +97,7 @@ int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
       if (!strcmp(s->policies[j].label, r->label))
         amoe_diag_add(d, "%s: policy %s is listed twice", where, r->label);
   }
-  if (!have_nat && s->npolicies < AMOE_MAX_POLICIES) { /* the baseline of speedup_vs_natural */
+  if (!have_nat && s->baseline && s->npolicies < AMOE_MAX_POLICIES) { /* the baseline of speedup_vs_natural */
     amoe_policy_row *r = &s->policies[s->npolicies++];
     spec_policy_defaults(r);
     amoe_policy_label(r);
@@ -152,6 +152,14 @@ int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
         amoe_diag_add(d, "%s: %s lists %d values; it takes one, or one per MoE layer (%d)", where, KEYS[i].path, v->n,
                       s->model.moe_layers);
     }
+  if (open && s->workload.max_running == 0 && s->engine.max_running > 0) { /* the engine's cap on running requests */
+    const int want = s->workload.arrival == AMOE_ARRIVAL_CONCURRENCY ? s->workload.concurrency : s->workload.requests;
+    s->workload.max_running = want < s->engine.max_running ? want : s->engine.max_running;
+  }
+  if (s->engine.max_batched_tokens > 0 && s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED &&
+      s->workload.chunk_tokens > s->engine.max_batched_tokens)
+    amoe_diag_add(d, "%s: workload.chunk_tokens %d is more than engine.max_batched_tokens %d (a step's budget)", where,
+                  s->workload.chunk_tokens, s->engine.max_batched_tokens);
   if (s->workload.al.n > 0) { /* §19: a chain whose positions accept as the curve says */
     double a[AMOE_GEN_MAX_CHAIN];
     if (s->workload.top_k != 1 || s->workload.nodes != s->workload.depth + 1)
@@ -202,6 +210,7 @@ void amoe_spec_defaults(amoe_spec *s) {
   w->rate = 1;
   w->cv = 1;
   w->requests = 100;
+  s->baseline = 1;
   w->concurrency = 1;
   w->prefill_sample = 256;
   w->output_min = 1;

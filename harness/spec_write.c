@@ -85,8 +85,9 @@ static int swept_cycle(const amoe_experiment *x) {
 /* Keys of §19 that a spec sets only where it serves as an engine serves:
  * written where set (non-zero, or a list) or swept, so a spec without them
  * resolves as it did before them. */
-static const char *const SERVING_KEYS[] = {"hardware.peak_flops_fp8", "hardware.peak_flops_fp4",
+static const char *const SERVING_KEYS[] = {"hardware.peak_flops_fp8", "hardware.peak_flops_fp4", "hardware.moe_flops_tokens",
                                            "engine.graph_capture_max_tokens", "engine.graph_capture_sizes",
+                                           "engine.max_running", "engine.max_batched_tokens",
                                            "workload.acceptance.al", "workload.tree.draft_passes", NULL};
 static int unset_serving_key(const amoe_experiment *x, const char *path) {
   for (int i = 0; SERVING_KEYS[i]; i++)
@@ -107,6 +108,7 @@ static int unused_batch_key(const amoe_experiment *x, const char *path) {
   const amoe_spec *s = &x->base;
   if (load_key(path)) return !amoe_experiment_open(x);
   if (unset_serving_key(x, path)) return 1;
+  if (!strcmp(path, "baseline")) return s->baseline && !swept(x, path); /* (written where it is off) */
   if (!strcmp(path, "workload.prefill_sample")) /* (only a prompt reads it) */
     return s->workload.prompt_tokens == 0 && !amoe_experiment_open(x) && !swept(x, path);
   if (!strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||

@@ -103,7 +103,7 @@ static void balanced(void) {
   int cnt[8];
   memset(all, 1, sizeof all);
   for (int x = 0; x < 8; x++) cnt[x] = (int)load[x]; /* token counts as load, compute-bound experts */
-  const amoe_expert_coef ec = {0, 1};
+  const amoe_expert_coef ec = {0, 1, 0, 0};
   amoe_layout_layer_groups(t, 0, all, cnt, ec, 1, work, n);
   CHECK(work[0] == 70 && work[1] == 30 && work[2] == 30 && work[3] == 70, "contiguous: %g %g %g %g", work[0], work[1],
         work[2], work[3]);

@@ -118,6 +118,7 @@ typedef struct {
    * tokens per expert, far below peak_flops; fitted where measured,
    * docs/validation.md); 0: peak_flops */
   double moe_flops;
+  double moe_flops_tokens; /* the tokens per expert moe_flops was fitted over; beyond them each token at the format's peak (0: all at moe_flops) */
   double launch_s;        /* per-kernel launch overhead, s (the lm head) */
   double memory_bytes;    /* device memory */
   /* fixed costs (docs/design.md §9); each preset says where its numbers come from */
@@ -228,6 +229,10 @@ typedef struct {
    * captured size; a larger one runs eager. */
   int graph_capture_max_tokens;
   amoe_layer_values graph_capture_sizes;
+  /* the scheduler's caps (§19; 0: none): requests running at once (vLLM's
+   * max_num_seqs), for open arrivals that set no workload.max_running; and
+   * a step's tokens with chunked prefill (max_num_batched_tokens) */
+  int max_running, max_batched_tokens;
 } amoe_engine;
 /* The engine's launch and step host time, or the hardware's where it sets none. */
 static inline double amoe_engine_launch_s(const amoe_engine *e, const amoe_hw *hw) {

@@ -144,6 +144,7 @@ typedef struct {
   double margin_min; /* acceptance_model.margin_min, nats */
   amoe_policy_row policies[AMOE_MAX_POLICIES];
   int npolicies;
+  int baseline; /* 1: natural is added when no row lists it (speedup_vs_natural's row); 0: only the rows listed */
   struct {
     char dir[AMOE_PATH_MAX];
     int blocks_csv;

@@ -28,7 +28,11 @@ double amoe_cost_allreduce(const amoe_model *m, const amoe_hw *hw, int n);
  * are computed once (amoe_cost_expert_coef) and applied inline. */
 typedef struct {
   double mem_s;       /* bytes / (η·BW) */
-  double per_token_s; /* 2·3·d·f / peak */
+  double per_token_s; /* 2·3·d·f / moe_flops (its fitted rate; else the format's peak) */
+  /* hardware.moe_flops_tokens: the tokens per expert moe_flops was fitted
+   * over (0: every token at it); each token beyond them at peak_token_s,
+   * 2·3·d·f / the format's peak (a grouped GEMM's tiles fill) */
+  double sat_tokens, peak_token_s;
 } amoe_expert_coef;
 /* The dense FLOP/s an expert in the model's weight format computes at
  * (the hardware's peak for the format; the next wider format's where the
@@ -41,13 +45,15 @@ static inline double amoe_cost_format_flops(const amoe_model *m, const amoe_hw *
   return hw->peak_flops;
 }
 static inline amoe_expert_coef amoe_cost_expert_coef(const amoe_model *m, const amoe_hw *hw) {
+  const double flop = 2.0 * 3.0 * m->hidden * (double)m->moe_intermediate, peak = amoe_cost_format_flops(m, hw);
   amoe_expert_coef c = {amoe_model_expert_bytes(m) / (hw->moe_eta * hw->hbm_bw),
-                        2.0 * 3.0 * m->hidden * (double)m->moe_intermediate /
-                            (hw->moe_flops > 0 ? hw->moe_flops : amoe_cost_format_flops(m, hw))};
+                        flop / (hw->moe_flops > 0 ? hw->moe_flops : peak),
+                        hw->moe_flops > 0 ? hw->moe_flops_tokens : 0, flop / peak};
   return c;
 }
 static inline double amoe_cost_expert_at(amoe_expert_coef c, int n) {
-  double comp = c.per_token_s * n;
+  const double comp = c.sat_tokens > 0 && n > c.sat_tokens ? c.per_token_s * c.sat_tokens + c.peak_token_s * (n - c.sat_tokens)
+                                                           : c.per_token_s * n;
   return c.mem_s > comp ? c.mem_s : comp;
 }
 static inline double amoe_cost_expert(const amoe_model *m, const amoe_hw *hw, int n) {

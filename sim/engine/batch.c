@@ -28,6 +28,7 @@ typedef struct {
   int nn;             /* this pass: the nodes it verifies */
   uint16_t *prefill;  /* [chunk][layer][E] its request's prefill counts (prompt > 0) */
   int chunk, chunks;  /* chunked prefill: the next chunk, of chunks (done: chunk == chunks) */
+  int take;           /* chunked prefill: the chunks it runs this pass (engine.max_batched_tokens; else 1) */
   int prompt;         /* its request's prompt tokens */
   int target;         /* open arrivals of generated requests: its output tokens, at which it ends (0: at its last block) */
   /* open arrivals (a group of one row): when its request took the slot,
@@ -137,9 +138,9 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
     }
   }
   const int decoded = tokens;
-  for (int q = 0; q < npf; q++) { /* a chunk attends to the prompt before it and to itself (causal) */
+  for (int q = 0; q < npf; q++) { /* its chunks attend to the prompt before them and to themselves (causal) */
     const int P = sl[pf[q]].prompt, c = s->workload.chunk_tokens, done = sl[pf[q]].chunk * c;
-    const int n = P - done < c ? P - done : c;
+    const int upto = (sl[pf[q]].chunk + sl[pf[q]].take) * c, n = (P < upto ? P : upto) - done;
     tokens += n;
     kv += done + n;
     attn += n * (done + 0.5 * n);
@@ -212,17 +213,17 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
       else
         for (int y = 0; y < E; y++) pX[y] |= X[y];
     }
-    for (int q = 0; q < npf; q++) { /* the prompt chunks' experts, natural */
-      const bslot *x = &sl[pf[q]];
-      const uint16_t *pc_l = x->prefill + ((size_t)x->chunk * L + l) * E;
-      for (int y = 0; y < E; y++) {
-        const uint8_t run = pc_l[y] > 0;
-        wp->count[y] += pc_l[y];
-        wp->X[y] |= run;
-        wp->U[y] |= run;
-        wp->S[y] |= run;
+    for (int q = 0; q < npf; q++) /* the prompt chunks' experts, natural */
+      for (int ch = sl[pf[q]].chunk; ch < sl[pf[q]].chunk + sl[pf[q]].take; ch++) {
+        const uint16_t *pc_l = sl[pf[q]].prefill + ((size_t)ch * L + l) * E;
+        for (int y = 0; y < E; y++) {
+          const uint8_t run = pc_l[y] > 0;
+          wp->count[y] += pc_l[y];
+          wp->X[y] |= run;
+          wp->U[y] |= run;
+          wp->S[y] |= run;
+        }
       }
-    }
     for (int y = 0; y < E; y++) {
       ls.nu += wp->U[y];
       ls.ns += wp->S[y];
@@ -313,6 +314,35 @@ static amoe_status request_done(row_state *rs, const int *rows, int nr, bslot *s
   return AMOE_OK;
 }
 
+/* engine.max_batched_tokens (§19): the pass's decoding requests' tokens
+ * first, then the prefilling requests' chunks, first come first served,
+ * while they fit (whole chunks of workload.chunk_tokens; a request's last
+ * chunk may be shorter). Sets each prefilling slot's take and returns how
+ * many of pf[0..npf) run (kept in order); with nothing decoding, the first
+ * runs one chunk even if it alone is over the budget. */
+static int budget_chunks(const amoe_spec *s, bslot *sl, int one, int na, int *pf, int npf) {
+  const int c = s->workload.chunk_tokens;
+  int left = s->engine.max_batched_tokens - na * (one ? 1 : s->workload.nodes), kept = 0;
+  for (int q = 1; q < npf; q++) /* first come first served: by request */
+    for (int j = q; j > 0 && sl[pf[j]].req < sl[pf[j - 1]].req; j--) {
+      const int t = pf[j];
+      pf[j] = pf[j - 1];
+      pf[j - 1] = t;
+    }
+  for (int q = 0; q < npf; q++) {
+    bslot *x = &sl[pf[q]];
+    x->take = 0;
+    for (int ch = x->chunk; ch < x->chunks; ch++) {
+      const int n = (x->prompt < (ch + 1) * c ? x->prompt : (ch + 1) * c) - ch * c;
+      if (n > left && !(na == 0 && kept == 0 && x->take == 0)) break;
+      left -= n;
+      x->take++;
+    }
+    if (x->take > 0) pf[kept++] = pf[q];
+  }
+  return kept;
+}
+
 /* The slot's next block into x->b (AMOE_END: its request is done); a
  * one-token group's tokens of it into x->w.seq (the draft of rs0, which
  * reads the block alone: slots advance on several threads). */
@@ -385,6 +415,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
   int sent = loop ? (s->workload.concurrency < nrq ? s->workload.concurrency : nrq) : 0;
   for (int i = sent; loop && i < nrq; i++) plan[i].arrival_s = INFINITY; /* (each row's schedule starts over) */
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
+  const int budget = chunked ? s->engine.max_batched_tokens : 0;
   int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
   uint64_t done = 0, total = 0;
   for (int i = 0; i < nrq; i++) total += (uint64_t)rq[i].blocks;
@@ -431,6 +462,8 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
     for (int i = 0; i < B; i++)
       if (sl[i].req >= 0 && sl[i].chunk < sl[i].chunks) pf[npf++] = i;
       else if (sl[i].req >= 0) act[na++] = i;
+    for (int q = 0; q < npf; q++) sl[pf[q]].take = 1;
+    if (budget > 0 && npf > 0) npf = budget_chunks(s, sl, one, na, pf, npf);
     if (na + npf == 0 && plan && next < nrq) { /* nothing running: wait for the next arrival */
       const double gap = plan[next].arrival_s - now;
       if (gap > 0 && !record_only) rs[rows[0]].res->tot.t_idle += gap;
@@ -447,7 +480,8 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
     }
     const double end = row_clock(&rs[rows[0]]);
     for (int q = 0; q < npf; q++)
-      if (++sl[pf[q]].chunk == sl[pf[q]].chunks) sl[pf[q]].first_s = end; /* its last chunk gives its first token */
+      if ((sl[pf[q]].chunk += sl[pf[q]].take) == sl[pf[q]].chunks)
+        sl[pf[q]].first_s = end; /* its last chunk gives its first token */
     int nt = 0;
     for (int q = 0; q < na; q++) { /* the slots whose block is done */
       bslot *x = &sl[act[q]];

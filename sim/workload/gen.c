@@ -525,14 +525,12 @@ static void request_bias_start(const amoe_gen *g, uint32_t req, float *out) {
   for (int i = 0; i < n; i++) out[i] *= g->req_scale[i / g->p.experts];
 }
 
-/* The k largest of z[0..E) (ties to the lower id; -INFINITY never), in
- * one pass keeping them sorted: the set a repeated argmax would give. */
-static int top_k_of(const float *z, int E, int k, int *top) {
+int amoe_gen_top_k_generic(const float *z, int E, int k, int *top) {
   float v[AMOE_MAX_TOPK];
   int n = 0;
   for (int x = 0; x < E; x++) {
     const float zx = z[x];
-    if (zx == -INFINITY || (n == k && !(zx > v[k - 1]))) continue;
+    if (!(zx > -INFINITY) || (n == k && !(zx > v[k - 1]))) continue;
     int i = n < k ? n++ : k - 1; /* (full: the last one leaves) */
     for (; i > 0 && zx > v[i - 1]; i--) { /* after any equal one: ties keep the lower id first */
       v[i] = v[i - 1];
@@ -542,6 +540,13 @@ static int top_k_of(const float *z, int E, int k, int *top) {
     top[i] = x;
   }
   return n;
+}
+
+static int top_k_of(const float *z, int E, int k, int *top) {
+#ifdef AMOE_X86_PATHS
+  if (amoe_x86_avx2 && E % 8 == 0) return amoe_x86_top_k(z, E, k, top);
+#endif
+  return amoe_gen_top_k_generic(z, E, k, top);
 }
 
 amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t req, int tokens, int chunk, uint16_t *counts, amoe_err *e) {

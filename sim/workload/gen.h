@@ -149,6 +149,11 @@ amoe_status amoe_gen_prefill(amoe_gen *g, uint32_t r, int tokens, int chunk, uin
  * paths drawn as amoe_gen_next draws them, without their routing. Leaves
  * g between requests (amoe_gen_begin_request before the next block). */
 amoe_status amoe_gen_count_blocks(amoe_gen *g, uint32_t r, int limit, int *blocks, amoe_err *e);
+/* The k largest of z[0..E) (ties to the lower id; -INFINITY and NaN never)
+ * into top[], by value descending: the set a repeated argmax gives, in one
+ * pass that keeps them sorted. Returns how many (k, unless fewer are
+ * finite). The prefill's top-k; arch/x86 has a fast path of it. */
+int amoe_gen_top_k_generic(const float *z, int E, int k, int *top);
 /* The acceptance scale h found by calibration. */
 double amoe_gen_accept_scale(const amoe_gen *g);
 

@@ -107,4 +107,29 @@ __attribute__((target("avx2,fma"))) void amoe_x86_layer_logits(const float *rest
     logits8(sv, w, bias, req_bias, E, x0, vsig, e, whole ? NULL : &m, zf);
   }
 }
+/* amoe_gen_top_k_generic, eight logits a step: a step none of whose
+ * logits beats the k-th best so far (all of them, until k are kept) is
+ * skipped whole; the rest go through the same sorted insertion. */
+__attribute__((target("avx2"))) int amoe_x86_top_k(const float *z, int E, int k, int *top) {
+  float v[AMOE_MAX_TOPK];
+  int n = 0;
+  for (int x0 = 0; x0 < E; x0 += 8) {
+    const __m256 th = _mm256_set1_ps(n == k ? v[k - 1] : -INFINITY);
+    int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(z + x0), th, _CMP_GT_OQ));
+    while (mask) {
+      const int x = x0 + __builtin_ctz((unsigned)mask);
+      mask &= mask - 1;
+      const float zx = z[x];
+      if (n == k && !(zx > v[k - 1])) continue; /* (the k-th best rose within the step) */
+      int i = n < k ? n++ : k - 1;
+      for (; i > 0 && zx > v[i - 1]; i--) {
+        v[i] = v[i - 1];
+        top[i] = top[i - 1];
+      }
+      v[i] = zx;
+      top[i] = x;
+    }
+  }
+  return n;
+}
 #endif
