@@ -19,9 +19,9 @@
 
 enum { C_ID, C_SOURCE, C_GRADE, C_MODEL, C_HW, C_GPUS, C_TP, C_EP, C_ENGINE, C_WEIGHTS, C_DRAFT, C_K, C_AL, C_ISL,
        C_OSL, C_LENGTHS, C_LOAD, C_REQUESTS, C_METRIC, C_VALUE, NCOLS };
-static const char *const COLS[NCOLS] = {"id", "source", "grade", "model", "hardware", "gpus", "tp", "ep", "engine",
+static const char *const COLS[NCOLS + 1] = {"id", "source", "grade", "model", "hardware", "gpus", "tp", "ep", "engine",
                                         "weights", "draft", "k", "al", "isl", "osl", "lengths", "load", "requests",
-                                        "metric", "value"};
+                                        "metric", "value", NULL};
 static const char *const METRICS[] = {"output_tok_s", "total_tok_s", "output_tok_s_per_gpu", "tpot_ms", "tpot_ms_p50",
                                       "ttft_ms_p50", NULL};
 static const char *const DRAFTS[] = {"none", "mtp", "eagle3", "dspark", "dspark-adaptive", NULL};

@@ -896,6 +896,24 @@ printf 'arrival_s,prompt_tokens,output_tokens\n0.1,8,4\n0.05,8,4\n' >"$T/arr.csv
 expect 2 "arr.csv:3:1 \\(byte 46\\): arrival_s 0.05 comes before" -- "$A" run "$T/tl.yaml" --set workload.arrival.process=trace \
   --set workload.arrival.cv=1 --set workload.arrival.range_ratio=0 --set "workload.arrival.path=$T/arr.csv" --out "$T/bad" --quiet
 
+# serving cells (§19): a hand file runs its deployments, pairs speculation
+# on with off, lists the rows it cannot run with their reasons, writes
+# --csv (one line per row) and names a bad file's positions
+"$A" cells tests/fixtures/cells.csv --csv "$T/cells.csv" --quiet >"$T/cells.md" 2>"$T/cells.err"
+if grep -qE '^\| on \| off \| output_tok_s \| 1\.042 \| [0-9.]+ \|' "$T/cells.md" &&
+   grep -q "skipped: no model preset 'no-such-model'" "$T/cells.md" && grep -q "skipped: lengths 'sharegpt'" "$T/cells.md" &&
+   grep -q "the run failed: --set engine.nonsense=1: unknown key" "$T/cells.md" &&
+   [ "$(wc -l <"$T/cells.csv")" -eq 8 ] && [ "$(grep -c ',ok$' "$T/cells.csv")" -eq 4 ] &&
+   head -1 "$T/cells.csv" | grep -qx 'id,predicted,measured,error,status'; then ok
+else bad "cells: $(cat "$T/cells.err") $(head -c 600 "$T/cells.md")"; fi
+"$A" cells tests/fixtures/cells.csv --only on,off --quiet >"$T/cells2.md" 2>&1
+grep -q '^| on | off |' "$T/cells2.md" && ! grep -q 'capture' "$T/cells2.md" && ok || bad "cells --only: $(head -c 300 "$T/cells2.md")"
+sed 's/^on,hand,T,qwen3-32b,h200,2,/on,hand,T,qwen3-32b,h200,0,/' tests/fixtures/cells.csv >"$T/badcells.csv"
+expect 2 "badcells.csv:3:26 \\(byte 230\\): gpus must be a whole number" -- "$A" cells "$T/badcells.csv" --quiet
+if [ -f "$REAL/serving/cells.csv" ]; then
+  expect 0 'skipped: no model preset .deepseek-v4-pro.' -- "$A" cells "$REAL/serving/cells.csv" --only dsv4-mi350x-off-c4,qwen3-32b-h200-off-q1 --quiet
+fi
+
 # real data, when the shared folder is there
 if [ -f "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" ]; then
   expect 0 '"2":3.31[01][0-9]*,"4":4.97[89]' -- "$A" inspect "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" \

@@ -12,6 +12,7 @@
  *              layout of 4 layers, 16 experts, 4 groups
  *   replay     a workload.acceptance.replay file of accept lengths
  *   arrivals   a workload.arrival.path CSV of arrival_s,prompt_tokens,output_tokens
+ *   cells      a serving-cell CSV (`acceptmoe cells`; docs/spec.md "Serving cells")
  * Each writes the input to a private temporary file (the readers take
  * paths) and reads it as the command would; any crash, leak or sanitizer
  * report is a finding. Build and run: scripts/fuzz.sh. */
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cells.h"
 #include "fit.h"
 #include "layout.h"
 #include "source.h"
@@ -36,6 +38,7 @@
 #define FMT_PLACEMENT 8
 #define FMT_REPLAY 9
 #define FMT_ARRIVALS 10
+#define FMT_CELLS 11
 
 static const char *tmp_path(void) {
   static char p[128];
@@ -144,6 +147,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (amoe_arrival_plan(&w, &v, &nv, &e) == AMOE_OK)
       for (int i = 0; i < nv; i++) (void)v[i].output_tokens;
     free(v);
+    break;
+  }
+  case FMT_CELLS: {
+    int rows = 0;
+    amoe_err e;
+    (void)amoe_cells_parse(path, &rows, &e);
     break;
   }
   case FMT_REPLAY: {

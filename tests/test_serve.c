@@ -1,0 +1,290 @@
+/* Serving as engines serve (docs/design.md §19), each mechanism worked by
+ * hand: CUDA-graph padding and the eager cliff, a closed loop of two
+ * clients, chunked prefill under a step budget, acceptance given as an AL
+ * curve, the prefill's top-k against its generic version, and the cell
+ * format's parser and errors (every row of the shared file where it is). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arrival.h"
+#include "cells.h"
+#include "check.h"
+#include "cost.h"
+#include "gen.h"
+#include "run.h"
+#include "source.h"
+#include "spec_load.h"
+#include "x86.h"
+
+#include "hand.h"
+#include "runs.h"
+
+/* vLLM's rule (1, 2, 4, multiples of 8 below 256, then of 16) under a
+ * 512-token capture; a list; and the eager cliff past the largest size:
+ * the hand spec's dense layer, head and the eager launches. */
+static void capture(void) {
+  amoe_engine eng;
+  memset(&eng, 0, sizeof eng);
+  eng.cuda_graphs = 1;
+  CHECK(amoe_cost_captured_tokens(&eng, 3) == 3 && amoe_cost_captured_tokens(&eng, 5000) == 5000,
+        "no capture limit: every step at its own size");
+  eng.graph_capture_max_tokens = 512;
+  const int in[] = {1, 2, 3, 4, 5, 8, 9, 255, 256, 257, 500, 512, 513};
+  const int want[] = {1, 2, 4, 4, 8, 8, 16, 256, 256, 272, 512, 512, 0};
+  for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+    CHECK(amoe_cost_captured_tokens(&eng, in[i]) == want[i], "vLLM's rule: %d tokens run as %d, not %d", in[i],
+          amoe_cost_captured_tokens(&eng, in[i]), want[i]);
+  eng.graph_capture_sizes.n = 3;
+  eng.graph_capture_sizes.v[0] = 64, eng.graph_capture_sizes.v[1] = 16, eng.graph_capture_sizes.v[2] = 1024;
+  CHECK(amoe_cost_captured_tokens(&eng, 10) == 16 && amoe_cost_captured_tokens(&eng, 17) == 64 &&
+            amoe_cost_captured_tokens(&eng, 65) == 0,
+        "a list: 10 -> %d, 17 -> %d, 65 -> %d (1024 is past the 512 limit)", amoe_cost_captured_tokens(&eng, 10),
+        amoe_cost_captured_tokens(&eng, 17), amoe_cost_captured_tokens(&eng, 65));
+  /* the hand spec (hand.h) under graphs of at most 8 tokens, its sizes the
+   * rule's (1, 2, 4, 8): 3 tokens run as 4, 9 tokens eager */
+  amoe_spec s = hand_spec();
+  s.engine.graph_capture_max_tokens = 8;
+  s.engine.kernels_per_layer = 10;
+  s.engine.launch_s = 2e-6;
+  s.engine.cuda_graphs = 1;
+  amoe_cost_pass_ctx p3, p4, p9;
+  amoe_cost_pass_init(&p3, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .tokens = 3, .context = 10});
+  s.engine.graph_capture_max_tokens = 0;
+  amoe_cost_pass_init(&p4, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .tokens = 4, .context = 10});
+  s.engine.graph_capture_max_tokens = 8;
+  amoe_cost_pass_init(&p9, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .tokens = 9, .context = 10});
+  /* padded: the dense side is the 4-token step's, the experts see 3 */
+  CHECK(p3.padded == 4 && p3.tokens == 3 && fabs(p3.dense - p4.dense) < 1e-18 && fabs(p3.rest - p4.rest) < 1e-18 &&
+            !p3.eager,
+        "3 tokens padded to 4: dense %.9g against %.9g", p3.dense, p4.dense);
+  /* eager: a layer's 10 launches of 2 us, the dense-only layer's 11 (+ the
+   * head's in rest), added to the device time (host_overlap off) */
+  CHECK(p9.eager && fabs(p9.dense_host - 10 * 2e-6) < 1e-15 && fabs(p9.host - 11 * 2e-6) < 1e-15,
+        "9 tokens eager: layer host %.9g (by hand 2e-5), pass host %.9g (by hand 2.2e-5)", p9.dense_host, p9.host);
+}
+
+/* Three one-block requests of hand.h's costs (test_load.c's THREE): two
+ * clients send requests 0 and 1 at once, which run in one pass of both
+ * (T01); request 2 is sent when they finish and runs alone (T1). Its TTFT
+ * counts from its sending, not from the run's start. */
+static void closed_loop(void) {
+  static const char *const THREE = HAND_TWO_REQUESTS
+      "{\"request\":2,\"step\":0,\"parent\":[-1,0],\"logp\":[0,-0.1],\"accepted\":[1,1],"
+      "\"topk\":[[[[6,0],[7,-1]],[[2,0],[8,-2]]]]}\n";
+  amoe_spec s = hand_spec();
+  char path[] = "/tmp/amoe_serve_XXXXXX";
+  close(mkstemp(path));
+  write_trace(THREE, path, &s);
+  s.workload.arrival = AMOE_ARRIVAL_CONCURRENCY;
+  s.workload.concurrency = 2;
+  s.workload.requests = 3;
+  s.workload.tokens_per_request = 2;
+  s.workload.batch = 1;
+  const double common = 5e-4 + (2.01e-3 + 1e-6) + (2.13e-3 + 1e-6) + (4e-3 + 1e-6);
+  const double T1 = common + (3e-3 + 1e-6) + (8e-3 + 1e-6);
+  const double T01 = 5e-4 + 2 * (3e-3 + 1e-6) + (2.02e-3 + 1e-6) + (2.14e-3 + 1e-6) + (4e-3 + 1e-6) + (18e-3 + 1e-6);
+  amoe_row_result r = run_one(&s);
+  CHECK(r.nreqs == 3 && r.tot.passes == 2, "%d requests in %g passes (by hand 3 in 2)", r.nreqs, r.tot.passes);
+  const double arrival[3] = {0, 0, T01}, finish[3] = {T01, T01, T01 + T1};
+  for (int i = 0; i < r.nreqs && i < 3; i++) {
+    const amoe_request_stat *q = &r.reqs[i];
+    CHECK(fabs(q->arrival_s - arrival[i]) < 1e-12 && fabs(q->admitted_s - arrival[i]) < 1e-12 &&
+              fabs(q->finish_s - finish[i]) < 1e-12 && fabs(q->first_s - q->finish_s) < 1e-12,
+          "request %d: sent %.12g admitted %.12g finished %.12g; by hand sent %.12g finished %.12g", (int)q->request,
+          q->arrival_s, q->admitted_s, q->finish_s, arrival[i], finish[i]);
+  }
+  CHECK(r.tot.t_idle == 0, "a closed loop never waits for an arrival (idle %g)", r.tot.t_idle);
+  amoe_row_result_free(&r);
+  remove(path);
+}
+
+static amoe_spec serve_spec(const char *extra) {
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "name: serve\n"
+           "model: {name: tiny-moe, layers: 2, moe_layers: 2, experts: 16, top_k: 2, hidden: 64, moe_intermediate: 32, "
+           "vocab: 1000}\n"
+           "hardware: h200\n"
+           "baseline: false\n"
+           "%s\n",
+           extra);
+  const char *p = check_write_tmp(yaml);
+  amoe_experiment x;
+  amoe_diag d = {0};
+  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_OK, "%s", d.n ? d.msgs[0] : "");
+  amoe_spec s;
+  CHECK(amoe_experiment_point(&x, 0, &s, &d) == AMOE_OK, "%s", d.n ? d.msgs[0] : "");
+  amoe_diag_free(&d);
+  return s;
+}
+
+/* Two requests of 10-token prompts arrive together; chunks of 4 tokens,
+ * a budget of 12 tokens a step, plain decoding (one token a request a step),
+ * 2 output tokens each:
+ *   step 1: no decodes; request 0's chunks 4 + 4 + 2 = 10 fit, request 1's
+ *           first 4 do not (2 left): request 0's first token;
+ *   step 2: request 0 decodes 1; request 1's 10 fit in the 11 left: its
+ *           first token;
+ *   step 3: both decode; request 0 is done;  step 4: request 1 is done.
+ * Without the budget every prefilling request runs one chunk a step: the
+ * chunks take three steps, then two of decoding: 5 steps. */
+static void budget(void) {
+  const char *w = "workload: {tokens_per_request: 2, prompt_tokens: 10, prefill_schedule: chunked, chunk_tokens: 4, "
+                  "arrival: {process: concurrency, concurrency: 2}, requests: 2}\n"
+                  "policies: [autoregressive]";
+  char with[1024];
+  snprintf(with, sizeof with, "engine: {max_batched_tokens: 12}\n%s", w);
+  amoe_spec s = serve_spec(with);
+  amoe_row_result r = run_one(&s);
+  CHECK(r.nreqs == 2 && r.tot.passes == 4, "budget 12: %d requests in %g steps (by hand 2 in 4)", r.nreqs, r.tot.passes);
+  if (r.nreqs == 2) {
+    const amoe_request_stat *a = r.reqs[0].request == 0 ? &r.reqs[0] : &r.reqs[1], *b = a == r.reqs ? &r.reqs[1] : &r.reqs[0];
+    CHECK(a->first_s < b->first_s && a->finish_s < b->finish_s, "request 0's first token (%g) and end (%g) come first",
+          a->first_s, a->finish_s);
+  }
+  amoe_row_result_free(&r);
+  amoe_spec u = serve_spec(w);
+  r = run_one(&u);
+  CHECK(r.nreqs == 2 && r.tot.passes == 5, "no budget: %d requests in %g steps (by hand 2 in 5)", r.nreqs, r.tot.passes);
+  CHECK(r.nreqs == 2 && r.reqs[0].first_s == r.reqs[1].first_s, "no budget: both prompts end in the same step");
+  amoe_row_result_free(&r);
+}
+
+/* An AL curve's per-position chances: one pinned AL (every position
+ * alike), a curve that rises, and one that falls at k = 8 (InferenceX's
+ * DSpark on DeepSeek-V4, acceptance_curves.csv): at each k the chain's
+ * expected AL is the curve's, and the generator's chains give it back
+ * within 0.02 over 40,000 blocks. */
+static void al_curve(void) {
+  amoe_err e;
+  double a[AMOE_GEN_MAX_CHAIN];
+  const double pinned[1] = {2.0};
+  CHECK(amoe_gen_chain_accept(pinned, 1, 2, a, &e) == AMOE_OK && fabs(a[0] - a[1]) < 1e-12 &&
+            fabs(a[0] + a[0] * a[0] - 1) < 1e-9,
+        "AL 2 at k = 2: a + a^2 = 1 (a = 0.618), got %.9g %.9g", a[0], a[1]);
+  static const double curve[8] = {1.84, 2.51, 3.01, 3.36, 3.61, 3.77, 3.73, 3.47};
+  for (int k = 1; k <= 8; k++) {
+    CHECK(amoe_gen_chain_accept(curve, 8, k, a, &e) == AMOE_OK, "%s", e.msg);
+    double reach = 1, al = 1;
+    for (int i = 0; i < k; i++) al += reach *= a[i];
+    CHECK(fabs(al - curve[k - 1]) < 1e-9, "k = %d: the chain's expected AL %.9g, the curve's %.9g", k, al, curve[k - 1]);
+    for (int i = 0; i < k; i++) CHECK(a[i] >= 0 && a[i] <= 1, "k = %d: position %d's chance %g", k, i + 1, a[i]);
+  }
+  CHECK(amoe_gen_chain_accept(curve, 8, 9, a, &e) == AMOE_EINVAL && strstr(e.msg, "k = 1..8"), "k beyond the curve: %s",
+        e.msg);
+  for (int k = 1; k <= 8; k += 7) { /* the generator: 40,000 blocks of chains */
+    char extra[512];
+    snprintf(extra, sizeof extra,
+             "workload: {blocks: 40000, tokens_per_request: 100000, tree: {depth: %d, top_k: 1, nodes: %d}, "
+             "acceptance: {al: [1.84, 2.51, 3.01, 3.36, 3.61, 3.77, 3.73, 3.47]}}\npolicies: [natural]",
+             k, k + 1);
+    amoe_spec s = serve_spec(extra);
+    amoe_source *src = NULL;
+    CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+    amoe_block b;
+    amoe_block_init(&b, s.model.moe_layers, s.model.experts, amoe_source_m(src));
+    double sum = 0;
+    int n = 0;
+    while (n < 40000 && amoe_source_next(src, &b, &e) == AMOE_OK) sum += amoe_block_accepted_count(&b), n++;
+    amoe_block_free(&b);
+    amoe_source_close(src);
+    CHECK(n == 40000 && fabs(sum / n - curve[k - 1]) < 0.02, "k = %d: AL %.4f over %d blocks, the curve's %.2f", k,
+          sum / n, n, curve[k - 1]);
+  }
+}
+
+/* The prefill's top-k: the one-pass version gives a repeated argmax's set
+ * (ties to the lower id), and the AVX2 path gives the generic one's. */
+static void top_k(void) {
+  float z[512];
+  int g[AMOE_MAX_TOPK], f[AMOE_MAX_TOPK];
+  uint64_t x = 88172645463325252ULL;
+  for (int trial = 0; trial < 2000; trial++) {
+    const int E = 8 * (1 + trial % 64), k = 1 + trial % 16 < E ? 1 + trial % 16 : E;
+    for (int i = 0; i < E; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      z[i] = (float)(x % 64) / 8; /* (many ties) */
+      if (x % 97 == 0) z[i] = -INFINITY;
+    }
+    const int n = amoe_gen_top_k_generic(z, E, k, g);
+    float zz[512]; /* the repeated argmax */
+    memcpy(zz, z, sizeof zz);
+    int ok = 1, m = 0;
+    for (int j = 0; j < k; j++) {
+      int best = -1;
+      for (int i = 0; i < E; i++)
+        if (zz[i] != -INFINITY && (best < 0 || zz[i] > zz[best])) best = i;
+      if (best < 0) break;
+      ok &= m < n && g[m] == best;
+      m++;
+      zz[best] = -INFINITY;
+    }
+    CHECK(ok && m == n, "trial %d (E %d, k %d): the one-pass top-k differs from the repeated argmax", trial, E, k);
+#ifdef AMOE_X86_PATHS
+    if (amoe_x86_avx2) {
+      const int nf = amoe_x86_top_k(z, E, k, f);
+      CHECK(nf == n && !memcmp(f, g, (size_t)n * sizeof *g), "trial %d (E %d, k %d): the AVX2 top-k differs", trial, E, k);
+    }
+#endif
+  }
+}
+
+/* The cell format: every row of the shared file parses; errors name
+ * file:line:column and the byte offset. */
+static void cell_format(void) {
+  amoe_err e;
+  int n = 0;
+  const char *shared = "../../shared/real-data/serving/cells.csv";
+  if (access(shared, R_OK) == 0) {
+    CHECK(amoe_cells_parse(shared, &n, &e) == AMOE_OK && n > 50, "%s: %s (%d rows)", shared, e.msg, n);
+    printf("the shared cell file: %d rows\n", n);
+  } else {
+    printf("no %s: its parse is not checked here\n", shared);
+  }
+  static const char HDR[] = "id,source,grade,model,hardware,gpus,tp,ep,engine,weights,draft,k,al,isl,osl,lengths,load,"
+                            "requests,metric,value\n";
+  static const char ROW[] = "a,s,T,qwen3-32b,h200,2,2,1,vllm,bf16,none,0,,2048,256,fixed,constant:1,,output_tok_s,10\n";
+  char text[2048];
+  snprintf(text, sizeof text, "%s%s", HDR, ROW);
+  CHECK(amoe_cells_parse(check_write_tmp(text), &n, &e) == AMOE_OK && n == 1, "one row: %s", e.msg);
+  const struct {
+    const char *row, *want;
+  } bad[] = {
+      {"b,s,T,qwen3-32b,h200,2,2,1,vllm,bf16,none,0,,2048,256,fixed,constant:1,,output_tok_s,x\n",
+       ":3:86 (byte 284): value must be a number above 0, not 'x'"},
+      {"b,s,T,qwen3-32b,h200,two,2,1,vllm,bf16,none,0,,2048,256,fixed,constant:1,,output_tok_s,1\n",
+       ":3:22 (byte 220): gpus must be"},
+      {"b,s,T,qwen3-32b,h200,2,2,1,vllm,bf16,eagle3,0,,2048,256,fixed,constant:1,,output_tok_s,1\n",
+       ":3:45 (byte 243): k must be at least 1 with a draft"},
+      {"a,s,T,qwen3-32b,h200,2,2,1,vllm,bf16,none,0,,2048,256,fixed,constant:1,,output_tok_s,1\n",
+       ":3:1 (byte 199): id 'a' is also line 2's"},
+      {"b,s,T,qwen3-32b,h200,2,2,1,vllm,bf16,none,0,,2048,256,fixed,constant:1,,output_tok_s\n",
+       ":3:85 (byte 283): 19 columns, the header has 20"},
+      {"b,\"s,T\n", ":3:3 (byte 201): an unterminated or misplaced quote"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(text, sizeof text, "%s%s%s", HDR, ROW, bad[i].row);
+    const char *p = check_write_tmp(text);
+    CHECK(amoe_cells_parse(p, &n, &e) == AMOE_EFORMAT && strstr(e.msg, bad[i].want), "bad row %zu: '%s', want '%s'", i,
+          e.msg, bad[i].want);
+  }
+  CHECK(amoe_cells_parse(check_write_tmp("id,source,grade\n"), &n, &e) == AMOE_EFORMAT &&
+            strstr(e.msg, ":1:1 (byte 0): the header has no column 'model'"),
+        "a short header: %s", e.msg);
+  CHECK(amoe_cells_parse(check_write_tmp("id,nonsense\n"), &n, &e) == AMOE_EFORMAT &&
+            strstr(e.msg, ":1:4 (byte 3): unknown column 'nonsense'"),
+        "an unknown column: %s", e.msg);
+}
+
+int main(void) {
+  capture();
+  closed_loop();
+  budget();
+  al_curve();
+  top_k();
+  cell_format();
+  return check_done();
+}
