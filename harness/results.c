@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cost.h"
 #include "policy.h"
 #include "trace.h"
 
@@ -508,6 +509,8 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
         json_object_set_new(aj, "rate", json_real(s->workload.rate));
     }
     if (s->workload.arrival == AMOE_ARRIVAL_GAMMA) json_object_set_new(aj, "cv", json_real(s->workload.cv));
+    const double kv = amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel);
+    if (kv != 0) json_object_set_new(aj, "kv_tokens", json_real(kv)); /* (§19: the KV cache's capacity per GPU) */
     json_object_set_new(pj, "arrival", aj);
   }
   json_object_set_new(pj, "acceptance_seed", json_integer((json_int_t)s->workload.seed));

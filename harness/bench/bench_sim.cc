@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -350,6 +351,21 @@ static void BM_cache_lru(benchmark::State &st) { cache_bench(st, AMOE_CACHE_LRU)
 static void BM_cache_belady(benchmark::State &st) { cache_bench(st, AMOE_CACHE_BELADY); }
 BENCHMARK(BM_cache_lru)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cache_belady)->Unit(benchmark::kMicrosecond);
+
+// `acceptmoe cells` over the whole shared file of serving cells, on one
+// core (the floor: under 2 minutes; docs/performance.md). Skips where the
+// shared folder is absent.
+static void BM_cells_shared(benchmark::State &st) {
+  const std::string cells = std::string(AMOE_SOURCE_DIR) + "/../shared/real-data/serving/cells.csv";
+  if (access(cells.c_str(), R_OK) != 0) {
+    st.SkipWithError("no shared serving cells");
+    return;
+  }
+  const std::string cmd = "taskset -c 0 " + std::string(AMOE_BIN) + " cells " + cells + " --quiet >/dev/null";
+  for (auto _ : st)
+    if (std::system(cmd.c_str()) != 0) st.SkipWithError("acceptmoe cells failed");
+}
+BENCHMARK(BM_cells_shared)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 int main(int argc, char **argv) {
   benchmark::Initialize(&argc, argv);

@@ -85,6 +85,10 @@ typedef struct {
   double expert_bytes;   /* bytes of one routed expert; 0 = derive from format */
   double attn_bytes_per_layer;  /* attention + norms + router weights */
   double kv_bytes_per_token_layer;
+  /* the attention's KV heads (§19): a GPU of t attention ranks holds
+   * 1/min(t, kv_heads) of a token's KV; 0: a latent every rank holds whole
+   * (MLA), or not given */
+  int kv_heads;
   int vocab;
   double lm_head_bytes;
   double draft_head_bytes;
@@ -233,6 +237,10 @@ typedef struct {
    * max_num_seqs), for open arrivals that set no workload.max_running; and
    * a step's tokens with chunked prefill (max_num_batched_tokens) */
   int max_running, max_batched_tokens;
+  /* KV capacity (§19; utilisation 0: unlimited): the share of each GPU's
+   * memory the engine takes, and what it keeps of it for activations and
+   * graphs; the KV cache gets the rest after the weights */
+  double gpu_memory_utilization, memory_reserve_bytes;
 } amoe_engine;
 /* The engine's launch and step host time, or the hardware's where it sets none. */
 static inline double amoe_engine_launch_s(const amoe_engine *e, const amoe_hw *hw) {

@@ -87,6 +87,15 @@ static inline int amoe_cost_draft_forwards(int depth) { return depth > 0 ? depth
  * is captured (graph_capture_max_tokens 0), runs it as it is. */
 int amoe_cost_captured_tokens(const amoe_engine *eng, int tokens);
 
+/* KV capacity (§19): the tokens of KV one GPU of the layout holds, when
+ * the engine sets gpu_memory_utilization:
+ *   (memory · utilisation − weights / GPUs − draft − reserve) / KV bytes per token,
+ * the weights (every expert, shared expert, dense layer, attention, head and
+ * embedding) split evenly over the GPUs, the draft head whole on each, and a
+ * token's KV over min(attention ranks, kv_heads) (MLA's latent: on each). 0:
+ * no limit; a negative number: the weights alone do not fit. */
+double amoe_cost_kv_tokens(const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng, const amoe_parallel *par);
+
 /* ---- The one cost function of a forward pass (docs/design.md §9) ----
  * Everything that prices a pass (the run loop, the policies that predict a
  * cost, calibrate-hw) goes through amoe_cost_pass_init + amoe_cost_layer /

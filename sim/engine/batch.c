@@ -29,6 +29,7 @@ typedef struct {
   uint16_t *prefill;  /* [chunk][layer][E] its request's prefill counts (prompt > 0) */
   int chunk, chunks;  /* chunked prefill: the next chunk, of chunks (done: chunk == chunks) */
   int take;           /* chunked prefill: the chunks it runs this pass (engine.max_batched_tokens; else 1) */
+  double kv;          /* the KV tokens its request holds (prompt and output: open arrivals under a KV capacity) */
   int prompt;         /* its request's prompt tokens */
   int target;         /* open arrivals of generated requests: its output tokens, at which it ends (0: at its last block) */
   /* open arrivals (a group of one row): when its request took the slot,
@@ -414,6 +415,14 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
   const int loop = plan && s->workload.arrival == AMOE_ARRIVAL_CONCURRENCY;
   int sent = loop ? (s->workload.concurrency < nrq ? s->workload.concurrency : nrq) : 0;
   for (int i = sent; loop && i < nrq; i++) plan[i].arrival_s = INFINITY; /* (each row's schedule starts over) */
+  /* KV capacity (§19): a request is admitted while its prompt and output
+   * fit beside the running requests' (alone, it is admitted regardless) */
+  const double kv_cap = plan ? amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel) : 0;
+  if (kv_cap < 0)
+    return amoe_fail(e, AMOE_EINVAL, "engine.gpu_memory_utilization %g: the weights of %s leave no KV cache on %d %s",
+                     s->engine.gpu_memory_utilization, s->model.name, s->hw.gpus, s->hw.name);
+  double kv_used = 0;
+  int running = 0;
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
   const int budget = chunked ? s->engine.max_batched_tokens : 0;
   int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
@@ -429,6 +438,11 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       if (x->req >= 0) continue;
       if (plan && plan[next].arrival_s > now) break; /* not arrived yet */
       const int P = plan ? plan[next].prompt_tokens : s->workload.prompt_tokens;
+      const double need = plan ? (double)P + plan[next].output_tokens : 0;
+      if (kv_cap > 0 && running > 0 && kv_used + need > kv_cap) break; /* no KV for it yet */
+      x->kv = need;
+      kv_used += need;
+      running++;
       x->prompt = P;
       x->admitted_s = plan ? fmax(row_clock(&rs[rows[0]]), plan[next].arrival_s) : 0;
       x->first_s = -1;
@@ -489,6 +503,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       if (x->first_s < 0) x->first_s = end; /* no prompt: its first decode pass gives its first token */
       if (x->target > 0 && rs[rows[0]].slot_committed[act[q]] >= x->target) { /* (one row) */
         AMOE_TRY(request_done(rs, rows, nr, sl, act[q], plan, record_only, e));
+        kv_used -= sl[act[q]].kv, running--;
         if (loop && sent < nrq) plan[sent++].arrival_s = end;
         continue;
       }
@@ -505,6 +520,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         return bp->rc[q];
       }
       AMOE_TRY(request_done(rs, rows, nr, sl, i, plan, record_only, e)); /* its last block */
+      kv_used -= sl[i].kv, running--;
       if (loop && sent < nrq) plan[sent++].arrival_s = end;
     }
     if (h && h->on_progress && !record_only) /* (the groups' shares of the blocks, one after another) */
