@@ -98,6 +98,39 @@ static void closed_loop(void) {
   }
   CHECK(r.tot.t_idle == 0, "a closed loop never waits for an arrival (idle %g)", r.tot.t_idle);
   amoe_row_result_free(&r);
+  /* KV capacity for 3 tokens: the hand model's weights are 22.12 MB (ten
+   * 1 MB experts and 2 MB of attention in the MoE layer, 2.12 MB in the
+   * dense one, the head and the embedding 8 MB) and the draft head 3 MB; a
+   * token's KV 2 x 1000 bytes. Each request holds its 2 output tokens, so
+   * one runs at a time: request 1 waits for request 0 (T0), request 2, sent
+   * when request 0 ends, waits for request 1. */
+  s.engine.gpu_memory_utilization = 1;
+  s.hw.memory_bytes = 22.12e6 + 3e6 + 3 * 2000;
+  s.hw.gpus = 1;
+  CHECK(amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel) == 3, "KV capacity %g tokens (by hand 3)",
+        amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel));
+  const double T0 = common + 2 * (3e-3 + 1e-6) + (12e-3 + 1e-6);
+  r = run_one(&s);
+  const double sent[3] = {0, 0, T0}, admitted[3] = {0, T0, T0 + T1}, done[3] = {T0, T0 + T1, T0 + 2 * T1};
+  CHECK(r.nreqs == 3 && r.tot.passes == 3, "KV for one: %d requests in %g passes (by hand 3 in 3)", r.nreqs, r.tot.passes);
+  for (int i = 0; i < r.nreqs && i < 3; i++) {
+    const amoe_request_stat *q = &r.reqs[i];
+    CHECK(q->request == i && fabs(q->arrival_s - sent[i]) < 1e-12 && fabs(q->admitted_s - admitted[i]) < 1e-12 &&
+              fabs(q->finish_s - done[i]) < 1e-12,
+          "KV for one, request %d: sent %.12g admitted %.12g finished %.12g; by hand %.12g %.12g %.12g", (int)q->request,
+          q->arrival_s, q->admitted_s, q->finish_s, sent[i], admitted[i], done[i]);
+  }
+  amoe_row_result_free(&r);
+  s.hw.memory_bytes = 22.12e6; /* the weights alone leave nothing: refused, naming why */
+  amoe_source *src = NULL;
+  amoe_err e;
+  amoe_row_result rr[AMOE_MAX_POLICIES];
+  memset(rr, 0, sizeof rr);
+  static amoe_offline none;
+  CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &none, src, NULL, rr, &e) == AMOE_EINVAL && strstr(e.msg, "leave no KV cache"), "no KV: %s", e.msg);
+  amoe_source_close(src);
+  for (int i = 0; i < s.npolicies; i++) amoe_row_result_free(&rr[i]);
   remove(path);
 }
 
