@@ -355,10 +355,10 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   snprintf(engine, sizeof engine, "%s", c->f[C_ENGINE]);
   char *ov = strchr(engine, ';');
   if (ov) *ov++ = 0;
-  if (c->metric < 0) return snprintf(why, wn, "metric '%s' is not one this command predicts", c->f[C_METRIC]), 0;
+  if (c->metric < 0) return snprintf(why, wn, "metric '%.80s' is not one this command predicts", c->f[C_METRIC]), 0;
   if (!preset_exists("models", model))
-    return snprintf(why, wn, "no model preset '%s' (its shape is in no public config read here)", model), 0;
-  if (!preset_exists("hw", hw)) return snprintf(why, wn, "no hardware preset '%s'", hw), 0;
+    return snprintf(why, wn, "no model preset '%.80s' (its shape is in no public config read here)", model), 0;
+  if (!preset_exists("hw", hw)) return snprintf(why, wn, "no hardware preset '%.80s'", hw), 0;
   if (!preset_exists("engines", engine)) return snprintf(why, wn, "no engine preset '%.200s'", engine), 0;
   if (c->gpus < 1 || c->tp < 1) return snprintf(why, wn, "the layout is not stated (gpus, tp)"), 0;
   if (c->tp != c->gpus)
@@ -366,7 +366,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   const int ep = c->ep < 1 ? 1 : c->ep;
   if (c->gpus % ep) return snprintf(why, wn, "ep %d does not divide %d GPUs", ep, c->gpus), 0;
   if (!c->isl || !c->osl)
-    return snprintf(why, wn, "lengths '%s': no stand-in for that dataset's lengths yet", c->f[C_LENGTHS]), 0;
+    return snprintf(why, wn, "lengths '%.80s': no stand-in for that dataset's lengths yet", c->f[C_LENGTHS]), 0;
   if (c->k > 16) return snprintf(why, wn, "k %d: a chain of at most 16 draft tokens", c->k), 0;
   /* lengths */
   char lengths[256] = "";
@@ -380,7 +380,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
              ", lengths: normal, prompt_sd: %.17g, output_sd: %.17g, prompt_min: %d, prompt_max: %d, output_min: %d, "
              "output_max: %d", a[0], a[1], (int)a[2], (int)a[3], a[4] < 1 ? 1 : (int)a[4], (int)a[5]);
   } else
-    return snprintf(why, wn, "lengths '%s': fixed, uniform:R or normal:SD_IN:SD_OUT:IN_MIN:IN_MAX:OUT_MIN:OUT_MAX", L), 0;
+    return snprintf(why, wn, "lengths '%.80s': fixed, uniform:R or normal:SD_IN:SD_OUT:IN_MIN:IN_MAX:OUT_MIN:OUT_MAX", L), 0;
   /* load */
   char arrival[256];
   int conc = 0;
@@ -395,7 +395,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
              rate, lengths);
     if (!requests) requests = (int)fmin(fmax(ceil(rate * 60), 64), 2000); /* (none stated: a minute's worth) */
   } else
-    return snprintf(why, wn, "load '%s': concurrency:C, constant:R or poisson:R", c->f[C_LOAD]), 0;
+    return snprintf(why, wn, "load '%.80s': concurrency:C, constant:R or poisson:R", c->f[C_LOAD]), 0;
   /* the draft and its acceptance */
   char accept[512] = "", policy[128] = "autoregressive", tree[128] = "{depth: 1, top_k: 1, nodes: 1}";
   int passes = 0;
@@ -409,7 +409,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
       const curve *hit = NULL;
       for (int i = 0; i < ncv && !hit; i++)
         if (!strcmp(cv[i].model, model) && !strcmp(cv[i].draft, d)) hit = &cv[i];
-      if (!hit) return snprintf(why, wn, "no al, and no acceptance curve for %s with %s", model, d), 0;
+      if (!hit) return snprintf(why, wn, "no al, and no acceptance curve for %.80s with %.80s", model, d), 0;
       if (c->k > 8) return snprintf(why, wn, "no al, and the curve stops at k = 8"), 0;
       int n = snprintf(accept, sizeof accept, "{al: [");
       for (int i = 0; i < 8; i++) n += snprintf(accept + n, sizeof accept - (size_t)n, "%s%.17g", i ? ", " : "", hit->al[i]);
@@ -429,13 +429,13 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     const char *fmt = NULL;
     for (size_t i = 0; i < sizeof W / sizeof W[0]; i++)
       if (!strcmp(W[i][0], c->f[C_WEIGHTS])) fmt = W[i][1];
-    if (!fmt) return snprintf(why, wn, "weights '%s': bf16, fp8, nvfp4 or mxfp4", c->f[C_WEIGHTS]), 0;
+    if (!fmt) return snprintf(why, wn, "weights '%.80s': bf16, fp8, nvfp4 or mxfp4", c->f[C_WEIGHTS]), 0;
     r->nset = 0;
     snprintf(model_extra, sizeof model_extra, "%s", fmt);
   }
   const char *link = default_link(hw);
   char hwline[256];
-  snprintf(hwline, sizeof hwline, "{preset: %s, gpus: %d%s%s}", hw, c->gpus, link && c->gpus > 1 ? ", interconnect: " : "",
+  snprintf(hwline, sizeof hwline, "{preset: %.80s, gpus: %d%.80s%.80s}", hw, c->gpus, link && c->gpus > 1 ? ", interconnect: " : "",
            link && c->gpus > 1 ? link : "");
   snprintf(r->spec, sizeof r->spec,
            "name: cell\nbaseline: false\nmodel: %s\nhardware: %s\nparallel: {attention_tp: %d, moe_ep: %d, moe_tp: %d}\n"
@@ -451,7 +451,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   if (passes) snprintf(r->sets[r->nset++], sizeof r->sets[0], "workload.tree.draft_passes=1");
   for (char *tok = ov ? strtok(ov, ";") : NULL; tok; tok = strtok(NULL, ";")) {
     if (r->nset == 8) return snprintf(why, wn, "more than %d overrides", 8 - 3), 0;
-    if (!strchr(tok, '=')) return snprintf(why, wn, "override '%s' is not KEY=VALUE", tok), 0;
+    if (!strchr(tok, '=')) return snprintf(why, wn, "override '%.80s' is not KEY=VALUE", tok), 0;
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "%s", tok);
   }
   r->gpus = c->gpus;
@@ -562,7 +562,7 @@ static int wanted(const char *only, const char *id) {
 /* The rows' deployment and load without the draft: what an on row's off
  * row shares. */
 static void base_key(const cell *c, char *out, size_t n) {
-  snprintf(out, n, "%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s", c->f[C_MODEL], c->f[C_HW], c->f[C_GPUS], c->f[C_TP],
+  snprintf(out, n, "%.64s|%.32s|%.8s|%.8s|%.8s|%.300s|%.16s|%.16s|%.16s|%.100s|%.64s|%.16s|%.32s", c->f[C_MODEL], c->f[C_HW], c->f[C_GPUS], c->f[C_TP],
            c->f[C_EP], c->f[C_ENGINE], c->f[C_WEIGHTS], c->f[C_ISL], c->f[C_OSL], c->f[C_LENGTHS], c->f[C_LOAD],
            c->f[C_REQUESTS], c->f[C_METRIC]);
 }
