@@ -35,6 +35,20 @@ done
 plot pareto pareto "in='$res/figure-pareto/summary.csv'"
 plot batch batch "qwen='$res/figure-batch-qwen3/summary.csv'; deepseek='$res/figure-batch-deepseek/summary.csv'"
 plot load load "qwen='$res/figure-load-qwen3/summary.csv'; deepseek='$res/figure-load-deepseek/summary.csv'"
+# serving cells (§19): the error matrix against engines' published cells, where the shared
+# data is there (not in --quick: it takes about two minutes)
+cells_in=${CELLS:-../shared/real-data/serving/cells.csv}
+have_cells=0
+if [ $quick = 0 ] && [ -f "$cells_in" ]; then
+  have_cells=1
+  mkdir -p "$res/cells"
+  echo "== cells"
+  "$A" cells "$cells_in" --csv "$res/cells/cells.csv" --quiet >"$res/cells/matrix.md"
+  awk -F, 'NR == FNR { if (FNR > 1) { src[$1] = $2; met[$1] = $19 } next }
+    FNR == 1 { print "id,source,metric,measured,predicted"; next }
+    $5 == "ok" { print $1 "," src[$1] "," met[$1] "," $3 "," $2 }' "$cells_in" "$res/cells/cells.csv" >"$res/cells/points.csv"
+  plot cells cells "in='$res/cells/points.csv'"
+fi
 # under load: each row's output throughput over plain decoding's at the same rate, and its p99 TPOT
 load_table() { # SUMMARY
   awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
@@ -87,6 +101,11 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
   echo
   load_table "$res/figure-load-deepseek/summary.csv"
   echo
+  if [ $have_cells = 1 ]; then
+    cap "Serving cells: predicted against measured" cells \
+      "Every row of the shared file of engines' published serving cells (real-data serving/cells.csv) that the simulator can run, its prediction against its measurement, one marker per source; the rows it cannot run (no public shape for DeepSeek-V4-Pro or MiniMax-M3, an unstated layout, a dataset's lengths) are listed in $res/cells/matrix.md with the reason. No row pairs speculation on with off among the runnable ones, so no ratio is shown. Every hardware number of the B300, GB300 and MI3x5X presets is a datasheet lead: nothing in this matrix is fitted to it (docs/validation.md, \"Serving cells\")." \
+      "build/acceptmoe cells ../shared/real-data/serving/cells.csv --csv cells.csv"
+  fi
   cap "Beyond both papers: the marginal verifier" marginal \
     "Speedup against the deviated-token rate for marginal's share grid and its depth-only ablation, beside AcceptMoE and the oracle, in three settings; each point the mean over seeds 201-204, share chosen on seed 101 (docs/validation.md)." \
     "scripts/marginal-eval.sh"
