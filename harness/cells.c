@@ -656,6 +656,13 @@ amoe_status amoe_cells(const amoe_cells_opts *o, amoe_err *e) {
     }
   }
   fprintf(out, "\nMean absolute percentage error:\n\n| by | group | rows | MAPE |\n|---|---|---|---|\n");
+  {
+    double s = 0;
+    int n = 0;
+    for (int i = 0; i < cf.n; i++)
+      if (cf.rows[i].run >= 0) s += fabs(cf.rows[i].predicted - cf.rows[i].value) / cf.rows[i].value, n++;
+    if (n) fprintf(out, "| all | every row run | %d | %.1f%% |\n", n, 100 * s / n);
+  }
   for (int by = 0; by < 2; by++) {
     for (int i = 0; i < cf.n; i++) {
       const int col = by ? C_SOURCE : C_METRIC;
@@ -672,8 +679,7 @@ amoe_status amoe_cells(const amoe_cells_opts *o, amoe_err *e) {
       fprintf(out, "| %s | %s | %d | %.1f%% |\n", by ? "source" : "metric", cf.rows[i].f[col], n, 100 * s / n);
     }
   }
-  fprintf(out, "\nSpeculation on over off (the headline):\n\n| on | off | metric | measured | predicted | error |\n"
-               "|---|---|---|---|---|---|\n");
+
   double rs = 0;
   int rn = 0;
   for (int i = 0; i < cf.n; i++) {
@@ -687,6 +693,8 @@ amoe_status amoe_cells(const amoe_cells_opts *o, amoe_err *e) {
       base_key(off, kb, sizeof kb);
       if (strcmp(ka, kb)) continue;
       const double m = on->value / off->value, p = on->predicted / off->predicted;
+      if (!rn) fprintf(out, "\nSpeculation on over off (the headline):\n\n| on | off | metric | measured | predicted | error |\n"
+                            "|---|---|---|---|---|---|\n");
       fprintf(out, "| %s | %s | %s | %.3f | %.3f | %+.1f%% |\n", on->f[C_ID], off->f[C_ID], on->f[C_METRIC], m, p,
               100 * (p - m) / m);
       rs += fabs(p - m) / m;

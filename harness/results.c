@@ -509,7 +509,9 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
         json_object_set_new(aj, "rate", json_real(s->workload.rate));
     }
     if (s->workload.arrival == AMOE_ARRIVAL_GAMMA) json_object_set_new(aj, "cv", json_real(s->workload.cv));
-    const double kv = amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel);
+    int drafted = 0; /* (the draft's weights where some row speculates) */
+    for (int i = 0; i < s->npolicies; i++) drafted |= !amoe_draft_table[s->policies[i].draft].one_token_per_pass;
+    const double kv = amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel, drafted);
     if (kv != 0) json_object_set_new(aj, "kv_tokens", json_real(kv)); /* (§19: the KV cache's capacity per GPU) */
     json_object_set_new(pj, "arrival", aj);
   }

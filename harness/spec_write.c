@@ -107,11 +107,23 @@ static int unset_serving_key(const amoe_experiment *x, const char *path) {
  * runs no batch resolves as it did before them). */
 static int unused_batch_key(const amoe_experiment *x, const char *path) {
   const amoe_spec *s = &x->base;
+  /* §19's arrival keys: the closed loop's clients with it, the normal
+   * lengths' deviations and clips with them */
+  if (!strcmp(path, "workload.arrival.concurrency") && amoe_experiment_open(x))
+    return s->workload.arrival != AMOE_ARRIVAL_CONCURRENCY && !swept(x, path) && !swept(x, "workload.arrival.process");
+  if (!strcmp(path, "workload.arrival.lengths") && amoe_experiment_open(x))
+    return s->workload.lengths == AMOE_LENGTHS_UNIFORM && !swept(x, path);
+  if ((!strncmp(path, "workload.arrival.prompt_", 24) || !strncmp(path, "workload.arrival.output_", 24)) &&
+      amoe_experiment_open(x))
+    return s->workload.lengths != AMOE_LENGTHS_NORMAL && !swept(x, path) && !swept(x, "workload.arrival.lengths");
   if (load_key(path)) return !amoe_experiment_open(x);
   if (unset_serving_key(x, path)) return 1;
   if (!strcmp(path, "baseline")) return s->baseline && !swept(x, path); /* (written where it is off) */
-  if (!strcmp(path, "workload.prefill_sample")) /* (only a prompt reads it) */
-    return s->workload.prompt_tokens == 0 && !amoe_experiment_open(x) && !swept(x, path);
+  if (!strcmp(path, "workload.prefill_sample")) { /* (only a prompt chunk longer than it reads it) */
+    const amoe_workload_spec *w = &s->workload;
+    const int varies = amoe_experiment_open(x) && (w->range_ratio > 0 || w->lengths == AMOE_LENGTHS_NORMAL);
+    return w->prefill_sample == 256 && w->prompt_tokens <= 256 && !varies && !swept(x, path);
+  }
   if (!strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||
       !strcmp(path, "workload.chunk_tokens"))
     return !amoe_experiment_batched(x);

@@ -130,4 +130,11 @@ if [ $quick = 0 ]; then
   awk -v t="$table" '/<!-- BEGIN generated: reference -->/ { print; print "| run | policy | tau | executed | speedup | H2D MB/token | hit |"; print "|---|---|---|---|---|---|---|"; print t; skip = 1; next }
     /<!-- END generated: reference -->/ { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp && mv docs/validation.md.tmp docs/validation.md
 fi
+if [ $have_cells = 1 ]; then # every predicted serving cell, between its markers
+  cells_rows=$(awk -F, 'NR > 1 { printf "| %s | %s | %.4g | %.4g | %+.1f%% |\n", $1, $3, $5, $4, 100 * ($5 - $4) / $4 }' \
+    "$res/cells/points.csv")
+  awk -v t="$cells_rows" '/<!-- BEGIN generated: cells -->/ { print; print "| id | metric | predicted | measured | error |"
+      print "|---|---|---|---|---|"; print t; skip = 1; next }
+    /<!-- END generated: cells -->/ { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp && mv docs/validation.md.tmp docs/validation.md
+fi
 echo "results in $res/, figures in $figs/, $readme"

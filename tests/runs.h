@@ -45,6 +45,19 @@ static inline void write_trace(const char *text, const char *path, amoe_spec *s)
   snprintf(s->workload.path, sizeof s->workload.path, "%s", path);
 }
 
+/* The first point of the spec whose YAML text is given, loaded as `run`
+ * loads a file. */
+static inline amoe_spec spec_of_yaml(const char *yaml) {
+  const char *p = check_write_tmp(yaml);
+  amoe_experiment x;
+  amoe_diag d = {0};
+  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_OK, "%s", d.n ? d.msgs[0] : "");
+  amoe_spec s;
+  CHECK(amoe_experiment_point(&x, 0, &s, &d) == AMOE_OK, "%s", d.n ? d.msgs[0] : "");
+  amoe_diag_free(&d);
+  return s;
+}
+
 static inline amoe_row_result run_one(const amoe_spec *s) {
   static amoe_offline offline;
   amoe_source *src = NULL;

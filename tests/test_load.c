@@ -127,14 +127,7 @@ static amoe_spec load_spec(const char *extra) {
            "acceptance: {tau: 2.0}%s}\n"
            "policies: [natural, {draft: autoregressive}, acceptmoe]\n",
            extra);
-  const char *p = check_write_tmp(yaml);
-  amoe_experiment x;
-  amoe_diag d = {0};
-  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_OK, "%s", d.n ? d.msgs[0] : "");
-  amoe_spec s;
-  CHECK(amoe_experiment_point(&x, 0, &s, &d) == AMOE_OK, "%s", d.n ? d.msgs[0] : "");
-  amoe_diag_free(&d);
-  return s;
+  return spec_of_yaml(yaml);
 }
 
 /* Every row of s, with the offline tables o (NULL: none). */

@@ -107,8 +107,11 @@ static void closed_loop(void) {
   s.engine.gpu_memory_utilization = 1;
   s.hw.memory_bytes = 22.12e6 + 3e6 + 3 * 2000;
   s.hw.gpus = 1;
-  CHECK(amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel) == 3, "KV capacity %g tokens (by hand 3)",
-        amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel));
+  CHECK(amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 1) == 3, "KV capacity %g tokens (by hand 3)",
+        amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 1));
+  CHECK(amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0) == 1503,
+        "plain decoding loads no draft: %g tokens (by hand (3e6 + 6000) / 2000 = 1503)",
+        amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0));
   const double T0 = common + 2 * (3e-3 + 1e-6) + (12e-3 + 1e-6);
   r = run_one(&s);
   const double sent[3] = {0, 0, T0}, admitted[3] = {0, T0, T0 + T1}, done[3] = {T0, T0 + T1, T0 + 2 * T1};
@@ -144,14 +147,7 @@ static amoe_spec serve_spec(const char *extra) {
            "baseline: false\n"
            "%s\n",
            extra);
-  const char *p = check_write_tmp(yaml);
-  amoe_experiment x;
-  amoe_diag d = {0};
-  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_OK, "%s", d.n ? d.msgs[0] : "");
-  amoe_spec s;
-  CHECK(amoe_experiment_point(&x, 0, &s, &d) == AMOE_OK, "%s", d.n ? d.msgs[0] : "");
-  amoe_diag_free(&d);
-  return s;
+  return spec_of_yaml(yaml);
 }
 
 /* Two requests of 10-token prompts arrive together; chunks of 4 tokens,

@@ -52,13 +52,14 @@ double amoe_cost_dense_model(const amoe_hw *hw, double params, int n) {
   return mx(2.0 * params / hw->hbm_bw, 2.0 * params * n / hw->peak_flops) + hw->draft_step_fixed_s;
 }
 
-double amoe_cost_kv_tokens(const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng, const amoe_parallel *par) {
+double amoe_cost_kv_tokens(const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng, const amoe_parallel *par,
+                           int drafted) {
   if (!(eng->gpu_memory_utilization > 0)) return 0;
   const int gpus = hw->gpus > 0 ? hw->gpus : 1, tp = par && par->attention_tp > 1 ? par->attention_tp : 1;
   const double weights = m->moe_layers * ((double)m->experts * amoe_model_expert_bytes(m) + dense_weights(m, 1)) +
                          (m->layers - m->moe_layers) * dense_weights(m, 0) + 2 * m->lm_head_bytes;
   const double per_token = m->kv_bytes_per_token_layer * m->layers / (m->kv_heads > 0 ? (tp < m->kv_heads ? tp : m->kv_heads) : 1);
-  const double free = hw->memory_bytes * eng->gpu_memory_utilization - weights / gpus - m->draft_head_bytes -
+  const double free = hw->memory_bytes * eng->gpu_memory_utilization - weights / gpus - (drafted ? m->draft_head_bytes : 0) -
                       eng->memory_reserve_bytes;
   if (!(per_token > 0)) return 0;
   return free > 0 ? floor(free / per_token) : -1;

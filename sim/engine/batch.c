@@ -417,7 +417,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
   for (int i = sent; loop && i < nrq; i++) plan[i].arrival_s = INFINITY; /* (each row's schedule starts over) */
   /* KV capacity (§19): a request is admitted while its prompt and output
    * fit beside the running requests' (alone, it is admitted regardless) */
-  const double kv_cap = plan ? amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel) : 0;
+  const double kv_cap = plan ? amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel, !one) : 0;
   if (kv_cap < 0)
     return amoe_fail(e, AMOE_EINVAL, "engine.gpu_memory_utilization %g: the weights of %s leave no KV cache on %d %s",
                      s->engine.gpu_memory_utilization, s->model.name, s->hw.gpus, s->hw.name);
