@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lines.h"
 #include "results.h"
 #include "spec_load.h"
 
@@ -107,23 +108,13 @@ static amoe_status parse_file(const char *path, cell_file *cf, amoe_err *e) {
   FILE *f = fopen(path, "r");
   if (!f) return amoe_fail(e, AMOE_EIO, "%s: cannot read: %s", path, strerror(errno));
   char line[8192], buf[FIELD_MAX];
-  int lineno = 0, map[NCOLS], header = 0, ncol = 0;
-  long offset = 0;
+  int map[NCOLS], header = 0, ncol = 0;
   amoe_status st = AMOE_OK;
-  while (st == AMOE_OK && fgets(line, sizeof line, f)) {
-    lineno++;
-    const long at = offset;
-    offset += (long)strlen(line);
-    if (!strchr(line, '\n') && !feof(f)) {
-      st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:1 (byte %ld): a line longer than %zu characters", path, lineno, at,
-                     sizeof line - 2);
-      break;
-    }
-    line[strcspn(line, "\r\n")] = 0;
+  amoe_lines lr = {f, path, 0, 0, 0};
+  while (st == AMOE_OK && (st = amoe_lines_next(&lr, line, sizeof line, e)) == AMOE_OK) {
+    const int lineno = lr.line;
+    const long at = lr.at;
     const char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (!*p || *p == '#') continue;
-    p = line;
     int col = 1, bad = 0, i = 0;
     if (!header) { /* the header: every column of the format, in any order, and no other */
       for (int c = 0; c < NCOLS; c++) map[c] = -1;
@@ -225,7 +216,7 @@ static amoe_status parse_file(const char *path, cell_file *cf, amoe_err *e) {
       }
     if (st == AMOE_OK) cf->n++;
   }
-  if (st == AMOE_OK && ferror(f)) st = amoe_fail(e, AMOE_EIO, "%s: read error", path);
+  if (st == AMOE_END) st = AMOE_OK;
   if (st == AMOE_OK && !header) st = amoe_fail(e, AMOE_EFORMAT, "%s: no header (docs/spec.md \"Serving cells\")", path);
   fclose(f);
   if (st != AMOE_OK) {

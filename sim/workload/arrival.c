@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include "lines.h"
 #include "rng.h"
 
 const char *const amoe_arrival_names[] = {"closed", "poisson", "gamma", "trace", "constant", "concurrency", NULL};
@@ -100,26 +101,16 @@ static amoe_status read_trace(const char *path, amoe_arrival **out, int *n, amoe
   FILE *f = fopen(path, "r");
   if (!f) return amoe_fail(e, AMOE_EIO, "workload.arrival.path: %s: cannot read: %s", path, strerror(errno));
   char line[512], buf[128];
-  int lineno = 0, header = 0;
-  long offset = 0;
+  int header = 0;
   amoe_arrival *v = NULL;
   size_t cap = 0;
   amoe_status st = AMOE_OK;
   double prev = 0;
-  while (st == AMOE_OK && fgets(line, sizeof line, f)) {
-    lineno++;
-    const long at = offset;
-    offset += (long)strlen(line);
-    if (!strchr(line, '\n') && !feof(f)) {
-      st = amoe_fail(e, AMOE_EINVAL, "%s:%d:1 (byte %ld): a line longer than %zu characters", path, lineno, at,
-                     sizeof line - 2);
-      break;
-    }
-    line[strcspn(line, "\r\n")] = 0;
+  amoe_lines lr = {f, path, 0, 0, 0};
+  while (st == AMOE_OK && (st = amoe_lines_next(&lr, line, sizeof line, e)) == AMOE_OK) {
+    const int lineno = lr.line;
+    const long at = lr.at;
     const char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (!*p || *p == '#') continue;
-    p = line;
     int col = 1, k = 0;
     if (!header) { /* the header: the three columns, in this order */
       for (; k < 3 && field(line, &p, buf, sizeof buf, &col); k++)
@@ -164,7 +155,7 @@ static amoe_status read_trace(const char *path, amoe_arrival **out, int *n, amoe
     v = nv;
     v[(*n)++] = (amoe_arrival){x[0], (int)x[1], (int)x[2]};
   }
-  if (st == AMOE_OK && ferror(f)) st = amoe_fail(e, AMOE_EIO, "%s: read error", path);
+  if (st == AMOE_END) st = AMOE_OK;
   if (st == AMOE_OK && *n == 0) st = amoe_fail(e, AMOE_EINVAL, "%s: no requests (a header and a row per request)", path);
   fclose(f);
   if (st != AMOE_OK) {
