@@ -410,23 +410,23 @@ static amoe_status placement_load(const amoe_spec *s, double **load, amoe_err *e
 /* The profiled step-time table (§18) over the calibration workload, as
  * an engine profiles it at start-up: batch up to the run's slots. */
 enum { STEP_SAMPLES = 8 };
-static amoe_status step_table_for(const amoe_spec *s, amoe_step_table *t, amoe_err *e) {
+static amoe_status step_table_for(const amoe_spec *s, const double *load, amoe_step_table *t, amoe_err *e) {
   const amoe_workload_spec w = calibration_workload(s);
   amoe_source *cal = NULL;
   amoe_status st = amoe_source_open(&cal, &w, &s->model, e);
-  if (!st) st = amoe_step_table_profile(s, cal, amoe_workload_slots(&s->workload), STEP_SAMPLES, t, e);
+  if (!st) st = amoe_step_table_profile(s, cal, load, amoe_workload_slots(&s->workload), STEP_SAMPLES, t, e);
   amoe_source_close(cal);
   return st;
 }
 
 /* The step table when a row reads it (*t NULL otherwise; the caller frees). */
-static amoe_status step_table_if_read(const amoe_spec *s, amoe_step_table **t, amoe_err *e) {
+static amoe_status step_table_if_read(const amoe_spec *s, const double *load, amoe_step_table **t, amoe_err *e) {
   *t = NULL;
   int reads = 0;
   for (int i = 0; i < s->npolicies; i++) reads |= amoe_draft_table[s->policies[i].draft].reads_step_table;
   if (!reads) return AMOE_OK;
   if (!(*t = malloc(sizeof **t))) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  const amoe_status st = step_table_for(s, *t, e);
+  const amoe_status st = step_table_for(s, load, *t, e);
   if (st) {
     free(*t);
     *t = NULL;
@@ -489,7 +489,7 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
   amoe_step_table *steps = NULL;
   amoe_status st = placement_load(s, &load, e);
   offline.load = load;
-  if (!st) st = step_table_if_read(s, &steps, e);
+  if (!st) st = step_table_if_read(s, load, &steps, e);
   offline.steps = steps;
   if (!st) st = amoe_source_open(&src, &s->workload, &s->model, e); /* 2 */
   if (!st) st = open_backend(o, s, &ex, e);                          /* 3 */
@@ -893,7 +893,10 @@ static int cmd_costtable(int argc, char **argv) {
   }
   amoe_err e = {{0}};
   amoe_step_table *t = malloc(sizeof *t);
-  amoe_status st = t ? step_table_for(s, t, &e) : amoe_fail(&e, AMOE_ENOMEM, "out of memory");
+  double *load = NULL; /* (balanced: the layout the run charges, from the same load) */
+  amoe_status st = t ? placement_load(s, &load, &e) : amoe_fail(&e, AMOE_ENOMEM, "out of memory");
+  if (!st) st = step_table_for(s, load, t, &e);
+  free(load);
   if (!st) {
     json_t *root = json_object(), *bs = json_array(), *ns = json_array(), *grid = json_array(), *flat = json_array();
     for (int i = 0; i < t->nb; i++) json_array_append_new(bs, json_integer(t->batch[i]));

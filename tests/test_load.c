@@ -302,7 +302,7 @@ static void sizing(void) {
     amoe_source *src = NULL;
     amoe_err e;
     CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
-    CHECK(amoe_step_table_profile(&s, src, 8, 4, &steps, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_step_table_profile(&s, src, NULL, 8, 4, &steps, &e) == AMOE_OK, "%s", e.msg);
     amoe_source_close(src);
     static amoe_offline offline;
     offline.steps = &steps;
@@ -358,7 +358,7 @@ static void costtable_round_trip(void) {
     amoe_source *src = NULL;
     amoe_err e;
     CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
-    CHECK(amoe_step_table_profile(&s, src, 4, 1, &t, &e) == AMOE_OK, "%s", e.msg);
+    CHECK(amoe_step_table_profile(&s, src, NULL, 4, 1, &t, &e) == AMOE_OK, "%s", e.msg);
     amoe_source_close(src);
     amoe_row_result r = run_one(&s);
     const double entry = t.step_s[t.nb - 1][t.nt - 1];

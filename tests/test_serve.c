@@ -14,6 +14,7 @@
 #include "check.h"
 #include "cost.h"
 #include "gen.h"
+#include "profile.h"
 #include "run.h"
 #include "source.h"
 #include "spec_load.h"
@@ -308,7 +309,52 @@ static void cell_format(void) {
         "an unknown column: %s", e.msg);
 }
 
+/* costtable under `placement: balanced`: the profiled table's entry is the
+ * pass the run charges on the same balanced layout (one pass of 4 requests
+ * of one block, every node verified), and differs from contiguous's, which
+ * the table once used whatever the placement. The load is a hand-made skew:
+ * the low experts hot, so contiguous puts them on one group. */
+static void costtable_balanced(void) {
+  const char *y = "name: cb\n"
+                  "model: {name: tiny-moe, layers: 2, moe_layers: 2, experts: 64, top_k: 4, hidden: 1024, "
+                  "moe_intermediate: 512, vocab: 1000}\n"
+                  "hardware: {preset: h200, gpus: 2, interconnect: nvlink4}\n"
+                  "parallel: {attention_tp: 2, moe_ep: 2, moe_tp: 1, placement: balanced}\n"
+                  "workload: {batch: 4, blocks: 4, tokens_per_request: 1, tree: {depth: 3, top_k: 4, nodes: 3}, "
+                  "acceptance: {tau: 2.0}}\npolicies: [natural]\n";
+  amoe_spec s = spec_of_yaml(y);
+  double load[2 * 64];
+  for (int l = 0; l < 2; l++)
+    for (int x = 0; x < 64; x++) load[l * 64 + x] = x < 32 ? 100 - x : 1;
+  amoe_err e;
+  amoe_step_table t, tc;
+  amoe_source *src = NULL;
+  CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_step_table_profile(&s, src, load, 4, 1, &t, &e) == AMOE_OK, "%s", e.msg);
+  amoe_source_close(src);
+  amoe_spec c = s;
+  c.parallel.placement = AMOE_PLACE_CONTIGUOUS;
+  CHECK(amoe_source_open(&src, &c.workload, &c.model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_step_table_profile(&c, src, NULL, 4, 1, &tc, &e) == AMOE_OK, "%s", e.msg);
+  amoe_source_close(src);
+  amoe_offline offline;
+  memset(&offline, 0, sizeof offline);
+  offline.load = load;
+  amoe_row_result r[AMOE_MAX_POLICIES];
+  memset(r, 0, sizeof r);
+  CHECK(amoe_source_open(&src, &s.workload, &s.model, &e) == AMOE_OK, "%s", e.msg);
+  CHECK(amoe_run(&s, &offline, src, NULL, r, &e) == AMOE_OK, "%s", e.msg);
+  amoe_source_close(src);
+  const double entry = t.step_s[t.nb - 1][t.nt - 1], other = tc.step_s[tc.nb - 1][tc.nt - 1];
+  CHECK(r[0].tot.passes == 1 && fabs(r[0].tot.t_total - entry) < 1e-12 * entry,
+        "balanced: the table's (4, 3) entry %.15g, the run's pass %.15g (%g passes)", entry, r[0].tot.t_total,
+        r[0].tot.passes);
+  CHECK(other != entry, "contiguous's entry %.15g equals balanced's: the table ignored the placement", other);
+  for (int i = 0; i < s.npolicies; i++) amoe_row_result_free(&r[i]);
+}
+
 int main(void) {
+  costtable_balanced();
   capture();
   closed_loop();
   budget();

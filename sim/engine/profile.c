@@ -7,6 +7,7 @@
 #include "cost.h"
 #include "grow.h"
 #include "layout.h"
+#include "run.h"
 #include "policy.h"
 
 /* One calibration block as the profile needs it: its first n nodes in
@@ -29,7 +30,7 @@ static void grid(int *v, int *n, int max, int doubling) {
   v[(*n)++] = max;
 }
 
-amoe_status amoe_step_table_profile(const amoe_spec *s, amoe_source *src, int max_batch, int samples,
+amoe_status amoe_step_table_profile(const amoe_spec *s, amoe_source *src, const double *load, int max_batch, int samples,
                                     amoe_step_table *t, amoe_err *e) {
   memset(t, 0, sizeof *t);
   const amoe_model *M = &s->model;
@@ -74,13 +75,8 @@ amoe_status amoe_step_table_profile(const amoe_spec *s, amoe_source *src, int ma
   }
   amoe_source_want_logits(src, AMOE_LOGITS_ALL);
   if (st == AMOE_OK && have == 0) st = amoe_fail(e, AMOE_EINVAL, "the profile's calibration workload is empty");
-  amoe_layout *layout = NULL;
-  if (st == AMOE_OK && L > 0 && amoe_parallel_has_groups(&s->parallel, s->hw.gpus)) {
-    layout = amoe_layout_new(L, E, s->parallel.moe_ep > 0 ? s->parallel.moe_ep : 1);
-    if (!layout) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-    else if (s->parallel.placement == AMOE_PLACE_ROUND_ROBIN) amoe_layout_round_robin(layout);
-    else if (s->parallel.placement == AMOE_PLACE_FILE) st = amoe_layout_read(layout, s->parallel.placement_file, e);
-  }
+  amoe_layout *layout = NULL; /* the run's own (balanced by the same load) */
+  if (st == AMOE_OK) st = amoe_run_layout(s, load, &layout, e);
   uint8_t *X = calloc((size_t)(E > 0 ? E : 1), 1);
   int *count = calloc((size_t)(E > 0 ? E : 1), sizeof *count);
   double *tau = calloc((size_t)t->batch[t->nb - 1], sizeof *tau);

@@ -17,9 +17,9 @@
  * taking blocks j·b .. j·b + b − 1 of src (over again from its start when
  * it has fewer), each verifying its first n nodes in EAGLE order with
  * natural routing: resident, or under offload a steady miss share
- * 1 − slots/experts of the union fetched; on several GPUs the spec's
- * placement (balanced: contiguous, having no load yet). */
-amoe_status amoe_step_table_profile(const amoe_spec *s, amoe_source *src, int max_batch, int samples,
+ * 1 − slots/experts of the union fetched; on several GPUs the layout the
+ * run charges (amoe_run_layout; balanced by `load`, the run's). */
+amoe_status amoe_step_table_profile(const amoe_spec *s, amoe_source *src, const double *load, int max_batch, int samples,
                                     amoe_step_table *t, amoe_err *e);
 
 #endif

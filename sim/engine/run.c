@@ -235,6 +235,30 @@ static amoe_cache_cfg cache_cfg(const amoe_spec *s, int policy) {
   return c;
 }
 
+amoe_status amoe_run_layout(const amoe_spec *s, const double *load, amoe_layout **out, amoe_err *e) {
+  *out = NULL;
+  const int L = s->model.moe_layers, E = s->model.experts;
+  if (!(L > 0 && amoe_parallel_has_groups(&s->parallel, s->hw.gpus))) return AMOE_OK; /* (a dense model places nothing) */
+  amoe_layout *layout = amoe_layout_new(L, E, s->parallel.moe_ep > 0 ? s->parallel.moe_ep : 1);
+  if (!layout) return amoe_fail(e, AMOE_ENOMEM, "out of memory for the placement");
+  amoe_status st = AMOE_OK;
+  switch (s->parallel.placement) {
+  case AMOE_PLACE_ROUND_ROBIN: amoe_layout_round_robin(layout); break;
+  case AMOE_PLACE_FILE: st = amoe_layout_read(layout, s->parallel.placement_file, e); break;
+  case AMOE_PLACE_BALANCED:
+    st = load ? amoe_layout_balanced(layout, load, s->parallel.redundant, e)
+              : amoe_fail(e, AMOE_EINVAL, "parallel.placement: balanced needs a calibration workload's load");
+    break;
+  default: break; /* contiguous */
+  }
+  if (st != AMOE_OK) {
+    amoe_layout_free(layout);
+    return st;
+  }
+  *out = layout;
+  return AMOE_OK;
+}
+
 amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_source *src,
                      const amoe_run_hooks *h, amoe_row_result *rows, amoe_err *e) {
   const int P = s->npolicies, L = s->model.moe_layers, E = s->model.experts;
@@ -247,20 +271,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
   amoe_status st = AMOE_OK;
   amoe_layout *layout = NULL;
   for (int i = 0; i < P; i++) memset(&rows[i], 0, sizeof rows[i]);
-  if (L > 0 && amoe_parallel_has_groups(&s->parallel, s->hw.gpus)) { /* (a dense model has no experts to place) */ /* expert groups on several GPUs (§16) */
-    const int groups = s->parallel.moe_ep > 0 ? s->parallel.moe_ep : 1;
-    layout = amoe_layout_new(L, E, groups);
-    if (!layout) return amoe_fail(e, AMOE_ENOMEM, "out of memory for the placement");
-    switch (s->parallel.placement) {
-    case AMOE_PLACE_ROUND_ROBIN: amoe_layout_round_robin(layout); break;
-    case AMOE_PLACE_FILE: st = amoe_layout_read(layout, s->parallel.placement_file, e); break;
-    case AMOE_PLACE_BALANCED:
-      st = offline->load ? amoe_layout_balanced(layout, offline->load, s->parallel.redundant, e)
-                    : amoe_fail(e, AMOE_EINVAL, "parallel.placement: balanced needs a calibration workload's load");
-      break;
-    default: break; /* contiguous */
-    }
-  }
+  st = amoe_run_layout(s, offline->load, &layout, e);
   for (int i = 0; i < P && st == AMOE_OK; i++) {
     rows[i].layers = calloc((size_t)L, sizeof *rows[i].layers);
     if (!rows[i].layers) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");

@@ -8,6 +8,7 @@
 #ifndef AMOE_RUN_H
 #define AMOE_RUN_H
 
+#include "layout.h"
 #include <stdint.h>
 
 #include "err.h"
@@ -109,6 +110,12 @@ typedef struct {
 } amoe_run_hooks;
 
 /* Runs every policy row of s over the source. rows[i].layers is allocated. */
+/* The expert layout a run of s charges on (§16; *out NULL: one GPU, or a
+ * dense model): the spec's placement, balanced by `load` ([layer][expert],
+ * a calibration workload's; needed only there). The run and the profiled
+ * step table (profile.h) both build theirs here. */
+amoe_status amoe_run_layout(const amoe_spec *s, const double *load, amoe_layout **out, amoe_err *e);
+
 amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_source *src,
                      const amoe_run_hooks *hooks, amoe_row_result *rows, amoe_err *e);
 void amoe_row_result_free(amoe_row_result *r);
