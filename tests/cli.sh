@@ -896,14 +896,15 @@ printf 'arrival_s,prompt_tokens,output_tokens\n0.1,8,4\n0.05,8,4\n' >"$T/arr.csv
 expect 2 "arr.csv:3:1 \\(byte 46\\): arrival_s 0.05 comes before" -- "$A" run "$T/tl.yaml" --set workload.arrival.process=trace \
   --set workload.arrival.cv=1 --set workload.arrival.range_ratio=0 --set "workload.arrival.path=$T/arr.csv" --out "$T/bad" --quiet
 
-# serving cells (§19): a hand file runs its deployments, pairs speculation
+# serving cells (§19): a hand file runs its deployments (plain, EAGLE-3, DSpark fixed
+# and adaptive, MTP on a dense target), pairs speculation
 # on with off, lists the rows it cannot run with their reasons, writes
 # --csv (one line per row) and names a bad file's positions
 "$A" cells tests/fixtures/cells.csv --csv "$T/cells.csv" --quiet >"$T/cells.md" 2>"$T/cells.err"
 if grep -qE '^\| on \| off \| output_tok_s \| 1\.042 \| [0-9.]+ \|' "$T/cells.md" &&
    grep -q "skipped: no model preset 'no-such-model'" "$T/cells.md" && grep -q "skipped: lengths 'sharegpt'" "$T/cells.md" &&
    grep -q "the run failed: --set engine.nonsense=1: unknown key" "$T/cells.md" &&
-   [ "$(wc -l <"$T/cells.csv")" -eq 8 ] && [ "$(grep -c ',ok$' "$T/cells.csv")" -eq 4 ] &&
+   [ "$(wc -l <"$T/cells.csv")" -eq 12 ] && [ "$(grep -c ',ok$' "$T/cells.csv")" -eq 8 ] &&
    head -1 "$T/cells.csv" | grep -qx 'id,predicted,measured,error,status'; then ok
 else bad "cells: $(cat "$T/cells.err") $(head -c 600 "$T/cells.md")"; fi
 "$A" cells tests/fixtures/cells.csv --only on,off --quiet >"$T/cells2.md" 2>&1

@@ -345,6 +345,8 @@ static __attribute__((noinline, unused)) double mtp_draft_s(const amoe_spec *s, 
   amoe_cost_pass_init(&one, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
       .tokens = 1, .context = s->workload.context_tokens});
   double t = 0;
+  if (b->layers < 1) /* a dense target: the module is one dense decoder layer and the head */
+    return (nn - 1) * (amoe_cost_dense(M, &s->hw, 1, s->workload.context_tokens, 0, tp) + amoe_cost_head(M, &s->hw, 1, tp));
   for (int i = 1; i < nn; i++) {
     const uint16_t *id = amoe_block_ids(b, b->layers - 1, w->nodes[i]);
     memset(w->X, 0, (size_t)E);
