@@ -218,7 +218,12 @@ void amoe_fit_targets_from_stats(amoe_fit_targets *t, const amoe_inspect_stats *
   t->reuse_within_8 = st->reuse_within_8;
   t->reuse_within_1 = st->reuse_within_1;
   t->reuse_median = st->reuse_median;
-  if (st->nodes_mean >= 2 && st->tree_depth_max > 0) { /* trees: their union per layer, at their shape */
+  /* draft trees (a capture's verification passes, or hybrid blocks): their
+   * union per layer, at their shape and accept length. Chains of real
+   * tokens (a decode capture read in windows) branch nowhere and accept
+   * every token: they are the window statistics above, not a draft tree,
+   * and their "accept length" is the window's, not the spec's tau */
+  if (st->nodes_mean >= 2 && st->tree_depth_max > 0 && st->tree_branch_max > 1) {
     t->ntree_layers = L;
     for (int l = 0; l < L; l++) t->tree_union_layer[l] = st->union_layer[l];
     t->tree_nodes = (int)lround(st->nodes_mean);

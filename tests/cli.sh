@@ -336,6 +336,13 @@ for l in open(sys.argv[1]):
     $C/vllm.jsonl >"$T/vh.jsonl"
   python3 scripts/capture/engines.py vllm "$T/vh.jsonl" "$T/vh.st" --experts 64 --top-k 8 2>/dev/null
   cmp -s "$T/v.st" "$T/vh.st" && ok || bad "vLLM's HTTP response layout converts differently"
+  # a decode capture fitted with a chain spec (a 1-node tree at tau 1): its
+  # windows are chains of real tokens, not draft trees, so no tree target
+  # (and no tau the user never set) enters the fit
+  "$A" fit workloads/specs/fit-olmoe.yaml --trace "$T/v.st" --format routing-safetensors --window 8 --blocks 40 \
+    --set workload.tree.nodes=1 --set workload.tree.top_k=1 --set workload.tree.depth=1 --set workload.acceptance.tau=1 \
+    >"$T/vfit.out" 2>&1 && grep -q '^routing:' "$T/vfit.out" && ! grep -qi 'tree union\|acceptance.tau' "$T/vfit.out" && ok ||
+    bad "fit --trace of a vLLM decode capture with a chain spec: $(tail -3 "$T/vfit.out")"
   "$A" inspect $C/decode.jsonl --format routing-jsonl --model olmoe-1b-7b --window 3 --json | sed 's/"input":"[^"]*"//' >"$T/d.json"
   for f in v s; do
     "$A" inspect "$T/$f.st" --format routing-safetensors --model olmoe-1b-7b --window 3 --json | sed 's/"input":"[^"]*"//' >"$T/$f.json"
