@@ -421,7 +421,6 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     for (size_t i = 0; i < sizeof W / sizeof W[0]; i++)
       if (!strcmp(W[i][0], c->f[C_WEIGHTS])) fmt = W[i][1];
     if (!fmt) return snprintf(why, wn, "weights '%.80s': bf16, fp8, nvfp4 or mxfp4", c->f[C_WEIGHTS]), 0;
-    r->nset = 0;
     snprintf(model_extra, sizeof model_extra, "%s", fmt);
   }
   const char *link = default_link(hw);

@@ -516,6 +516,24 @@ static amoe_status run_point(const opts *o, const amoe_spec *s, int p, int npoin
   return st;
 }
 
+/* Every sweep point of x this shard runs, into the results ro opens
+ * (committed when all ran). *rc: a spec point's exit status (its messages
+ * printed), 0 if every point resolved. */
+static amoe_status run_points(const opts *o, const amoe_experiment *x, amoe_spec *s, const amoe_results_opts *ro,
+                              int *rc, amoe_err *e) {
+  amoe_results *res = NULL;
+  amoe_status st = amoe_results_open(&res, ro, e);
+  const int npoints = amoe_experiment_points(x);
+  for (int p = 0; p < npoints && !st && !*rc; p++) {
+    if (p % o->shard_n != o->shard_i) continue;
+    if ((*rc = spec_point(x, p, s))) break;
+    st = run_point(o, s, p, npoints, res, e);
+  }
+  if (!st && !*rc) st = amoe_results_commit(res, e);
+  amoe_results_close(res);
+  return st;
+}
+
 static int cmd_run(int argc, char **argv) {
   command c;
   int rc = command_begin(&c, argc, argv, -1);
@@ -536,17 +554,8 @@ static int cmd_run(int argc, char **argv) {
                                 x->base.output.dump_selection[0] ? x->base.output.dump_selection : NULL,
                                 o.shard_i, o.shard_n, stdout};
   amoe_err e = {{0}};
-  amoe_results *res = NULL;
-  amoe_status st = amoe_results_open(&res, &ro, &e);
-  const int npoints = amoe_experiment_points(x);
-  for (int p = 0; p < npoints && !st && !rc; p++) {
-    if (p % o.shard_n != o.shard_i) continue;
-    if ((rc = spec_point(x, p, s))) break;
-    st = run_point(&o, s, p, npoints, res, &e);
-  }
-  if (!st && !rc) st = amoe_results_commit(res, &e);
+  const amoe_status st = run_points(&o, x, s, &ro, &rc, &e);
   if (!st && !rc && !o.quiet) fprintf(stderr, "results in %s/\n", dir);
-  amoe_results_close(res);
   if (!rc) rc = report(st, &e);
 out:
   command_end(&c);
@@ -562,22 +571,18 @@ static amoe_status cells_run(void *ctx, const char *spec, char *const *sets, int
   amoe_spec *s = calloc(1, sizeof *s);
   amoe_diag d = {0};
   amoe_status st = x && s ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory for the spec");
-  if (!st && amoe_experiment_load(x, spec, sets, nset, &d) != AMOE_OK) st = AMOE_EINVAL;
-  if (!st && amoe_experiment_point(x, 0, s, &d) != AMOE_OK) st = AMOE_EINVAL;
-  if (st == AMOE_EINVAL) amoe_fail(e, AMOE_EINVAL, "%s", d.n ? d.msgs[0] : "the spec");
+  if (!st && amoe_experiment_load(x, spec, sets, nset, &d) != AMOE_OK)
+    st = amoe_fail(e, AMOE_EINVAL, "%s", d.n ? d.msgs[0] : "the spec");
   amoe_diag_free(&d);
   if (!st) {
-    s->workload.threads = 1;
     opts o;
     memset(&o, 0, sizeof o);
     o.quiet = 1;
     o.shard_n = 1;
     const amoe_results_opts ro = {out_dir, x, spec, NULL, 0, NULL, 0, 1, NULL};
-    amoe_results *res = NULL;
-    st = amoe_results_open(&res, &ro, e);
-    if (!st) st = run_point(&o, s, 0, 1, res, e);
-    if (!st) st = amoe_results_commit(res, e);
-    amoe_results_close(res);
+    int rc = 0;
+    st = run_points(&o, x, s, &ro, &rc, e);
+    if (!st && rc) st = amoe_fail(e, AMOE_EINVAL, "%s: the spec's point does not resolve (its errors above)", spec);
   }
   free(x);
   free(s);
