@@ -27,7 +27,7 @@ amoe_status amoe_exec_route(amoe_exec *x, int row, uint64_t block, int layer, in
                             const amoe_placement *placement, amoe_err *e);
 
 /* Per row, divided by `blocks`. */
-typedef struct {
+typedef struct amoe_exec_row {
   double predicted_moe_s, measured_moe_s, measured_over_predicted;
   double predicted_fetch_s, measured_fetch_s, h2d_bytes_per_s;
 } amoe_exec_row;

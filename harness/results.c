@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cost.h"
+#include "exec.h"
 #include "policy.h"
 #include "trace.h"
 

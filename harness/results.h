@@ -8,7 +8,6 @@
 #include <stdio.h>
 
 #include "err.h"
-#include "exec.h"
 #include "run.h"
 #include "spec_load.h"
 
@@ -69,7 +68,7 @@ typedef struct {
   const char *workload;               /* the source's provenance (JSON text) */
   const char *commitment;             /* where p̂ came from */
   const amoe_offline *offline;     /* written into meta.json, or NULL when no row reads it */
-  const amoe_exec_row *measured;      /* [npolicies], or NULL without a backend */
+  const struct amoe_exec_row *measured; /* [npolicies] (exec.h), or NULL without a backend */
   const double *measured_layers;      /* [npolicies][moe_layers], or NULL */
 } amoe_point_result;
 
