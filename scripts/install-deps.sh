@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian packages acceptmoe needs, if any is missing.
+#   scripts/install-deps.sh main   the main job (scripts/quickstart.sh): a compiler,
+#                                  CMake, libyaml and jansson; nothing else
+#   scripts/install-deps.sh        everything the tests, benchmarks and figures use
+#                                  (scripts/test.sh, scripts/reproduce.sh) as well
 set -euo pipefail
-pkgs=(cmake make gcc g++ clang time parallel slurm-wlm munge python3-torch pkg-config libyaml-dev libjansson-dev libbenchmark-dev
-  gnuplot-nox libtbb-dev python3-venv python3-regex python3-tqdm python3-filelock python3-yaml python3-requests python3-packaging
-  python3-fsspec python3-typing-extensions)
+pkgs=(cmake make gcc g++ pkg-config libyaml-dev libjansson-dev)
+if [ "${1:-}" != main ]; then
+  # the tests (slurm and munge: the sweep's Slurm test; torch and the rest: the hf capture
+  # converter's), the benchmarks (Google Benchmark), the figures (gnuplot), HIP-CPU's TBB
+  pkgs+=(clang time parallel slurm-wlm munge python3-torch libbenchmark-dev gnuplot-nox libtbb-dev python3-venv
+    python3-regex python3-tqdm python3-filelock python3-yaml python3-requests python3-packaging python3-fsspec
+    python3-typing-extensions)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -15,6 +24,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+
+[ "${1:-}" = main ] && exit 0
 
 # Hugging Face transformers, which Debian lacks, for the hf capture converter and
 # its test (tests/hf_capture.py): pinned, into .venv beside Debian's torch (1.13;
