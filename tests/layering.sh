@@ -2,7 +2,9 @@
 # The library's folders are the pipeline's stages (docs/design.md §3): each
 # includes headers of its own folder and the folders before it only, and
 # the x86 fast paths include no header of the plain code they sit beside
-# beyond the shared ones below both. Fails naming every include that breaks it.
+# beyond the shared ones below both; the plain code reaches them only through
+# arch/fast.h's table, and they call none of its functions. Fails naming
+# every include or call that breaks it.
 # usage: layering.sh SOURCE_DIR
 set -u
 cd "$1/sim" || exit 1
@@ -15,7 +17,8 @@ bad=0
 for i in "${!order[@]}"; do
   for f in "${order[$i]}"/*.[ch]; do
     for h in $(grep -ho '^#include "[a-z_0-9]*\.h"' "$f" | cut -d'"' -f2); do
-      [ "$h" = x86.h ] && continue # the dispatch header (arch/x86): every stage may call a fast path
+      [ "$h" = fast.h ] && continue # the table of fast paths (arch/): every stage may call through it
+      [ "$h" = x86.h ] && { echo "layering: $f includes x86.h: the plain code reaches a fast path through arch/fast.h only"; bad=1; continue; }
       s=${stage[$h]:-}
       if [ -z "$s" ]; then echo "layering: $f includes $h, which no stage holds"; bad=1
       elif [ "$s" -gt "$i" ]; then echo "layering: $f ($i ${order[$i]}) includes $h of a later stage (${order[$s]})"; bad=1; fi
@@ -25,10 +28,23 @@ done
 # the fast paths: the shared headers below both sides, never the generic ones they speed up
 for f in arch/x86/*.[ch]; do
   for h in $(grep -ho '^#include "[a-z_0-9]*\.h"' "$f" | cut -d'"' -f2); do
-    case $h in x86.h | block.h | clones.h | f16.h | model.h | err.h | sort.h | rng.h | route_scan.h | gen_rng.h) ;;
+    case $h in x86.h | fast.h | block.h | clones.h | f16.h | model.h | err.h | sort.h | rng.h | route_scan.h | gen_rng.h) ;;
     *) echo "layering: $f includes $h: a fast path may include only the headers below both sides"; bad=1 ;;
     esac
   done
 done
-[ $bad = 0 ] && echo "layering: every include goes down the pipeline"
+# dispatch goes one way (arch/fast.h): no plain file names an x86 function, and no x86
+# file calls a function the plain code defines (its headers' inline helpers aside)
+for i in "${!order[@]}"; do
+  for f in "${order[$i]}"/*.[ch]; do
+    grep -n 'amoe_x86_[a-z_0-9]*' "$f" | sed "s|^|layering: $f names an x86 function: |" | grep . && bad=1
+  done
+done
+plain=$(for d in "${order[@]}"; do cat "$d"/*.c; done | grep -o '^[a-z][a-z_0-9 *]* \*\?\(amoe_[a-z_0-9]*\)(' | grep -o 'amoe_[a-z_0-9]*(' | sort -u)
+for f in arch/x86/*.c; do
+  for fn in $plain; do
+    grep -q "[^a-z_0-9]${fn//(/\(}" "$f" && { echo "layering: $f calls ${fn%(} of the plain code"; bad=1; }
+  done
+done
+[ $bad = 0 ] && echo "layering: every include goes down the pipeline; dispatch goes one way"
 exit $bad

@@ -2,7 +2,7 @@
 #include "clones.h"
 #include "model.h"
 #include "sort.h"
-#include "x86.h"
+#include "fast.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -148,12 +148,10 @@ void amoe_block_set_full_generic(amoe_block *b, int l, int t, const float *zfull
 void amoe_block_set_full(amoe_block *b, int l, int t, const float *zfull) {
   uint16_t *id = b->ids + ((size_t)l * b->n + t) * b->m;
   amoe_f16 *z = b->logits + ((size_t)l * b->n + t) * b->m;
-#ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2 && b->experts % 32 == 0 && b->m <= 32) { /* every many-expert preset */
-    amoe_x86_set_full(id, z, b->experts, b->m, zfull);
+  if (amoe_fast.set_full && b->experts % 32 == 0 && b->m <= 32) { /* every many-expert preset */
+    amoe_fast.set_full(id, z, b->experts, b->m, zfull);
     return;
   }
-#endif
   set_full_plain(id, z, b->experts, b->m, zfull);
 }
 
@@ -285,11 +283,7 @@ amoe_status amoe_block_copy(amoe_block *dst, const amoe_block *src, amoe_err *e)
 }
 
 amoe_status amoe_block_stash(amoe_block *dst, const amoe_block *src, amoe_err *e) {
-#if defined(__x86_64__)
-  return block_copy(dst, src, e, amoe_x86_stream_copy);
-#else
-  return block_copy(dst, src, e, memcpy);
-#endif
+  return block_copy(dst, src, e, amoe_fast.stream_copy ? amoe_fast.stream_copy : memcpy);
 }
 
 /* Entry h after p (the stored entry before it) in the stored order: p when
@@ -333,10 +327,13 @@ void amoe_block_scale_logits_generic(amoe_block *b, int l, int t, float scale) {
 }
 
 void amoe_block_scale_logits(amoe_block *b, int l, int t, float scale) {
-#ifdef AMOE_X86_PATHS
-  const size_t at = ((size_t)l * b->n + t) * b->m;
-  if (amoe_x86_avx2 && b->m % 16 == 0 && amoe_x86_scale_logits(b->logits + at, b->ids + at, b->m, scale)) return;
-#endif
+  if (amoe_fast.scale_logits && b->m % 16 == 0) {
+    const size_t at = ((size_t)l * b->n + t) * b->m;
+    amoe_f16 old[AMOE_MAX_EXPERTS];
+    const int r = amoe_fast.scale_logits(b->logits + at, old, b->ids + at, b->m, scale);
+    if (r == 2) amoe_f16_fix_order(b->logits + at, old, b->ids + at, b->m);
+    if (r) return;
+  }
   amoe_block_scale_logits_generic(b, l, t, scale);
 }
 

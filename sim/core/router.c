@@ -1,6 +1,6 @@
 #include "router.h"
 #include "clones.h"
-#include "x86.h"
+#include "fast.h"
 
 #include <math.h>
 #include <string.h>
@@ -35,10 +35,7 @@ static inline float router_exp(float x0) {
  * summed in four fixed partial sums (arch/x86/router_x86.c: eight lanes at a
  * time, the same bits). */
 static AMOE_CLONES float softmax_exps(const amoe_f16 *z, int m, float *out, int vec) {
-#ifdef AMOE_X86_PATHS
-  if (vec && m % 8 == 0) return amoe_x86_softmax_exps(z, m, out);
-#endif
-  (void)vec;
+  if (vec && m % 8 == 0) return amoe_fast.softmax_exps(z, m, out);
   const float z0 = amoe_f16_to_f32(z[0]);
   for (int j = 0; j < m; j++) out[j] = router_exp(amoe_f16_to_f32(z[j]) - z0);
   float s[4] = {0, 0, 0, 0}; /* four fixed partial sums: a defined order, no serial chain */
@@ -49,14 +46,8 @@ static AMOE_CLONES float softmax_exps(const amoe_f16 *z, int m, float *out, int 
   return 1.0f / ((s[0] + s[1]) + (s[2] + s[3]));
 }
 
-/* The vector paths where this CPU runs them. */
-static int vec_paths(void) {
-#ifdef AMOE_X86_PATHS
-  return amoe_x86_avx2;
-#else
-  return 0;
-#endif
-}
+/* The vector paths where this CPU runs them (vec below: the table's entries are set). */
+static int vec_paths(void) { return amoe_fast.on; }
 
 float amoe_router_softmax_inv(const amoe_f16 *z, int m) {
   float ex[AMOE_MAX_EXPERTS];
@@ -77,13 +68,10 @@ double amoe_router_entropy(const double *z, int n, double zmax, double *norm) {
 /* Sigmoid scores of n entries, each on its own (so any n of them give the
  * same values). */
 static AMOE_CLONES void sigmoid_scores(const amoe_f16 *z, int n, float *out, int vec) {
-#ifdef AMOE_X86_PATHS
   if (vec && n % 8 == 0) {
-    amoe_x86_sigmoid(z, n, out);
+    amoe_fast.sigmoid(z, n, out);
     return;
   }
-#endif
-  (void)vec;
   for (int j = 0; j < n; j++) out[j] = 1.0f / (1.0f + router_exp(-amoe_f16_to_f32(z[j])));
 }
 
@@ -121,12 +109,9 @@ static void probs_top(const amoe_block *b, int l, int t, int router, int k, floa
   }
   if (renormalises(router) || b->softmax_inv) { /* k exponentials, times 1/Σ of them or the stored 1/Σ */
     const float inv = renormalises(router) ? 1.0f : b->softmax_inv[(size_t)l * b->n + t];
-#ifdef AMOE_X86_PATHS
     if (vec && k == 8)
-      amoe_x86_softmax_top8(z, inv, out);
-    else
-#endif
-    {
+      amoe_fast.softmax_top8(z, inv, out);
+    else {
       const float z0 = amoe_f16_to_f32(z[0]);
       for (int j = 0; j < k; j++) out[j] = router_exp(amoe_f16_to_f32(z[j]) - z0) * inv;
     }
@@ -143,17 +128,15 @@ static void probs_top(const amoe_block *b, int l, int t, int router, int k, floa
 
 static void probs_nodes(const amoe_block *b, int l, const int *nodes, int n, int router, int k, float *out, int vec) {
   int i = 0;
-#ifdef AMOE_X86_PATHS
   if (vec && k == 8 && b->lm >= 8) {
     if (renormalises(router) && router != AMOE_ROUTER_SIGMOID_NORM) { /* eight nodes a step; the rest below */
       i = n - n % 8;
-      amoe_x86_softmax_top8_nodes(amoe_block_logits(b, l, 0), nodes, i, b->lm, NULL, out);
+      amoe_fast.softmax_top8_nodes(amoe_block_logits(b, l, 0), nodes, i, b->lm, NULL, out);
     } else if (router == AMOE_ROUTER_SOFTMAX && b->softmax_inv) {
-      amoe_x86_softmax_top8_nodes(amoe_block_logits(b, l, 0), nodes, n, b->lm, b->softmax_inv + (size_t)l * b->n, out);
+      amoe_fast.softmax_top8_nodes(amoe_block_logits(b, l, 0), nodes, n, b->lm, b->softmax_inv + (size_t)l * b->n, out);
       return;
     }
   }
-#endif
   for (; i < n; i++) {
     const int t = nodes ? nodes[i] : i;
     probs_top(b, l, t, router, k, out + (size_t)t * k, vec);

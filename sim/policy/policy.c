@@ -1,6 +1,6 @@
 #include "policy.h"
 #include "clones.h"
-#include "x86.h"
+#include "fast.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -296,12 +296,10 @@ static inline vkey value_key(double v, int id) {
 
 void amoe_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S) {
   if (count <= 0) return;
-#ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2) {
-    amoe_x86_top_by_value(value, cand, experts, count, S);
+  if (amoe_fast.top_by_value) {
+    amoe_fast.top_by_value(value, cand, experts, count, S);
     return;
   }
-#endif
   amoe_top_by_value_generic(value, cand, experts, count, S);
 }
 

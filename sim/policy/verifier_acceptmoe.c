@@ -9,7 +9,7 @@
 
 #include "clones.h"
 #include "policy.h"
-#include "x86.h"
+#include "fast.h"
 #include "sort.h"
 
 /* ascending utility, ties lower id */
@@ -55,13 +55,10 @@ static AMOE_CLONES void utilities_of(const amoe_vctx *c, double beta, double *u,
   const uint8_t *depth = c->b->depth;
   const uint16_t *ids = amoe_block_ids(c->b, c->layer, 0);
   const float *prob = c->prob;
-#ifdef AMOE_X86_PATHS
   if (vec && k == 8) {
-    amoe_x86_acceptmoe_scatter8(u, ids, m, prob, nodes, nn, depth, alpha_d, nd);
+    amoe_fast.acceptmoe_scatter8(u, ids, m, prob, nodes, nn, depth, alpha_d, nd);
     return;
   }
-#endif
-  (void)vec;
   for (int i = 0; i < nn; i++) {
     const int t = nodes[i], d = depth[t];
     const double alpha = d < nd ? alpha_d[d] : 0;
@@ -73,11 +70,7 @@ static AMOE_CLONES void utilities_of(const amoe_vctx *c, double beta, double *u,
 }
 
 void amoe_acceptmoe_utilities(const amoe_vctx *c, double beta, double *u) {
-#ifdef AMOE_X86_PATHS
-  utilities_of(c, beta, u, amoe_x86_avx2);
-#else
-  utilities_of(c, beta, u, 0);
-#endif
+  utilities_of(c, beta, u, amoe_fast.acceptmoe_scatter8 != NULL);
 }
 void amoe_acceptmoe_utilities_generic(const amoe_vctx *c, double beta, double *u) { utilities_of(c, beta, u, 0); }
 

@@ -1,6 +1,6 @@
 #include "route.h"
 #include "clones.h"
-#include "x86.h"
+#include "fast.h"
 
 int amoe_route_constrained(const amoe_block *b, int l, int t, int k, const uint8_t *S, uint16_t *out) {
   const uint16_t *id = amoe_block_ids(b, l, t);
@@ -113,9 +113,8 @@ AMOE_CLONES int amoe_route_layer_generic(const amoe_block *b, int l, int k, cons
 
 int amoe_route_layer(const amoe_block *b, int l, int k, const int *nodes, int nn, const uint8_t *S,
                      const amoe_route_sums *o) {
-#ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2 && k == 8 && b->experts <= 256 && b->m >= 8) return amoe_x86_route_layer8(b, l, nodes, nn, S, o);
-#endif
+  if (amoe_fast.route_layer8 && k == 8 && b->experts <= 256 && b->m >= 8)
+    return amoe_fast.route_layer8(b, l, nodes, nn, S, o);
   return amoe_route_layer_generic(b, l, k, nodes, nn, S, o);
 }
 

@@ -18,7 +18,7 @@
  * zeroes U, cnt, rcnt and R (all E + 1 of the last two). The last slot of
  * rcnt and R is a spare, written to instead of branching; what it holds
  * means nothing. */
-typedef struct {
+typedef struct amoe_route_sums {
   uint8_t *U;      /* [E] 1 where a natural top-k entry points (the union) */
   int *cnt;        /* [E] or NULL: natural entries per expert */
   int *rcnt;       /* [E + 1] with cnt: replacements per expert */

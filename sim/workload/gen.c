@@ -1,7 +1,7 @@
 #include "gen.h"
 #include "clones.h"
 #include "sort.h"
-#include "x86.h"
+#include "fast.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -15,12 +15,10 @@ float amoe_gen_normal(uint16_t u) { return gen_normal(u); }
  * pieces in its eight 32-bit lanes' low halves, then in their high halves
  * (the order the vector version takes them in). */
 static void normals16(gen_rng4 *r, float *out, int n) {
-#ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2) {
-    amoe_x86_normals16(r, out, n);
+  if (amoe_fast.normals16) {
+    amoe_fast.normals16(r, out, n);
     return;
   }
-#endif
   amoe_gen_normals16_generic(r, out, n);
 }
 
@@ -543,9 +541,7 @@ int amoe_gen_top_k_generic(const float *z, int E, int k, int *top) {
 }
 
 static int top_k_of(const float *z, int E, int k, int *top) {
-#ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2 && E % 8 == 0) return amoe_x86_top_k(z, E, k, top);
-#endif
+  if (amoe_fast.top_k && E % 8 == 0) return amoe_fast.top_k(z, E, k, top);
   return amoe_gen_top_k_generic(z, E, k, top);
 }
 
@@ -692,12 +688,10 @@ static void layer_logits(const float *restrict w, const float *restrict s, const
 /* One node-layer's logits with their noise drawn from r. */
 static void node_logits(gen_rng4 *r, float *eps, const float *w, const float *s, const float *bias,
                         const float *req_bias, int E, float sig, float *zf) {
-#ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2) {
-    amoe_x86_node_logits(w, s, r, bias, req_bias, E, sig, zf);
+  if (amoe_fast.node_logits) {
+    amoe_fast.node_logits(w, s, r, bias, req_bias, E, sig, zf);
     return;
   }
-#endif
   amoe_gen_node_logits_generic(r, eps, w, s, bias, req_bias, E, sig, zf);
 }
 
@@ -710,12 +704,10 @@ void amoe_gen_node_logits_generic(gen_rng4 *r, float *eps, const float *w, const
 /* layer_logits with its noise given (the tree mechanism's path). */
 static void layer_logits_eps(const float *w, const float *s, const float *eo, const float *es, float own, float shr,
                              const float *bias, const float *req_bias, int E, float sig, float *zf) {
-#ifdef AMOE_X86_PATHS
-  if (amoe_x86_avx2) {
-    amoe_x86_layer_logits(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
+  if (amoe_fast.layer_logits) {
+    amoe_fast.layer_logits(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
     return;
   }
-#endif
   layer_logits(w, s, eo, es, own, shr, bias, req_bias, E, sig, zf);
 }
 

@@ -3,7 +3,7 @@
 #include "clones.h"
 #include "grow.h"
 #include "router.h"
-#include "x86.h"
+#include "fast.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -73,12 +73,7 @@ static uint64_t checksum(const void *data, size_t bytes, int vec) {
     key[j] = 0x13198a2e03707344ULL ^ ((uint64_t)j << 56);
   }
   const size_t words = bytes / 8;
-#ifdef AMOE_X86_PATHS
-  size_t i = vec ? amoe_x86_checksum_stripes(p, words, acc, key) : checksum_stripes(p, words, acc, key);
-#else
-  (void)vec;
-  size_t i = checksum_stripes(p, words, acc, key);
-#endif
+  size_t i = vec ? amoe_fast.checksum_stripes(p, words, acc, key) : checksum_stripes(p, words, acc, key);
   uint64_t h = bytes;
   for (; i < words; i++) {
     uint64_t w;
@@ -94,11 +89,7 @@ static uint64_t checksum(const void *data, size_t bytes, int vec) {
 }
 
 uint64_t amoe_trace_checksum(const void *data, size_t bytes) {
-#ifdef AMOE_X86_PATHS
-  return checksum(data, bytes, amoe_x86_avx2);
-#else
-  return checksum(data, bytes, 0);
-#endif
+  return checksum(data, bytes, amoe_fast.checksum_stripes != NULL);
 }
 uint64_t amoe_trace_checksum_generic(const void *data, size_t bytes) { return checksum(data, bytes, 0); }
 

@@ -1,8 +1,8 @@
 /* The score shape's rescaling of one node-layer's stored logits
  * (core/block.c, amoe_block_scale_logits_generic) with F16C: sixteen
  * logits widened, multiplied and rounded a step, each checked against its
- * neighbour in registers; only a row where rounding merged two takes the
- * plain order fix. Tested against the plain version by tests/test_block.c. */
+ * neighbour in registers; only a row where rounding merged two needs the
+ * plain order fix, which the caller runs (this file calls no plain code). Tested against the plain version by tests/test_block.c. */
 #include "x86.h"
 
 #ifdef AMOE_X86_PATHS
@@ -20,8 +20,9 @@ __attribute__((target("avx2"))) static inline __m256i prev16(__m256i v, __m256i 
   return _mm256_alignr_epi8(v, _mm256_permute2x128_si256(p, v, 0x21), 14);
 }
 
-__attribute__((target("avx2,f16c"))) int amoe_x86_scale_logits(amoe_f16 *z, const uint16_t *id, int m, float scale) {
-  amoe_f16 old[AMOE_MAX_EXPERTS]; /* for the order fix, or to put back at a NaN */
+__attribute__((target("avx2,f16c"))) int amoe_x86_scale_logits(amoe_f16 *z, amoe_f16 *old, const uint16_t *id, int m,
+                                                                 float scale) {
+  /* old: for the caller's order fix, or to put back at a NaN */
   const __m256 s = _mm256_set1_ps(scale);
   enum { R = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }; /* an immediate: clang wants a constant */
   __m256i pn = _mm256_setzero_si256(), po = pn, pi = pn, bad = pn, ok = _mm256_set1_epi16(-1);
@@ -52,8 +53,7 @@ __attribute__((target("avx2,f16c"))) int amoe_x86_scale_logits(amoe_f16 *z, cons
     memcpy(z, old, (size_t)m * sizeof *z);
     return 0;
   }
-  if (_mm256_movemask_epi8(ok) != -1) amoe_f16_fix_order(z, old, id, m);
-  return 1;
+  return _mm256_movemask_epi8(ok) != -1 ? 2 : 1; /* 2: the plain order fix is the caller's */
 }
 
 #endif

@@ -1,11 +1,9 @@
 /* Hand-written x86 vector paths (AVX2, F16C, FMA), one file per reference
  * function they speed up; each returns exactly what the plain C version it
  * sits beside returns (the one a reader checks against docs/design.md), and
- * a test compares the two. Callers dispatch on amoe_x86_avx2:
- *   #ifdef AMOE_X86_PATHS
- *     if (amoe_x86_avx2 && <shape fits>) return amoe_x86_...(...);
- *   #endif
- *   <the plain version>
+ * a test compares the two. The plain code never names them: cpu_x86.c lends
+ * them through the table of sim/arch/fast.h, and none of them calls plain
+ * code. Only this folder and the tests include this header.
  * docs/performance.md says what each earns (scripts/ab.sh). */
 #ifndef AMOE_X86_H
 #define AMOE_X86_H
@@ -54,10 +52,9 @@ __attribute__((target("avx2"))) static inline int amoe_left_pack(void *out, __m2
 /* core/block.c's top-m of E logits (E % 32 == 0, m <= 32), sorted (topm_x86.c) */
 void amoe_x86_set_full(uint16_t *id, amoe_f16 *z, int E, int m, const float *zfull);
 
-/* core/block.c's score-shape rescaling for m % 16 == 0: 1 when it stored
- * what the plain version would, 0 (z untouched) at a NaN, where the plain
- * version must decide (scale_x86.c) */
-int amoe_x86_scale_logits(amoe_f16 *z, const uint16_t *id, int m, float scale);
+/* core/block.c's score-shape rescaling for m % 16 == 0 (scale_x86.c; the
+ * return as fast.h's scale_logits) */
+int amoe_x86_scale_logits(amoe_f16 *z, amoe_f16 *old, const uint16_t *id, int m, float scale);
 
 /* core/router.c's softmax_exps for m % 8 == 0: e^(z_j − z_0) into out,
  * returns 1/Σ (router_x86.c) */
