@@ -708,3 +708,73 @@ void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   o->h2d_bytes_per_token_with_prefill = (t->h2d_bytes + t->prefill_h2d_bytes) / c;
   o->nonfetch_over_fetch = t->t_fetch > 0 ? (t->t_total - t->t_fetch) / t->t_fetch : 0;
 }
+
+/* ------------------------------------------------------------ calibrate, costtable */
+
+amoe_status amoe_results_commitment(const char *out, const amoe_spec *s, const char *how, const amoe_offline *o,
+                                    amoe_err *e) {
+  amoe_status st = AMOE_OK;
+  amoe_afile a = {0};
+  FILE *f = stdout;
+  if (out) {
+    st = amoe_afile_open(&a, out, e);
+    f = a.f;
+  }
+  if (!st) {
+    fprintf(f, "# commitment p_d: fraction of blocks whose natural accepted prefix reaches depth d\n");
+    fprintf(f, "# model %s, %s, eagle tree of %d nodes\n", s->model.name, how, s->workload.nodes);
+    fprintf(f, "table: [");
+    for (int d = 0; d < o->n; d++) fprintf(f, "%s%.6f", d ? ", " : "", o->p[d]);
+    fprintf(f, "]\n");
+    fprintf(f, "# draft mass m_d: mean over blocks of exp(score) summed over the verified nodes at depth d\n");
+    fprintf(f, "mass: [");
+    for (int d = 0; d < o->n; d++) fprintf(f, "%s%.6f", d ? ", " : "", o->mass[d]);
+    fprintf(f, "]\n");
+    if (out) st = amoe_afile_commit(&a, e);
+  }
+  amoe_afile_abort(&a);
+  return st;
+}
+
+amoe_status amoe_results_costtable(const char *out, const char *spec_path, const amoe_spec *s,
+                                   const amoe_step_table *t, amoe_err *e) {
+  amoe_status st = AMOE_OK;
+  json_t *root = json_object(), *bs = json_array(), *ns = json_array(), *grid = json_array(), *flat = json_array();
+  for (int i = 0; i < t->nb; i++) json_array_append_new(bs, json_integer(t->batch[i]));
+  for (int j = 0; j < t->nt; j++) json_array_append_new(ns, json_integer(t->tokens[j]));
+  for (int i = 0; i < t->nb; i++) {
+    json_t *row = json_array();
+    for (int j = 0; j < t->nt; j++) {
+      json_array_append_new(row, json_real(t->step_s[i][j]));
+      json_array_append_new(flat, json_pack("{s:i,s:i,s:f}", "batch", t->batch[i], "total_tokens",
+                                            t->batch[i] * t->tokens[j], "step_s", t->step_s[i][j]));
+    }
+    json_array_append_new(grid, row);
+  }
+  json_object_set_new(root, "tool", json_string("acceptmoe"));
+  json_object_set_new(root, "version", json_string(AMOE_VERSION));
+  json_object_set_new(root, "spec", json_string(spec_path));
+  json_object_set_new(root, "model", json_string(s->model.name));
+  json_object_set_new(root, "hardware", json_string(s->hw.name));
+  json_object_set_new(root, "engine", json_string(s->engine.name[0] ? s->engine.name : "spec"));
+  json_object_set_new(root, "offload", json_boolean(s->offload.enabled));
+  json_object_set_new(root, "samples", json_integer(t->samples));
+  json_object_set_new(root, "batch", bs);
+  json_object_set_new(root, "tokens_per_request", ns);
+  json_object_set_new(root, "step_s", grid);
+  json_object_set_new(root, "by_total_tokens", flat);
+  char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+  json_decref(root);
+  if (!txt) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  amoe_afile a = {0};
+  FILE *f = stdout;
+  if (!st && out && !(st = amoe_afile_open(&a, out, e))) f = a.f;
+  if (!st) {
+    fputs(txt, f);
+    fputc('\n', f);
+    if (out) st = amoe_afile_commit(&a, e);
+  }
+  amoe_afile_abort(&a);
+  free(txt);
+  return st;
+}

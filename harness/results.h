@@ -91,4 +91,13 @@ amoe_status amoe_results_commit(amoe_results *r, amoe_err *e);
 /* Removes what was not committed; frees. */
 void amoe_results_close(amoe_results *r);
 
+/* calibrate: p̂_d and m̄_d of o as the commitment file a spec reads
+ * (commitment.file), with where they came from (how); out NULL: stdout. */
+amoe_status amoe_results_commitment(const char *out, const amoe_spec *s, const char *how, const amoe_offline *o,
+                                    amoe_err *e);
+/* costtable: the step table t as JSON an engine's scheduler can load
+ * (docs/spec.md), naming the spec; out NULL: stdout. */
+amoe_status amoe_results_costtable(const char *out, const char *spec_path, const amoe_spec *s,
+                                   const amoe_step_table *t, amoe_err *e);
+
 #endif

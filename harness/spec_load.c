@@ -89,6 +89,11 @@ static int experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, a
     spec_set(out, k->key, k->values[v], where, d);
   }
   if (d->n == before) spec_validate(out, x->spec_path, d);
+  if (d->n == before && out->commitment.mode == AMOE_COMMIT_FILE) { /* the file's table, read once here */
+    int n = 0;
+    if (spec_commitment_file_load(out->commitment.file, out->commitment.table, &n, out->commitment.mass, d))
+      out->commitment.table_n = out->commitment.mass_n = n;
+  }
   return d->n == before;
 }
 
