@@ -146,6 +146,7 @@ const krow KEYS[] = {
     {"engine.max_batched_tokens", T_INT, F(engine.max_batched_tokens), 0, 1 << 24, NULL, 0, 0, 0},
     {"engine.gpu_memory_utilization", T_DBL, F(engine.gpu_memory_utilization), 0, 1, NULL, 0, 0, 0},
     {"engine.memory_reserve_bytes", T_DBL, F(engine.memory_reserve_bytes), 0, BIG, NULL, 0, 0, 0},
+    {"engine.layer_sync_per_peer_s", T_DBL, F(engine.layer_sync_per_peer_s), 0, 1, NULL, 0, 0, 0},
     {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0},
     {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0, 0},

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fits hardware.interconnect.layer_sync_per_peer_s to the two Qwen3-30B-A3B H100
+# Fits the sglang engine preset's layer_sync_per_peer_s to the two Qwen3-30B-A3B H100
 # layouts whose plain decoding is measured at batch 1 (real-data
 # batch/decode_vs_batch.csv: TP4 218.89 tok/s, TP2 222.47 tok/s, SGLang through
 # bench_eagle3). The simulator's autoregressive row is linear in it: a pass on g GPUs
@@ -18,7 +18,7 @@ trap 'rm -rf "$T"' EXIT INT TERM
 for row in "4:218.89" "2:222.47"; do
   g=${row%%:*} measured=${row#*:}
   "$A" run workloads/specs/eagle3-vs-ar-qwen3-h100.yaml --set hardware.gpus="$g" --set parallel.attention_tp="$g" \
-    --set parallel.moe_tp="$g" --set hardware.interconnect.layer_sync_per_peer_s=0 --set workload.blocks=200 \
+    --set parallel.moe_tp="$g" --set engine.layer_sync_per_peer_s=0 --set hardware.interconnect.layer_sync_per_peer_s=0 --set workload.blocks=200 \
     --out "$T/tp$g" --quiet >/dev/null
   awk -F, -v g="$g" -v m="$measured" 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next}
     $c["policy"]=="autoregressive"{printf "%s %s %.9g\n", g, m, $c["time_per_token_s"]}' "$T/tp$g/summary.csv"

@@ -62,6 +62,22 @@ load_table() { # SUMMARY
           printf " %.2f× · %.1f ms · %.1f/s |", (a > 0 ? tps[r, p] / a : 0), 1000 * tpot[r, p], gp[r, p] }
         print "" } }' "$1"
 }
+# against batch: each row's tokens per second over plain decoding's at the same batch, plain
+# decoding's own, and the experts per layer three rows execute
+batch_table() { # SUMMARY EXPERTS
+  awk -F, -v E="$2" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { b = $c["workload.batch"]; p = $c["policy"]; if (!(b in seen)) { seen[b] = 1; bs[++nb] = b }
+      if (!(p in known)) { known[p] = 1; pol[++np] = p }
+      tps[b, p] = $c["tokens_per_s"]; ex[b, p] = $c["executed_mean"] }
+    END { printf "| row |"; for (i = 1; i <= nb; i++) printf " B = %s |", bs[i]; print ""
+      printf "|---|"; for (i = 1; i <= nb; i++) printf "---|"; print ""
+      for (j = 1; j <= np; j++) if (pol[j] != "autoregressive") { printf "| %s |", pol[j]
+        for (i = 1; i <= nb; i++) printf " %.2f |", tps[bs[i], pol[j]] / tps[bs[i], "autoregressive"]; print "" }
+      printf "| plain decoding, tok/s |"; for (i = 1; i <= nb; i++) printf " %.0f |", tps[bs[i], "autoregressive"]; print ""
+      split("natural acceptmoe acceptmoe-pass", xr, " ")
+      for (j = 1; j <= 3; j++) { printf "| %s: executed%s |", xr[j], j == 1 ? " of " E : ""
+        for (i = 1; i <= nb; i++) printf " %.0f |", ex[bs[i], xr[j]]; print "" } }' "$1"
+}
 ACCEPTMOE=$A scripts/marginal-eval.sh $([ $quick = 1 ] && echo --quick) "$res/marginal" # (its figure, its table)
 plot breakdown-offload breakdown "in='$res/acceptmoe-offload-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, offload on RTX 5090 presets (48 slots, LRU)'"
 plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, resident on RTX PRO 6000 presets'"
@@ -86,7 +102,7 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
     "Speedup against the share of committed tokens whose output constrained routing changed (the acceptance model, kappa 0.05 / 0.14 / 0.3), for AcceptMoE's adaptive set, fixed budgets and the lossless EcoSpec, resident on RTX PRO 6000 presets." \
     "build/acceptmoe run workloads/specs/figure-pareto.yaml"
   cap "Where speculation stops paying: batch" batch \
-    "Tokens per second over plain decoding's at the same batch (requests per pass, continuous batching), per policy row: Qwen3-30B-A3B on 4 H100s (TP4) and DeepSeek-V3 in FP8 on 8 H200s (TP8), each with the engine's per-request cost fitted to that layout's measured plain decoding at batch 1-64 (scripts/fit_batch.py, docs/validation.md); the speculative rows at batch > 1 are predictions, fitted to nothing." \
+    "Tokens per second over plain decoding's at the same batch (requests per pass, continuous batching), per policy row: Qwen3-30B-A3B on 4 H100s (TP4) and DeepSeek-V3 in FP8 on 8 H200s (TP8), under the sglang engine preset alone, whose per-request cost is fitted to SGLang's measured plain decoding against batch (scripts/fit_batch.py, docs/validation.md); the speculative rows at batch > 1 are predictions, fitted to nothing." \
     "build/acceptmoe run workloads/specs/figure-batch-qwen3.yaml; build/acceptmoe run workloads/specs/figure-batch-deepseek.yaml"
   cap "Under load: p99 TPOT and goodput against the arrival rate" load \
     "Requests of 64 output tokens arriving as a Poisson process, up to 64 running, per policy row: fixed-length speculation (natural: the whole EAGLE tree; evict; AcceptMoE; EcoSpec), plain decoding (autoregressive), and verification sized per step by D-Cut's rule priced by a batch x tokens table (adaptive/cost=tokens) or by the experts the step touches (adaptive/cost=experts). Goodput counts requests within TTFT 2 s and TPOT 50 ms. The layouts and per-request costs of the batch figure; predictions: nothing is fitted to a measured speculative outcome under load." \
@@ -129,6 +145,14 @@ if [ $quick = 0 ]; then
   done
   awk -v t="$table" '/<!-- BEGIN generated: reference -->/ { print; print "| run | policy | tau | executed | speedup | H2D MB/token | hit |"; print "|---|---|---|---|---|---|---|"; print t; skip = 1; next }
     /<!-- END generated: reference -->/ { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp && mv docs/validation.md.tmp docs/validation.md
+fi
+if [ $quick = 0 ]; then # the batch figure's tables, between their markers
+  for m in "qwen3:128" "deepseek:256"; do
+    t=$(batch_table "$res/figure-batch-${m%%:*}/summary.csv" "${m#*:}")
+    awk -v t="$t" -v mk="batch-${m%%:*}" '$0 == "<!-- BEGIN generated: " mk " -->" { print; print t; skip = 1; next }
+      $0 == "<!-- END generated: " mk " -->" { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp &&
+      mv docs/validation.md.tmp docs/validation.md
+  done
 fi
 if [ $have_cells = 1 ]; then # every predicted serving cell, between its markers
   cells_rows=$(awk -F, 'NR > 1 { printf "| %s | %s | %.4g | %.4g | %+.1f%% |\n", $1, $3, $5, $4, 100 * ($5 - $4) / $4 }' \

@@ -241,8 +241,16 @@ typedef struct {
    * memory the engine takes, and what it keeps of it for activations and
    * graphs; the KV cache gets the rest after the weights */
   double gpu_memory_utilization, memory_reserve_bytes;
+  /* the time per decoder layer and GPU beyond the first that the engine's
+   * tensor-parallel collectives wait (0: the interconnect's
+   * layer_sync_per_peer_s); an engine fits its own (docs/design.md §19) */
+  double layer_sync_per_peer_s;
 } amoe_engine;
 /* The engine's launch and step host time, or the hardware's where it sets none. */
+/* The per-peer layer sync the engine's collectives pay, or the interconnect's. */
+static inline double amoe_engine_layer_sync_s(const amoe_engine *e, const amoe_hw *hw) {
+  return e->layer_sync_per_peer_s > 0 ? e->layer_sync_per_peer_s : hw->ic.layer_sync_per_peer_s;
+}
 static inline double amoe_engine_launch_s(const amoe_engine *e, const amoe_hw *hw) {
   return e->launch_s > 0 ? e->launch_s : hw->launch_s;
 }

@@ -124,7 +124,12 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   const double folded = steps < levels ? (double)(levels - steps + 1) * branch : 0;
   p->extend = steps > 0 ? amoe_cost_draft(m, hw, eng, accepted + folded, tp) + eng->draft_extend_s : 0;
   p->draft = steps > 1 ? (steps - 1) * amoe_cost_draft(m, hw, eng, branch, tp) : 0;
-  p->tree = cycle ? eng->tree_node_s * sh->tokens * m->layers : 0; /* the tree mask read by every layer's attention */
+  /* the tree mask every layer's attention reads, per node of one request's
+   * tree: fitted at batch 1 only, where the kernel is latency-bound; at
+   * batch the requests' masks are read side by side, so a pass pays one
+   * tree's (docs/validation.md, "Batches") */
+  const double tree_nodes = sh->requests > 1 ? (double)sh->tokens / sh->requests : sh->tokens;
+  p->tree = cycle ? eng->tree_node_s * tree_nodes * m->layers : 0;
   p->sample = cycle ? eng->sample_s : 0;
   p->cycle_host = cycle ? eng->cycle_host_s : 0;
   p->select = 0;
@@ -136,7 +141,7 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   if (tp > 1) { /* after attention and after the MLP or MoE; a draft step is one layer */
     /* the sync grows with the GPUs a collective waits for: TP2 and TP4 on one
      * engine fit one coefficient per peer (docs/validation.md) */
-    const double ar = amoe_cost_allreduce(m, hw, tokens), sync = hw->ic.layer_sync_per_peer_s * (tp - 1);
+    const double ar = amoe_cost_allreduce(m, hw, tokens), sync = amoe_engine_layer_sync_s(eng, hw) * (tp - 1);
     p->comm = (par->moe_comm == AMOE_COMM_ALL_TO_ALL ? ar + hw->ic.dispatch_s + hw->ic.combine_s : 2 * ar) + sync;
     p->rest_comm = dense_layers * (2 * ar + sync) + steps * (2 * amoe_cost_allreduce(m, hw, 1) + sync);
   }
