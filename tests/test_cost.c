@@ -461,6 +461,14 @@ static void cycle_by_hand(amoe_source *src, double T) {
       .draft_priced = 1, .context = s.workload.context_tokens});
   CHECK(pc.extend == 0 && pc.draft == 0 && fabs(pc.tree - 6e-6) < 1e-18 && pc.sample == 4e-5 && pc.cycle_host == 5e-4,
         "MTP: tree %.12g sample %.12g host %.12g", pc.tree, pc.sample, pc.cycle_host);
+  /* at batch the requests' tree masks are read side by side: a pass of 4
+   * requests verifying 3 nodes each pays one request's tree, 1e-6 · 3 · 2 */
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .tokens = 12,
+      .depth = 2, .requests = 4, .kv_tokens = 4.0 * s.workload.context_tokens,
+      .attn_tokens = 12.0 * s.workload.context_tokens});
+  CHECK(fabs(pc.tree - 6e-6) < 1e-18, "a batch of 4 pays %.12g for its trees, one request's is 6e-6", pc.tree);
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .tokens = 3,
+      .draft_priced = 1, .context = s.workload.context_tokens});
   pc.select = 7e-5;
   const amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   CHECK(pt.select == 7e-5 && fabs(pt.total - (pc.step + pc.rest + pc.host + pc.rest_comm + 6e-6 + 4e-5 + 5e-4 + 7e-5)) < 1e-15,
