@@ -35,33 +35,33 @@ typedef struct {
   /* open arrivals (a group of one row): when its request took the slot,
    * and its first token (-1: not yet) */
   double admitted_s, first_s;
-} bslot;
+} request_slot;
 
 typedef struct {     /* one pass's merged sets (one layer at a time) */
   work w;            /* its E-sized buffers: U, S, X, F, R, count, slot, wave */
   uint8_t *cov;      /* [layer][E] what the drafts so far route to (covered drafts) */
   const uint8_t *covl[AMOE_MAX_LAYERS];
-  uint8_t *given;    /* [E] a pass-wide S (AMOE_BATCH_PASS) */
+  uint8_t *pass_S;    /* [E] a pass-wide S (AMOE_BATCH_PASS) */
   amoe_vctx *vc;     /* [batch] their contexts */
   double *tau;       /* [batch] what each request committed */
-  int *count, *count2; /* [layer][E] natural rows: the pass's tokens per expert, in two parts */
+  int *count, *count_odd; /* [layer][E] natural rows: the pass's tokens per expert, in two parts */
   amoe_status *rc;   /* [batch] each advancing slot's outcome */
   amoe_err *err;     /* [batch] and its error */
   amoe_dctx *dc;     /* [batch] a pass-wide draft's contexts (choose_pass) */
   int **outs;        /* [batch] where it writes each request's nodes */
   int *counts;       /* [batch] and how many */
-} bpass;
+} pass_buffers;
 
-/* bpass's arrays once: (member, element type, count) in L layers, E
+/* pass_buffers's arrays once: (member, element type, count) in L layers, E
  * experts and B slots; run_batch allocates (zeroed) and frees them from
  * this list. */
 #define BPASS_BUFFERS(BUF) \
   BUF(cov, uint8_t, L * E) \
-  BUF(given, uint8_t, E) \
+  BUF(pass_S, uint8_t, E) \
   BUF(vc, amoe_vctx, B) \
   BUF(tau, double, B) \
   BUF(count, int, L * E) \
-  BUF(count2, int, L * E) \
+  BUF(count_odd, int, L * E) \
   BUF(rc, amoe_status, B) \
   BUF(err, amoe_err, B) \
   BUF(dc, amoe_dctx, B) \
@@ -76,37 +76,37 @@ static double row_clock(const row_state *rs) {
 
 /* One pass of one row over the decoding slots act[0..na), with a prompt
  * chunk of each prefilling slot pf[0..npf) (chunked prefill). */
-static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, row_state *rs, bslot *sl,
-                              const int *act, int na, const int *pf, int npf, bpass *bp, int record_only,
+static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, row_state *rs, request_slot *sl,
+                              const int *act, int na, const int *pf, int npf, pass_buffers *bp, int log_pass,
                               amoe_err *e) {
   const amoe_model *M = &s->model;
   const int E = M->experts, k = M->top_k, L = M->moe_layers;
-  const int one = rs->draft->one_token_per_pass, natural = rs->ver->all_experts;
+  const int one_token = rs->draft->one_token_per_pass, natural = rs->ver->all_experts;
   const int cover_draft = rs->draft->batch == AMOE_BATCH_COVERED;
   /* stage draft, request by request: each covered draft sees what the
    * requests drafted before it route to */
   if (cover_draft) memset(bp->cov, 0, (size_t)L * E);
-  const int pass_draft = !one && rs->draft->choose_pass && na > 0;
+  const int pass_draft = !one_token && rs->draft->choose_pass && na > 0;
   if (pass_draft) { /* every request's nodes at once */
     const uint8_t *res_layers[AMOE_MAX_LAYERS];
     for (int l = 0; rs->cache && l < L; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
     for (int q = 0; q < na; q++) {
-      bslot *x = &sl[act[q]];
+      request_slot *x = &sl[act[q]];
       bp->dc[q] = (amoe_dctx){&x->b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL,
-                              rs->draft_state, x->w.dscratch, q ? NULL : rs->predicted, rs->layout, NULL};
+                              rs->draft_state, x->w.dscratch, q ? NULL : &rs->predicted, rs->layout, NULL};
       bp->outs[q] = x->w.nodes;
     }
-    rs->predicted[0] = rs->predicted[1] = 0;
+    rs->predicted = (amoe_draft_prediction){0, 0};
     rs->draft->choose_pass(bp->dc, na, bp->outs, bp->counts);
   }
   int tokens = 0, maxd = 0, candidates = 0;
   double kv = 0, attn = 0, mtp_s = 0, accepted = 0;
   for (int q = 0; q < na; q++) {
-    bslot *x = &sl[act[q]];
+    request_slot *x = &sl[act[q]];
     const amoe_block *b = &x->b;
     work *w = &x->w;
     int nn = 1;
-    if (one) w->nodes[0] = w->seq[x->pos];
+    if (one_token) w->nodes[0] = w->seq[x->pos];
     else if (pass_draft) nn = bp->counts[q];
     else nn = block_draft(s, offline, rs, b, w, cover_draft ? bp->covl : NULL);
     x->nn = nn;
@@ -148,9 +148,9 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   }
   const amoe_cost_pass_ctx pc = pass_cost(s, rs, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine,
       .parallel = &s->parallel, .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
-      .depth = rs->draft->mtp || one ? 0 : maxd, .branch = s->workload.top_k * na, .accepted = accepted,
+      .depth = rs->draft->mtp || one_token ? 0 : maxd, .branch = s->workload.top_k * na, .accepted = accepted,
       .draft_priced = rs->draft->mtp && na > 0, .context = s->workload.context_tokens, .kv_tokens = kv,
-      .attn_tokens = attn, .requests = na + npf}, !one && na > 0, mtp_s, candidates);
+      .attn_tokens = attn, .requests = na + npf}, !one_token && na > 0, mtp_s, candidates);
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const amoe_expert_coef ec = pc.ec;
   const int by_count = ec.per_token_s * tokens > ec.mem_s;
@@ -159,11 +159,12 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   work *wp = &bp->w;
   if (natural) { /* every request's natural routes, all its layers at once (each block read once per pass) */
     memset(bp->count, 0, (size_t)L * E * sizeof *bp->count);
-    memset(bp->count2, 0, (size_t)L * E * sizeof *bp->count2);
+    memset(bp->count_odd, 0, (size_t)L * E * sizeof *bp->count_odd);
     for (int q = 0; q < na; q++) {
-      const bslot *x = &sl[act[q]];
+      const request_slot *x = &sl[act[q]];
       for (int l = 0; l < L; l++)
-        amoe_route_natural_counts2(&x->b, l, k, x->w.nodes, x->nn, bp->count + (size_t)l * E, bp->count2 + (size_t)l * E);
+        amoe_route_natural_counts2(&x->b, l, k, x->w.nodes, x->nn, bp->count + (size_t)l * E,
+                                   bp->count_odd + (size_t)l * E);
     }
   }
   double su = 0, ss = 0, sx = 0;
@@ -176,17 +177,17 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
     memset(wp->count, 0, (size_t)E * sizeof *wp->count);
     if (pass_wide) { /* one S for the pass, from every request's block */
       for (int q = 0; q < na; q++) {
-        bslot *x = &sl[act[q]];
+        request_slot *x = &sl[act[q]];
         bp->vc[q] = vctx_of(s, offline, rs, &pc, &x->b, l, &x->w, x->nn, resident, NULL);
       }
-      rs->ver->select_pass(bp->vc, na, bp->given);
+      rs->ver->select_pass(bp->vc, na, bp->pass_S);
     }
     const uint8_t *covered = rs->ver->batch == AMOE_BATCH_COVERED ? wp->X : NULL;
     double displaced = 0;
     uint8_t *restrict pU = wp->U, *restrict pS = wp->S, *restrict pX = wp->X;
     int *restrict pcount = wp->count;
     if (natural) { /* routed before the layers, request by request */
-      const int *restrict cl = bp->count + (size_t)l * E, *restrict cl2 = bp->count2 + (size_t)l * E;
+      const int *restrict cl = bp->count + (size_t)l * E, *restrict cl2 = bp->count_odd + (size_t)l * E;
       for (int y = 0; y < E; y++) {
         pcount[y] = cl[y] + cl2[y];
         pU[y] = pX[y] = pcount[y] > 0;
@@ -194,11 +195,11 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
       memset(pS, 1, (size_t)(E > 0 ? E : 0));
     }
     for (int q = 0; q < na && !natural; q++) {
-      bslot *x = &sl[act[q]];
+      request_slot *x = &sl[act[q]];
       work *w = &x->w;
       layer_sums lq = {0};
       layer_select_constrain(s, offline, rs, &pc, &x->b, l, w, x->nn, w->npath, counted, 0, resident, covered,
-                             pass_wide ? bp->given : NULL, &lq);
+                             pass_wide ? bp->pass_S : NULL, &lq);
       displaced += lq.displaced;
       const uint8_t *restrict U = w->U, *restrict S = w->S, *restrict X = w->X;
       const int *restrict count = w->count;
@@ -229,18 +230,18 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
       ls.nu += wp->U[y];
       ls.ns += wp->S[y];
     }
-    if (!record_only) {
+    if (!log_pass) {
       rs->res->tot.displaced += displaced;
       rs->res->tot.assignments += (double)tokens * k;
     }
-    AMOE_TRY(layer_stages(s, rs, &pc, l, wp, counted, by_count, 0, record_only, &ls, &pt, e));
-    if (record_only) continue;
+    AMOE_TRY(layer_stages(s, rs, &pc, l, wp, counted, by_count, 0, log_pass, &ls, &pt, e));
+    if (log_pass) continue;
     su += ls.nu;
     ss += ls.ns;
     sx += ls.nx;
   }
-  AMOE_TRY(pass_close(rs, &pc, record_only, e));
-  if (record_only) return AMOE_OK;
+  AMOE_TRY(pass_close(rs, &pc, log_pass, e));
+  if (log_pass) return AMOE_OK;
   amoe_totals *tt = &rs->res->tot;
   tt->t_total += pt.total;
   tt->passes += 1;
@@ -252,11 +253,11 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   tt->verified += decoded;
   /* acceptance, request by request from its own block (§7) */
   for (int q = 0; q < na; q++) {
-    bslot *x = &sl[act[q]];
+    request_slot *x = &sl[act[q]];
     work *w = &x->w;
     int tau = 1, deviated;
     double psum;
-    if (one) {
+    if (one_token) {
       psum = sqrt((double)w->perturbation_sq[0]);
       deviated = amoe_accept_flips(s, &x->b, w->nodes[0], psum);
       tt->blocks += x->pos + 1 == x->len;
@@ -282,21 +283,21 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   const double per_token = amoe_cost_request_tokens(&s->engine, bp->tau, na);
   tt->t_step += per_token;
   tt->t_total += per_token;
-  if (pass_draft && rs->predicted[1] > 0) { /* the draft's prediction beside the pass's charge */
+  if (pass_draft && rs->predicted.pass_s > 0) { /* the draft's prediction beside the pass's charge */
     const double charged = pt.total + per_token;
-    tt->predicted_tau += rs->predicted[0];
-    tt->predicted_s += rs->predicted[1];
+    tt->predicted_tau += rs->predicted.tau;
+    tt->predicted_s += rs->predicted.pass_s;
     tt->predictions += charged;
-    tt->predicted_over += rs->predicted[1] > charged * (1 + 1e-9);
+    tt->predicted_over += rs->predicted.pass_s > charged * (1 + 1e-9);
   }
   return AMOE_OK;
 }
 
 /* Slot i's request is done: into every row's list, and (open arrivals,
  * one row) with its times. */
-static amoe_status request_done(row_state *rs, const int *rows, int nr, bslot *sl, int i, const amoe_arrival *plan,
-                                int record_only, amoe_err *e) {
-  for (int r = 0; r < nr && !record_only; r++) {
+static amoe_status request_done(row_state *rs, const int *rows, int nr, request_slot *sl, int i,
+                                const amoe_arrival *plan, int log_pass, amoe_err *e) {
+  for (int r = 0; r < nr && !log_pass; r++) {
     row_state *y = &rs[rows[r]];
     const double c = y->slot_committed[i];
     if (c > 0) AMOE_TRY(push_request(y->res, c, row_clock(y) - y->slot_first[i], e));
@@ -321,9 +322,9 @@ static amoe_status request_done(row_state *rs, const int *rows, int nr, bslot *s
  * chunk may be shorter). Sets each prefilling slot's take and returns how
  * many of pf[0..npf) run (kept in order); with nothing decoding, the first
  * runs one chunk even if it alone is over the budget. */
-static int budget_chunks(const amoe_spec *s, bslot *sl, int one, int na, int *pf, int npf) {
+static int budget_chunks(const amoe_spec *s, request_slot *sl, int one_token, int na, int *pf, int npf) {
   const int c = s->workload.chunk_tokens;
-  int left = s->engine.max_batched_tokens - na * (one ? 1 : s->workload.nodes), kept = 0;
+  int left = s->engine.max_batched_tokens - na * (one_token ? 1 : s->workload.nodes), kept = 0;
   for (int q = 1; q < npf; q++) /* first come first served: by request */
     for (int j = q; j > 0 && sl[pf[j]].req < sl[pf[j - 1]].req; j--) {
       const int t = pf[j];
@@ -331,7 +332,7 @@ static int budget_chunks(const amoe_spec *s, bslot *sl, int one, int na, int *pf
       pf[j - 1] = t;
     }
   for (int q = 0; q < npf; q++) {
-    bslot *x = &sl[pf[q]];
+    request_slot *x = &sl[pf[q]];
     x->take = 0;
     for (int ch = x->chunk; ch < x->chunks; ch++) {
       const int n = (x->prompt < (ch + 1) * c ? x->prompt : (ch + 1) * c) - ch * c;
@@ -347,7 +348,8 @@ static int budget_chunks(const amoe_spec *s, bslot *sl, int one, int na, int *pf
 /* The slot's next block into x->b (AMOE_END: its request is done); a
  * one-token group's tokens of it into x->w.seq (the draft of rs0, which
  * reads the block alone: slots advance on several threads). */
-static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one, bslot *x,
+static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one_token,
+                             request_slot *x,
                              amoe_err *e) {
   const amoe_status rc = amoe_source_next(x->src, &x->b, e);
   if (rc != AMOE_OK) return rc;
@@ -356,7 +358,7 @@ static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, co
   memset(x->w.pdone, 0, (size_t)x->b.layers * x->b.n);
   memset(x->w.ldone, 0, (size_t)x->b.layers);
   x->pos = 0;
-  if (one) {
+  if (one_token) {
     const amoe_dctx dc = {&x->b, s, rs0->row, offline, s->workload.nodes, NULL, NULL, x->w.dscratch, NULL, NULL, NULL};
     x->len = rs0->draft->choose(&dc, x->w.nodes);
     memcpy(x->w.seq, x->w.nodes, (size_t)x->len * sizeof *x->w.seq);
@@ -371,8 +373,8 @@ typedef struct {
   const amoe_spec *s;
   const amoe_offline *offline;
   const row_state *rs0;
-  int one, n, step, first;
-  bslot *sl;
+  int one_token, n, step, first;
+  request_slot *sl;
   const int *todo;
   amoe_status *rc;
   amoe_err *e;
@@ -380,10 +382,11 @@ typedef struct {
 static void *advance_some(void *v) {
   const advance_job *j = v;
   for (int i = j->first; i < j->n; i += j->step)
-    j->rc[i] = slot_next(j->s, j->offline, j->rs0, j->one, &j->sl[j->todo[i]], &j->e[i]);
+    j->rc[i] = slot_next(j->s, j->offline, j->rs0, j->one_token, &j->sl[j->todo[i]], &j->e[i]);
   return NULL;
 }
-static void advance(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one, bslot *sl,
+static void advance(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one_token,
+                    request_slot *sl,
                     const int *todo, int n, amoe_status *rc, amoe_err *e) {
   enum { MAX_THREADS = 16 };
   int T = s->workload.source == AMOE_SRC_SYNTHETIC ? s->workload.threads : 1; /* (a trace reads fast enough) */
@@ -392,7 +395,7 @@ static void advance(const amoe_spec *s, const amoe_offline *offline, const row_s
   advance_job job[MAX_THREADS];
   pthread_t th[MAX_THREADS];
   int started[MAX_THREADS] = {0};
-  for (int t = 0; t < T; t++) job[t] = (advance_job){s, offline, rs0, one, n, T, t, sl, todo, rc, e};
+  for (int t = 0; t < T; t++) job[t] = (advance_job){s, offline, rs0, one_token, n, T, t, sl, todo, rc, e};
   for (int t = 1; t < T; t++) started[t] = pthread_create(&th[t], NULL, advance_some, &job[t]) == 0;
   advance_some(&job[0]);
   for (int t = 1; t < T; t++)
@@ -406,9 +409,9 @@ static void advance(const amoe_spec *s, const amoe_offline *offline, const row_s
  * into free slots, first come first served, at each pass's start; with
  * no request running the clock waits for the next. */
 static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
-                               const int *rows, int nr, int one, const amoe_source_request *rq, int nrq,
-                               amoe_arrival *plan, bslot *sl, bpass *bp, const amoe_run_hooks *h,
-                               int record_only, int group, int groups, amoe_err *e) {
+                               const int *rows, int nr, int one_token, const amoe_source_request *rq, int nrq,
+                               amoe_arrival *plan, request_slot *sl, pass_buffers *bp, const amoe_run_hooks *h,
+                               int log_pass, int group, int groups, amoe_err *e) {
   const int B = amoe_workload_slots(&s->workload);
   /* a closed loop: each client sends its next request when its last one
    * ends, so request j >= C arrives when the (j - C)-th request finishes */
@@ -417,7 +420,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
   for (int i = sent; loop && i < nrq; i++) plan[i].arrival_s = INFINITY; /* (each row's schedule starts over) */
   /* KV capacity (§19): a request is admitted while its prompt and output
    * fit beside the running requests' (alone, it is admitted regardless) */
-  const double kv_cap = plan ? amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel, !one) : 0;
+  const double kv_cap = plan ? amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel, !one_token) : 0;
   if (kv_cap < 0)
     return amoe_fail(e, AMOE_EINVAL, "engine.gpu_memory_utilization %g: the weights of %s leave no KV cache on %d %s",
                      s->engine.gpu_memory_utilization, s->model.name, s->hw.gpus, s->hw.name);
@@ -434,7 +437,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
   for (;;) {
     const double now = plan ? fmax(row_clock(&rs[rows[0]]), waited_to) : 0;
     for (int i = 0; i < B && next < nrq; i++) { /* continuous batching: a free slot takes the next request */
-      bslot *x = &sl[i];
+      request_slot *x = &sl[i];
       if (x->req >= 0) continue;
       if (plan && plan[next].arrival_s > now) break; /* not arrived yet */
       const int P = plan ? plan[next].prompt_tokens : s->workload.prompt_tokens;
@@ -453,7 +456,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         at.blocks = at.tokens = INT_MAX;
       }
       AMOE_TRY(amoe_source_seek(x->src, &at, e));
-      const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one, x, e);
+      const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one_token, x, e);
       if (rc == AMOE_END) return amoe_fail(e, AMOE_EINVAL, "request %u has no blocks", rq[next].id);
       AMOE_TRY(rc);
       x->req = next++;
@@ -466,10 +469,10 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       x->chunk = x->chunks = 0;
       if (made && chunked) { /* its chunks join the next passes; it decodes after the last */
         x->chunks = (P + chunk - 1) / chunk;
-        for (int r = 0; r < nr && !record_only; r++) rs[rows[r]].res->tot.prefills += 1;
+        for (int r = 0; r < nr && !log_pass; r++) rs[rows[r]].res->tot.prefills += 1;
       }
       for (int r = 0; r < nr && made && !chunked; r++) /* separate: its own pass, which the running requests wait for */
-        AMOE_TRY(row_prefill(s, &rs[rows[r]], &x->w, P, record_only, e));
+        AMOE_TRY(row_prefill(s, &rs[rows[r]], &x->w, P, log_pass, e));
       if (made && !chunked) x->first_s = row_clock(&rs[rows[0]]); /* its prefill gives its first token */
     }
     int na = 0, npf = 0;
@@ -477,10 +480,10 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       if (sl[i].req >= 0 && sl[i].chunk < sl[i].chunks) pf[npf++] = i;
       else if (sl[i].req >= 0) act[na++] = i;
     for (int q = 0; q < npf; q++) sl[pf[q]].take = 1;
-    if (budget > 0 && npf > 0) npf = budget_chunks(s, sl, one, na, pf, npf);
+    if (budget > 0 && npf > 0) npf = budget_chunks(s, sl, one_token, na, pf, npf);
     if (na + npf == 0 && plan && next < nrq) { /* nothing running: wait for the next arrival */
       const double gap = plan[next].arrival_s - now;
-      if (gap > 0 && !record_only) rs[rows[0]].res->tot.t_idle += gap;
+      if (gap > 0 && !log_pass) rs[rows[0]].res->tot.t_idle += gap;
       waited_to = plan[next].arrival_s;
       continue;
     }
@@ -490,7 +493,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       row_state *x = &rs[rows[r]];
       for (int q = 0; q < na; q++)
         if (sl[act[q]].fresh) x->slot_first[act[q]] = row_clock(x);
-      AMOE_TRY(batch_pass(s, offline, x, sl, act, na, pf, npf, bp, record_only, e));
+      AMOE_TRY(batch_pass(s, offline, x, sl, act, na, pf, npf, bp, log_pass, e));
     }
     const double end = row_clock(&rs[rows[0]]);
     for (int q = 0; q < npf; q++)
@@ -498,20 +501,20 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         sl[pf[q]].first_s = end; /* its last chunk gives its first token */
     int nt = 0;
     for (int q = 0; q < na; q++) { /* the slots whose block is done */
-      bslot *x = &sl[act[q]];
+      request_slot *x = &sl[act[q]];
       x->fresh = 0;
       if (x->first_s < 0) x->first_s = end; /* no prompt: its first decode pass gives its first token */
       if (x->target > 0 && rs[rows[0]].slot_committed[act[q]] >= x->target) { /* (one row) */
-        AMOE_TRY(request_done(rs, rows, nr, sl, act[q], plan, record_only, e));
+        AMOE_TRY(request_done(rs, rows, nr, sl, act[q], plan, log_pass, e));
         kv_used -= sl[act[q]].kv, running--;
         if (loop && sent < nrq) plan[sent++].arrival_s = end;
         continue;
       }
-      if (one && ++x->pos < x->len) continue;
+      if (one_token && ++x->pos < x->len) continue;
       todo[nt++] = act[q];
     }
     done += (uint64_t)nt;
-    advance(s, offline, &rs[rows[0]], one, sl, todo, nt, bp->rc, bp->err);
+    advance(s, offline, &rs[rows[0]], one_token, sl, todo, nt, bp->rc, bp->err);
     for (int q = 0; q < nt; q++) { /* in slot order, whatever the threads did */
       const int i = todo[q];
       if (bp->rc[q] == AMOE_OK) continue;
@@ -519,11 +522,11 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         *e = bp->err[q];
         return bp->rc[q];
       }
-      AMOE_TRY(request_done(rs, rows, nr, sl, i, plan, record_only, e)); /* its last block */
+      AMOE_TRY(request_done(rs, rows, nr, sl, i, plan, log_pass, e)); /* its last block */
       kv_used -= sl[i].kv, running--;
       if (loop && sent < nrq) plan[sent++].arrival_s = end;
     }
-    if (h && h->on_progress && !record_only) /* (the groups' shares of the blocks, one after another) */
+    if (h && h->on_progress && !log_pass) /* (the groups' shares of the blocks, one after another) */
       h->on_progress(h->ctx, (group * total + (done < total ? done : total)) / (uint64_t)groups);
     if (h && h->stop && h->stop(h->ctx)) return amoe_fail(e, AMOE_EINTR, "interrupted");
   }
@@ -532,7 +535,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
 
 /* Every row at workload.batch > 1: block-per-pass rows, then one-token rows. */
 amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
-                           const amoe_run_hooks *h, int record_only, amoe_err *e) {
+                           const amoe_run_hooks *h, int log_pass, amoe_err *e) {
   const int B = amoe_workload_slots(&s->workload), L = s->model.moe_layers, E = s->model.experts;
   amoe_source_request *rq = NULL;
   amoe_arrival *plan = NULL;
@@ -554,8 +557,8 @@ amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe
     return rst;
   }
   for (int i = 0; plan && i < nrq; i++) maxp = plan[i].prompt_tokens > maxp ? plan[i].prompt_tokens : maxp;
-  bslot *sl = calloc((size_t)B, sizeof *sl);
-  bpass bp;
+  request_slot *sl = calloc((size_t)B, sizeof *sl);
+  pass_buffers bp;
   memset(&bp, 0, sizeof bp);
   int ok = sl != NULL;
 #define BPASS_ALLOC(f, T, cnt) ok &= (bp.f = calloc((size_t)(cnt), sizeof(T))) != NULL;
@@ -574,16 +577,17 @@ amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe
   int kinds[2] = {0, 0};
   for (int i = 0; i < s->npolicies; i++) kinds[rs[i].draft->one_token_per_pass != 0] = 1;
   const int groups = kinds[0] + kinds[1];
-  for (int one = 0, g = 0; one < 2 && st == AMOE_OK && !plan; one++) {
+  for (int one_token = 0, g = 0; one_token < 2 && st == AMOE_OK && !plan; one_token++) {
     int rows[AMOE_MAX_POLICIES], nr = 0;
     for (int i = 0; i < s->npolicies; i++)
-      if (rs[i].draft->one_token_per_pass == one) rows[nr++] = i;
-    if (nr) st = batch_group(s, offline, src, rs, rows, nr, one, rq, nrq, NULL, sl, &bp, h, record_only, g++, groups, e);
+      if (rs[i].draft->one_token_per_pass == one_token) rows[nr++] = i;
+    if (nr)
+      st = batch_group(s, offline, src, rs, rows, nr, one_token, rq, nrq, NULL, sl, &bp, h, log_pass, g++, groups, e);
   }
   /* open arrivals: a schedule per row, as each row's own clock admits the requests */
   for (int i = 0; i < s->npolicies && st == AMOE_OK && plan; i++)
     st = batch_group(s, offline, src, rs, &i, 1, rs[i].draft->one_token_per_pass, rq, nrq, plan, sl, &bp, h,
-                     record_only, i, s->npolicies, e);
+                     log_pass, i, s->npolicies, e);
   for (int i = 0; sl && i < B; i++) {
     amoe_block_free(&sl[i].b);
     work_free(&sl[i].w);

@@ -10,10 +10,10 @@
  * first), after drafting a tree of `depth` (0: none): per MoE layer the
  * stages route or select + constrain, execute, cache, cost. Leaves the
  * squared displaced weight shares (§7) of the verified accepted nodes,
- * summed over the layers, in w->perturbation_sq. record_only: Belady's first pass,
+ * summed over the layers, in w->perturbation_sq. log_pass: Belady's first pass,
  * which only realises the request sequence. */
 static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
-                                        const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
+                                        const amoe_block *b, work *w, const amoe_run_hooks *h, int log_pass,
                                         int nn, int depth, pass_sums *ps, amoe_err *e) {
   const amoe_model *M = &s->model;
   const amoe_hw *HW = &s->hw;
@@ -41,7 +41,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
    * set matters, and the per-expert token counts are not kept. */
   const int by_count = ec.per_token_s * nn > ec.mem_s;
   const int counted = by_count || rs->cache; /* offload also reports hits per (token, expert) */
-  const int want_routes = h && h->on_route && !record_only;
+  const int want_routes = h && h->on_route && !log_pass;
   for (int l = 0; l < L; l++) {
     layer_sums ls = {0};
     const uint8_t *resident = rs->cache ? amoe_cache_resident(rs->cache, l) : NULL;
@@ -51,17 +51,17 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
         for (int i = 0; i < nn; i++) record_route(b, l, w, i, k, amoe_block_ids(b, l, w->nodes[i]), k, M->router);
     } else {
       layer_select_constrain(s, offline, rs, &pc, b, l, w, nn, npath, counted, want_routes, resident, NULL, NULL, &ls);
-      if (!record_only) rs->res->tot.displaced += (double)ls.displaced;
+      if (!log_pass) rs->res->tot.displaced += (double)ls.displaced;
     }
-    rs->res->tot.assignments += record_only ? 0 : (double)nn * k;
-    AMOE_TRY(layer_stages(s, rs, &pc, l, w, counted, by_count, want_routes, record_only, &ls, &pt, e));
+    rs->res->tot.assignments += log_pass ? 0 : (double)nn * k;
+    AMOE_TRY(layer_stages(s, rs, &pc, l, w, counted, by_count, want_routes, log_pass, &ls, &pt, e));
     if (want_routes) {
       const amoe_placement pl = {w->F, w->slot, w->wave, ls.waves};
       const int placed = rs->cache && s->offload.order == AMOE_ORDER_HITS_FIRST;
       AMOE_TRY(h->on_route(h->ctx, ri, b->index, l, nn, k, w->rt, w->rw, ls.t_moe, ls.nf, ls.wait, placed ? &pl : NULL,
                            e));
     }
-    if (record_only) continue;
+    if (log_pass) continue;
     sum.u += ls.nu;
     sum.s += ls.ns;
     sum.x += ls.nx;
@@ -69,7 +69,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
     if (h && h->on_select)
       AMOE_TRY(h->on_select(h->ctx, ri, b->index, l, w->U, w->S, w->X, w->F, E, e));
   }
-  AMOE_TRY(pass_close(rs, &pc, record_only, e));
+  AMOE_TRY(pass_close(rs, &pc, log_pass, e));
   sum.T = pt.total;
   *ps = sum;
   return AMOE_OK;
@@ -84,12 +84,12 @@ typedef struct {
 /* Speculative decoding: the nn nodes verified in one pass, then the
  * acceptance walk (§7). */
 static amoe_status block_verify(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
-                                const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only, int nn,
+                                const amoe_block *b, work *w, const amoe_run_hooks *h, int log_pass, int nn,
                                 block_outcome *o, amoe_err *e) {
   int maxd = 0;
   for (int i = 0; i < nn; i++)
     if (b->depth[w->nodes[i]] > maxd) maxd = b->depth[w->nodes[i]];
-  AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, record_only, nn, maxd, &o->sum, e));
+  AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, log_pass, nn, maxd, &o->sum, e));
   const amoe_accept_result ar = amoe_accept_walk(s, b, w->nodes, nn, w->perturbation_sq);
   o->passes = 1;
   o->verified = nn;
@@ -103,13 +103,13 @@ static amoe_status block_verify(const amoe_spec *s, const amoe_offline *offline,
  * in its own pass. A token the verifier displaced may come out differently;
  * the stream stays the natural one's (there is no draft to reject). */
 static amoe_status block_decode(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
-                                const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only, int nn,
+                                const amoe_block *b, work *w, const amoe_run_hooks *h, int log_pass, int nn,
                                 block_outcome *o, amoe_err *e) {
   memcpy(w->seq, w->nodes, (size_t)nn * sizeof *w->seq);
   for (int q = 0; q < nn; q++) {
     pass_sums ps;
     w->nodes[0] = w->seq[q];
-    AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, record_only, 1, 0, &ps, e));
+    AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, log_pass, 1, 0, &ps, e));
     o->sum.T += ps.T, o->sum.u += ps.u, o->sum.s += ps.s, o->sum.x += ps.x, o->sum.f += ps.f;
     const double s_t = sqrt((double)w->perturbation_sq[0]);
     o->perturbation_sum += s_t;
@@ -134,11 +134,11 @@ static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, con
   tt->t_total += o->sum.T;
   rs->req_time += o->sum.T;
   rs->req_committed += o->tau;
-  if (rs->predicted[1] > 0) {
-    tt->predicted_tau += rs->predicted[0];
-    tt->predicted_s += rs->predicted[1];
+  if (rs->predicted.pass_s > 0) {
+    tt->predicted_tau += rs->predicted.tau;
+    tt->predicted_s += rs->predicted.pass_s;
     tt->predictions += o->sum.T; /* the charged time of the predicted blocks */
-    tt->predicted_over += rs->predicted[1] > o->sum.T * (1 + 1e-9);
+    tt->predicted_over += rs->predicted.pass_s > o->sum.T * (1 + 1e-9);
   }
   tt->perturbation_sum += o->perturbation_sum;
   tt->perturbation_n += o->tau;
@@ -163,22 +163,22 @@ static amoe_status request_done(row_state *rs, amoe_err *e) {
 /* One row on one block: draft, then the passes (each: route, select,
  * constrain, execute, cache, cost), acceptance, totals. */
 static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
-                             const amoe_block *b, work *w, const amoe_run_hooks *h, int record_only,
+                             const amoe_block *b, work *w, const amoe_run_hooks *h, int log_pass,
                              amoe_err *e) {
   if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
   const int first = (int64_t)b->request != rs->request; /* a request's first block */
-  if (first && !record_only) AMOE_TRY(request_done(rs, e));
+  if (first && !log_pass) AMOE_TRY(request_done(rs, e));
   if (first) rs->have_prev = 0;
   if (rs->cache && s->offload.reset && first) amoe_cache_reset(rs->cache);
   rs->request = b->request;
-  if (first && w->prefill_ready) AMOE_TRY(row_prefill(s, rs, w, s->workload.prompt_tokens, record_only, e));
+  if (first && w->prefill_ready) AMOE_TRY(row_prefill(s, rs, w, s->workload.prompt_tokens, log_pass, e));
   const int nn = block_draft(s, offline, rs, b, w, NULL);
   block_outcome o = {0};
   if (rs->draft->one_token_per_pass)
-    AMOE_TRY(block_decode(s, offline, rs, ri, b, w, h, record_only, nn, &o, e));
+    AMOE_TRY(block_decode(s, offline, rs, ri, b, w, h, log_pass, nn, &o, e));
   else
-    AMOE_TRY(block_verify(s, offline, rs, ri, b, w, h, record_only, nn, &o, e));
-  return record_only ? AMOE_OK : block_account(rs, ri, b, h, &o, e);
+    AMOE_TRY(block_verify(s, offline, rs, ri, b, w, h, log_pass, nn, &o, e));
+  return log_pass ? AMOE_OK : block_account(rs, ri, b, h, &o, e);
 }
 
 void amoe_row_result_free(amoe_row_result *r) {
@@ -191,7 +191,7 @@ void amoe_row_result_free(amoe_row_result *r) {
 }
 
 static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, amoe_source *src,
-                            row_state *rs, const amoe_run_hooks *h, int record_only, amoe_err *e) {
+                            row_state *rs, const amoe_run_hooks *h, int log_pass, amoe_err *e) {
   amoe_block b;
   amoe_block_init(&b, s->model.moe_layers, s->model.experts, amoe_source_m(src));
   work w;
@@ -218,12 +218,12 @@ static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, am
     }
     request = b.request;
     for (int i = 0; i < s->npolicies && st == AMOE_OK; i++)
-      st = row_block(s, offline, &rs[i], i, &b, &w, h, record_only, e);
-    if (st == AMOE_OK && h && h->on_progress && !record_only) h->on_progress(h->ctx, b.index + 1);
+      st = row_block(s, offline, &rs[i], i, &b, &w, h, log_pass, e);
+    if (st == AMOE_OK && h && h->on_progress && !log_pass) h->on_progress(h->ctx, b.index + 1);
     if (st == AMOE_OK && h && h->stop && h->stop(h->ctx)) st = amoe_fail(e, AMOE_EINTR, "interrupted");
   }
   if (st == AMOE_OK && rc != AMOE_END) st = rc;
-  for (int i = 0; i < s->npolicies && st == AMOE_OK && !record_only; i++) st = request_done(&rs[i], e);
+  for (int i = 0; i < s->npolicies && st == AMOE_OK && !log_pass; i++) st = request_done(&rs[i], e);
   free(prefill);
   work_free(&w);
   amoe_block_free(&b);

@@ -30,7 +30,7 @@ typedef struct {
   int64_t request;      /* the current block's request (offload.reset: request) */
   uint8_t *prev_x;      /* [layer][E] the previous pass's executed sets (executed_overlap) */
   const amoe_layout *layout; /* several GPUs: where the experts are, else NULL */
-  double predicted[2];  /* the draft's predicted τ and pass time for the current block (0: none) */
+  amoe_draft_prediction predicted; /* the draft's prediction for the current block (0: none) */
   double select_s;      /* the verifier's selection_s per pass (0: none) */
   int have_prev;        /* prev_x holds a pass of this request */
   double req_time, req_committed; /* batch 1: the current request's decode time and tokens so far */
@@ -218,12 +218,12 @@ static inline amoe_vctx vctx_of(const amoe_spec *s, const amoe_offline *offline,
 AMOE_STAGE void layer_select_constrain(const amoe_spec *s, const amoe_offline *offline, const row_state *rs,
                                           const amoe_cost_pass_ctx *pc, const amoe_block *b, int l, work *w, int nn,
                                           int npath, int counted, int want_routes, const uint8_t *resident,
-                                          const uint8_t *covered, const uint8_t *given, layer_sums *ls) {
+                                          const uint8_t *covered, const uint8_t *pass_S, layer_sums *ls) {
   const int E = b->experts, k = s->model.top_k;
   const amoe_vctx vc = vctx_of(s, offline, rs, pc, b, l, w, nn, resident, covered);
   const float *P = vc.prob;
-  if (given) /* decided once for the pass (AMOE_BATCH_PASS) */
-    memcpy(w->S, given, (size_t)E);
+  if (pass_S) /* decided once for the pass (AMOE_BATCH_PASS) */
+    memcpy(w->S, pass_S, (size_t)E);
   else
     rs->ver->select(&vc, w->S);
   int ns = 0;
@@ -445,24 +445,24 @@ static inline amoe_cost_pass_ctx pass_cost(const amoe_spec *s, const row_state *
  * sequence every pass runs on its executed set, batch 1 or several
  * requests (place: hand the cache's placement to the hooks). */
 AMOE_STAGE amoe_status layer_stages(const amoe_spec *s, row_state *rs, const amoe_cost_pass_ctx *pc, int l, work *w,
-                                    int counted, int by_count, int place, int record_only, layer_sums *ls,
+                                    int counted, int by_count, int place, int log_pass, layer_sums *ls,
                                     amoe_pass_time *pt, amoe_err *e) {
   layer_execute(pc->ec, rs, l, s->model.experts, w, counted, by_count, ls);
   if (rs->layout) layer_place(rs->layout, pc->moe_tp, pc->ec, l, w, by_count, ls);
   AMOE_TRY(layer_cache(s, rs, l, w, place, ls, e));
   layer_cost(pc, ls, pt);
-  if (!record_only) layer_account(&s->model, rs, l, pc->dense, ls);
+  if (!log_pass) layer_account(&s->model, rs, l, pc->dense, ls);
   return AMOE_OK;
 }
 
 /* The pass's end, every pass alike: the caches and the request log close
  * it, and its parts that do not depend on the layers join the totals. */
-static inline amoe_status pass_close(row_state *rs, const amoe_cost_pass_ctx *pc, int record_only, amoe_err *e) {
+static inline amoe_status pass_close(row_state *rs, const amoe_cost_pass_ctx *pc, int log_pass, amoe_err *e) {
   if (rs->cache) amoe_cache_end_pass(rs->cache);
   if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
     return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
   rs->have_prev = 1;
-  if (!record_only) account_pass(&rs->res->tot, pc);
+  if (!log_pass) account_pass(&rs->res->tot, pc);
   return AMOE_OK;
 }
 
@@ -473,8 +473,8 @@ static inline int block_draft(const amoe_spec *s, const amoe_offline *offline, r
   if (rs->cache)
     for (int l = 0; l < b->layers; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
   amoe_dctx dc = {b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL, rs->draft_state,
-                  w->dscratch, rs->predicted, rs->layout, covered};
-  rs->predicted[0] = rs->predicted[1] = 0;
+                  w->dscratch, &rs->predicted, rs->layout, covered};
+  rs->predicted = (amoe_draft_prediction){0, 0};
   return rs->draft->choose(&dc, w->nodes);
 }
 
@@ -484,7 +484,7 @@ static inline int block_draft(const amoe_spec *s, const amoe_offline *offline, r
  * the row's caches in engine order (prefill: through) or streams every
  * missing expert past them (bypass). Its time and bytes are kept apart from
  * the decode figures. */
-static inline amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w, int tokens, int record_only,
+static inline amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w, int tokens, int log_pass,
                                       amoe_err *e) {
   const amoe_model *M = &s->model;
   const int L = M->moe_layers, E = M->experts;
@@ -525,7 +525,7 @@ static inline amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w
     if (rs->log && amoe_reqlog_end_pass(rs->log) != AMOE_OK)
       return amoe_fail(e, AMOE_ENOMEM, "out of memory recording requests");
   }
-  if (record_only) return AMOE_OK;
+  if (log_pass) return AMOE_OK;
   const amoe_pass_time pt = amoe_cost_pass(&pc, w->lc, L);
   rs->res->tot.prefills += 1;
   rs->res->tot.t_prefill += pt.total;
@@ -550,6 +550,6 @@ static inline int run_batched(const amoe_spec *s) {
 
 /* Batches (batch.c): every row over workload.batch slots of requests. */
 amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe_source *src, row_state *rs,
-                           const amoe_run_hooks *h, int record_only, amoe_err *e);
+                           const amoe_run_hooks *h, int log_pass, amoe_err *e);
 
 #endif

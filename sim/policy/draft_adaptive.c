@@ -200,7 +200,7 @@ int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *co
       count[q] = amoe_nodes_ascending(c[q].b, order, take[q], (uint8_t *)(order + c[q].b->n), out[q]);
       verified += count[q];
     }
-    if (c[0].predicted) c[0].predicted[0] = R + best_gain, c[0].predicted[1] = best_t;
+    if (c[0].predicted) *c[0].predicted = (amoe_draft_prediction){R + best_gain, best_t};
   } else { /* out of memory: every request's root, and no prediction */
     for (int q = 0; q < R; q++) {
       out[q][0] = 0;

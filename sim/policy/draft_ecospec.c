@@ -204,7 +204,7 @@ static int choose(const amoe_dctx *c, int *out, int global) {
     for (int t = best + 1; t < n; t++)
       if (b->parent[t] == best) state[t] = 1;
   }
-  if (c->predicted) c->predicted[0] = etau, c->predicted[1] = T;
+  if (c->predicted) *c->predicted = (amoe_draft_prediction){etau, T};
   int m = 0;
   for (int t = 0; t < n; t++)
     if (state[t] == 2) out[m++] = t;

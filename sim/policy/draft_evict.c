@@ -91,6 +91,6 @@ int amoe_draft_evict(const amoe_dctx *c, int *out) {
       best_t = T;
     }
   }
-  if (c->predicted) c->predicted[0] = best_tau, c->predicted[1] = best_t;
+  if (c->predicted) *c->predicted = (amoe_draft_prediction){best_tau, best_t};
   return amoe_nodes_ascending(b, order, best_n, (uint8_t *)(order + b->n), out);
 }

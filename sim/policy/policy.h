@@ -82,6 +82,12 @@ typedef struct {
 } amoe_verifier_def;
 
 /* What a draft policy sees for one block. */
+/* What a sizing draft predicts of the pass it chose: committed tokens (τ)
+ * and the pass's time (0: no prediction). */
+typedef struct {
+  double tau, pass_s;
+} amoe_draft_prediction;
+
 typedef struct {
   const amoe_block *b;
   const amoe_spec *spec;     /* model, hardware, offload; NULL in calibration */
@@ -91,10 +97,9 @@ typedef struct {
   const uint8_t *const *resident; /* per layer E flags, or NULL when resident */
   const void *state;         /* what the row's draft keeps across blocks (state_bytes), or NULL */
   void *scratch;             /* workspace of amoe_draft_scratch_bytes */
-  /* a draft that predicts may leave its predicted committed tokens and
-   * pass time in predicted[0..1] (NULL: nobody asks); the run reports them
-   * against what it then charged */
-  double *predicted;
+  /* a draft that predicts may leave its prediction here (NULL: nobody
+   * asks); the run reports it against what it then charged */
+  amoe_draft_prediction *predicted;
   /* several GPUs: where the experts are (layout.h), or NULL on one GPU */
   const struct amoe_layout *layout;
   /* at batch > 1: per layer E flags of the experts the pass's requests
