@@ -41,6 +41,10 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   int *nodes, *level, *count, *rcount, *iscratch;
   int *path; /* indices into nodes[] of the accepted ones */
   int *seq;  /* tokens decoded one per pass */
+  /* [E] flags per expert of the layer (docs/metrics.md): U the union of
+   * the verified nodes' natural top-k, S the verifier's allowed set, X the
+   * executed experts, F the fetched ones (misses under offload), R the
+   * replacements constrained routing sent a node to */
   uint8_t *U, *S, *X, *F, *R;
   float *perturbation_sq; /* [nodes[] index] Σ_l ρ_t,l², s_t² (§7), on the accepted path */
   double *scratch;
