@@ -12,11 +12,11 @@
                 .expert_count = 1, .shown_if_default = 1}
 /* β weighs the commitment p̂ (AcceptMoE); shown only when not 0.5. */
 #define BETA {.key = "beta", .tag = "beta", .def = 0.5, .min = 0, .max = 100}
-/* marginal's share of AcceptMoE's displaced path mass it may spend; 0.5
- * was chosen on a tuning seed (scripts/marginal-eval.sh, docs/validation.md) */
 /* the verifier's own work per pass on the host (utilities, an entropy, a
  * pruning loop): no source measures it, so 0 unless a spec sets it */
 #define SELECTION {.key = "selection_s", .tag = "sel", .def = 0, .min = 0, .max = 1}
+/* marginal's share of AcceptMoE's displaced path mass it may spend; 0.5
+ * was chosen on a tuning seed (scripts/marginal-eval.sh, docs/validation.md) */
 #define SHARE {.key = "share", .tag = "share", .def = 0.5, .min = 1e-6, .max = 1, .shown_if_default = 1}
 
 /* ecospec's predictor: the share of its experts it gets right, its size
