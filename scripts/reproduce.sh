@@ -146,6 +146,20 @@ if [ $quick = 0 ]; then
   awk -v t="$table" '/<!-- BEGIN generated: reference -->/ { print; print "| run | policy | tau | executed | speedup | H2D MB/token | hit |"; print "|---|---|---|---|---|---|---|"; print t; skip = 1; next }
     /<!-- END generated: reference -->/ { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp && mv docs/validation.md.tmp docs/validation.md
 fi
+if [ $quick = 0 ]; then # the acceptance model's κ sensitivity on the resident arm, between its markers
+  t=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { k = $c["acceptance_model.kappa"]; if (!(k in seen)) { seen[k] = 1; ks[++n] = k }
+      tau[k, $c["policy"]] = $c["tau_mean"]; sp[k, $c["policy"]] = $c["speedup_vs_natural"] }
+    END { print "| κ | acceptmoe τ / speedup | acceptmoe-fix B=32 τ / speedup | moe-spec B=32 τ / speedup |"
+      print "|---|---|---|---|"
+      split("acceptmoe acceptmoe-fix/B=32 moe-spec/B=32", r, " ")
+      for (i = 1; i <= n; i++) { k = ks[i]; printf "| %s |", (k == 0.14 ? "**0.14**" : k)
+        for (j = 1; j <= 3; j++) printf " %.3f / %.3f× |", tau[k, r[j]], sp[k, r[j]]; print "" } }' \
+    "$res/acceptmoe-resident-qwen3/summary.csv")
+  awk -v t="$t" '$0 == "<!-- BEGIN generated: kappa -->" { print; print t; skip = 1; next }
+    $0 == "<!-- END generated: kappa -->" { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp &&
+    mv docs/validation.md.tmp docs/validation.md
+fi
 if [ $quick = 0 ]; then # the batch figure's tables, between their markers
   for m in "qwen3:128" "deepseek:256"; do
     t=$(batch_table "$res/figure-batch-${m%%:*}/summary.csv" "${m#*:}")
