@@ -160,6 +160,16 @@ if [ $quick = 0 ]; then # the acceptance model's κ sensitivity on the resident 
     $0 == "<!-- END generated: kappa -->" { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp &&
     mv docs/validation.md.tmp docs/validation.md
 fi
+if [ $quick = 0 ]; then # what moves EcoSpec's result, one switch at a time: each model's table between its markers
+  ACCEPTMOE=$A scripts/decompose-ecospec.sh 100 >"$res/decompose-ecospec.md"
+  for m in qwen3-235b-a22b gpt-oss-120b deepseek-v3; do
+    t=$(awk -v m="$m" '$0 == "### " m " " || index($0, "### " m " (") == 1 { on = 1; next } on && /^\|/ { print; got = 1; next }
+      on && got { exit }' "$res/decompose-ecospec.md")
+    awk -v t="$t" -v mk="decompose-$m" '$0 == "<!-- BEGIN generated: " mk " -->" { print; print t; skip = 1; next }
+      $0 == "<!-- END generated: " mk " -->" { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp &&
+      mv docs/validation.md.tmp docs/validation.md
+  done
+fi
 if [ $quick = 0 ]; then # the batch figure's tables, between their markers
   for m in "qwen3:128" "deepseek:256"; do
     t=$(batch_table "$res/figure-batch-${m%%:*}/summary.csv" "${m#*:}")
