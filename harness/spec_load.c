@@ -27,6 +27,7 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
     return 0;
   }
   /* model and hardware first, so that other keys may refer to them */
+  y.policy_at = x->policy_at;
   spec_walk(&y, root, "", &x->base, 0);
   for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
     yaml_node_t *k = yaml_document_get_node(&y.doc, p->key);
@@ -43,6 +44,7 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
       continue;
     }
     snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
+    if (!strcmp(key, "policies")) memset(x->policy_at, 0, sizeof x->policy_at); /* a list of its own */
     int swept = -1;
     for (int j = 0; j < x->nsweep; j++)
       if (!strcmp(x->sweep[j].key, key)) swept = j;
@@ -56,7 +58,7 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
   x->auto_unset = 0;
   for (int i = 0; i < NKEYS; i++)
     if (KEYS[i].autos) x->auto_unset |= (unsigned)spec_auto_is_unset(&x->base, &KEYS[i]) << spec_auto_bit(&KEYS[i]);
-  if (d->n == before) spec_validate(&x->base, path, d);
+  if (d->n == before) spec_validate(&x->base, path, x->policy_at, d);
   return d->n == before;
 }
 
@@ -88,7 +90,9 @@ static int experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, a
     snprintf(where, sizeof where, "%s: sweep %s", x->spec_path, k->key);
     spec_set(out, k->key, k->values[v], where, d);
   }
-  if (d->n == before) spec_validate(out, x->spec_path, d);
+  int policies_swept = 0;
+  for (int i = 0; i < x->nsweep; i++) policies_swept |= !strcmp(x->sweep[i].key, "policies");
+  if (d->n == before) spec_validate(out, x->spec_path, policies_swept ? NULL : x->policy_at, d);
   if (d->n == before && out->commitment.mode == AMOE_COMMIT_FILE) { /* the file's table, read once here */
     int n = 0;
     if (spec_commitment_file_load(out->commitment.file, out->commitment.table, &n, out->commitment.mass, d))
@@ -108,7 +112,7 @@ amoe_status amoe_spec_set(amoe_spec *s, const char *key, const char *value, cons
 }
 
 amoe_status amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
-  return spec_validate(s, where, d) ? AMOE_OK : AMOE_EINVAL;
+  return spec_validate(s, where, NULL, d) ? AMOE_OK : AMOE_EINVAL;
 }
 
 amoe_status amoe_experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d) {

@@ -42,6 +42,9 @@ typedef struct {
    * GPUs): bit i for the table's i-th such key; each sweep point resolves
    * them again */
   unsigned auto_unset;
+  /* where each policy of the spec file's list stands (file:line:column), for
+   * the checks that need the model ("" where a --set or a sweep gave it) */
+  char policy_at[AMOE_MAX_POLICIES][AMOE_PATH_MAX + 32];
 } amoe_experiment;
 
 /* Where presets live: $ACCEPTMOE_DATA, ./workloads, the spec's ../../workloads,

@@ -13,7 +13,7 @@
 
 /* ------------------------------------------------------------ validation */
 
-int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
+int spec_validate(amoe_spec *s, const char *where, const char (*policy_at)[AMOE_PATH_MAX + 32], amoe_diag *d) {
   int before = d->n;
   amoe_err me;
   if (!s->model.name[0] && s->model.moe_layers > 0) snprintf(s->model.name, sizeof s->model.name, "custom");
@@ -84,18 +84,19 @@ int spec_validate(amoe_spec *s, const char *where, amoe_diag *d) {
   int have_nat = 0;
   for (int i = 0; i < s->npolicies; i++) {
     amoe_policy_row *r = &s->policies[i];
+    const char *pw = policy_at && policy_at[i][0] && !r->implicit ? policy_at[i] : where; /* the row's position */
     for (int w = 0; w < 2; w++) { /* budgets: within the model's top_k..experts */
       const amoe_param_def *pd = w ? amoe_verifier_table[r->verifier].params : amoe_draft_table[r->draft].params;
       const double *pv = w ? r->vparam : r->dparam;
       for (int j = 0; j < AMOE_MAX_PARAMS && pd[j].key; j++)
         if (pd[j].expert_count && s->model.top_k && (pv[j] < s->model.top_k || pv[j] > s->model.experts))
-          amoe_diag_add(d, "%s: policy %s: %s %g must be in top_k..experts (%d..%d)", where, r->label, pd[j].key,
+          amoe_diag_add(d, "%s: policy %s: %s %g must be in top_k..experts (%d..%d)", pw, r->label, pd[j].key,
                         pv[j], s->model.top_k, s->model.experts);
     }
     if (amoe_policy_is_baseline(r)) have_nat = 1;
     for (int j = 0; j < i; j++)
       if (!strcmp(s->policies[j].label, r->label))
-        amoe_diag_add(d, "%s: policy %s is listed twice", where, r->label);
+        amoe_diag_add(d, "%s: policy %s is listed twice", pw, r->label);
   }
   if (!have_nat && s->baseline && s->npolicies < AMOE_MAX_POLICIES) { /* the baseline of speedup_vs_natural */
     amoe_policy_row *r = &s->policies[s->npolicies++];

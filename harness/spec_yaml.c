@@ -211,6 +211,7 @@ static void parse_policies(ydoc *y, yaml_node_t *seq, amoe_spec *s) {
       return;
     }
     amoe_policy_row *r = &s->policies[s->npolicies];
+    if (y->policy_at) snprintf(y->policy_at[s->npolicies], sizeof y->policy_at[0], "%.1050s", w);
     spec_policy_defaults(r);
     int ok = 1;
     unsigned given = 0;

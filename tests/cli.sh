@@ -470,6 +470,10 @@ expect 0 "ragged layers cut to the shortest: 15 token-layer records dropped" -- 
 expect 2 "nan-logits.jsonl:1:60: invalid token near 'NaN'" -- "$A" inspect $B/nan-logits.jsonl --format blocks-jsonl --model mixtral-8x7b
 expect 2 "inf-logits.jsonl:1:62: real number overflow near '1e999'" -- "$A" inspect $B/inf-logits.jsonl --format blocks-jsonl --model mixtral-8x7b
 expect 2 "duplicate-experts.jsonl:1: expert 3 is listed twice" -- "$A" inspect $B/duplicate-experts.jsonl --format routing-jsonl --model mixtral-8x7b
+# a check that needs the model still names the policy's place in the spec
+printf 'name: pos\nmodel: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: 5}\npolicies:\n  - natural\n  - {verifier: acceptmoe-fix, budget: 500}\n  - natural\n' >"$T/pos.yaml"
+expect 2 "pos.yaml:7:5: policy acceptmoe-fix/B=500: budget 500 must be in top_k..experts" -- "$A" run "$T/pos.yaml" --out "$T/pos" --quiet
+expect 2 "pos.yaml:8:5: policy natural is listed twice" -- "$A" run "$T/pos.yaml" --out "$T/pos" --quiet
 expect 2 "negative-probability.jsonl:1: gating_probs\[0\] must be in \(0, 1\]" -- \
   "$A" inspect $B/negative-probability.jsonl --format routing-jsonl --model mixtral-8x7b
 
