@@ -14,6 +14,8 @@
 #   5. simulator vs measured expert time per block, before and after
 #      calibrate-hw (streaming by skinny, compute peak by cublas-loop)
 #   6. offload: H2D fetches against the prediction (few blocks)
+#   7. the host side of a step (cuda/step-probe.py, PyTorch): eager launch,
+#      graph replay, a routing read-back; leads for an engine's launch_s
 # What comes back ($OUT; the device tool returns at most 8 files): table.txt
 # (every step's result, the tables), h200.yaml (the calibration) and
 # device-check.tar.gz (logs, CSVs, benchmark JSON).
@@ -167,5 +169,11 @@ if [ -f "$W/offload/summary.csv" ]; then
     {printf "   %-18s %14.3f %14.3f %14.2f\n",$c["policy"],1e3*$c["predicted_fetch_time_per_block_s"],
      1e3*$c["measured_fetch_time_per_block_s"],$c["measured_h2d_bytes_per_s"]/1e9}' "$W/offload/summary.csv" |
     tee -a "$TABLE"
+fi
+log "host side of a step, PyTorch ($((SECONDS - t0)) s)"
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  step 40 probe python3 cuda/step-probe.py "$W/step-probe.csv" && grep -E '^   ' "$W/probe.log" | tee -a "$TABLE" >/dev/null
+else
+  say "   (no PyTorch with CUDA: launch and read-back not probed)"
 fi
 log "done in $((SECONDS - t0)) s"
