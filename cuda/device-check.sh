@@ -12,7 +12,8 @@
 #      cuda_on_cpu, docs/gpu.md) cannot show
 #   4. kernel benchmarks of the backends that passed
 #   5. simulator vs measured expert time per block, before and after
-#      calibrate-hw (streaming by skinny, compute peak by cublas-loop)
+#      calibrate-hw, each kernel calibrated on itself (skinny, then
+#      cublas-grouped, the engines' kind of kernel)
 #   6. offload: H2D fetches against the prediction (few blocks)
 #   7. the host side of a step (cuda/step-probe.py, PyTorch): eager launch,
 #      graph replay, a routing read-back; leads for an engine's launch_s
@@ -40,6 +41,7 @@ say() { echo "$*" | tee -a "$TABLE"; }
 log() { echo "== $*" | tee -a "$TABLE"; }
 pack() {
   [ -f "$W/h200.yaml" ] && cp "$W/h200.yaml" "$OUT/h200.yaml"
+  [ -f "$W/cal-cublas-grouped/h200.yaml" ] && cp "$W/cal-cublas-grouped/h200.yaml" "$OUT/h200-cublas-grouped.yaml"
   tar -C "$W" -czf "$OUT/device-check.tar.gz" . 2>/dev/null
   rm -rf "$W"
 }
@@ -126,6 +128,9 @@ if [ -n "$SAN" ]; then
     step 60 "$tool-$RUNB" "$SAN" --tool $tool --error-exitcode 9 build-gpu/tests/test_moe gpu "$RUNB" --tiny ||
       say "!! $tool $RUNB: $(grep -m3 -E 'ERROR|Uninitialized|barrier' "$W/$tool-$RUNB.log" | tr '\n' ' ')"
   done
+  has cublas-grouped && [ "$RUNB" != cublas-grouped ] && { step 60 initcheck-cublas-grouped "$SAN" --tool initcheck \
+    --error-exitcode 9 build-gpu/tests/test_moe gpu cublas-grouped --tiny ||
+    say "!! initcheck cublas-grouped: $(grep -m3 -E 'ERROR|Uninitialized' "$W/initcheck-cublas-grouped.log" | tr '\n' ' ')"; }
   has skinny && [ "$RUNB" != skinny ] && { step 60 synccheck-skinny "$SAN" --tool synccheck --error-exitcode 9 \
     build-gpu/tests/test_moe gpu skinny --tiny || say "!! synccheck skinny: $(grep -m3 ERROR "$W/synccheck-skinny.log" | tr '\n' ' ')"; }
 else
@@ -138,32 +143,37 @@ step 90 bench build-gpu/harness/bench/amoe_bench_moe --benchmark_min_time=0.05 -
   --benchmark_out="$W/bench_moe.json" --benchmark_out_format=json
 grep -E "^moe_layer/" "$W/bench.log" | awk '{printf "   %s\n", $0}' | head -40 | tee -a "$TABLE" >/dev/null
 
-CAL="--backend skinny"
-has skinny || CAL="--backend $RUNB"
-has cublas-loop && CAL="$CAL --compute-backend cublas-loop" || CAL="$CAL --compute-backend $RUNB"
-log "simulator vs measured, $RUNB ($((SECONDS - t0)) s)"
-run() { # run NAME CALIBRATION [--set ...]
-  local name=$1 cal=$2
-  shift 2
+# Each kernel is calibrated on itself (streaming and per-token rate), then
+# its blocks are measured beside the prediction before and after: a
+# calibration from one kernel says nothing of another's blocks.
+run() { # run NAME CALIBRATION BACKEND [--set ...]
+  local name=$1 cal=$2 be=$3
+  shift 3
   step 60 "$name" env ACCEPTMOE_CALIBRATION="$cal" build-gpu/acceptmoe run workloads/specs/device-check.yaml \
-    --backend "$RUNB" --repeats 3 --cold --out "$W/$name" --quiet "$@"
+    --backend "$be" --repeats 3 --cold --out "$W/$name" --quiet "$@"
 }
-run before off --set workload.blocks=12
-# shellcheck disable=SC2086 # (CAL is two options)
-step 60 calibrate build-gpu/acceptmoe calibrate-hw workloads/specs/device-check.yaml $CAL -o "$W/h200.yaml" &&
-  say "   $(tail -1 "$W/calibrate.log")"
-[ -f "$W/h200.yaml" ] && run after "$W" --set workload.blocks=12
-if [ -f "$W/before/summary.csv" ] && [ -f "$W/after/summary.csv" ]; then
-  paste -d, "$W/before/summary.csv" "$W/after/summary.csv" | awk -F, '
-    NR==1{for(i=1;i<=NF;i++) if(!c[$i]) c[$i]=i; else d[$i]=i; next}
-    NR==2{printf "   %-18s %12s %12s %12s %8s %8s\n","policy","pred.before","pred.after","measured","ratio.b","ratio.a"}
-    {printf "   %-18s %12.3f %12.3f %12.3f %8.2f %8.2f\n",$c["policy"],1e3*$c["predicted_moe_time_per_block_s"],
-     1e3*$d["predicted_moe_time_per_block_s"],1e3*$d["measured_moe_time_per_block_s"],
-     $c["measured_over_predicted"],$d["measured_over_predicted"]}' | tee -a "$TABLE"
-fi
+KERNELS=("$RUNB")
+has cublas-grouped && [ "$RUNB" != cublas-grouped ] && KERNELS+=(cublas-grouped)
+for b in "${KERNELS[@]}"; do
+  d=$W # the first kernel's calibration is the one handed back as h200.yaml
+  [ "$b" != "$RUNB" ] && d=$W/cal-$b && mkdir -p "$d"
+  log "simulator vs measured, $b ($((SECONDS - t0)) s)"
+  run "before-$b" off "$b" --set workload.blocks=12
+  step 60 "calibrate-$b" build-gpu/acceptmoe calibrate-hw workloads/specs/device-check.yaml --backend "$b" \
+    -o "$d/h200.yaml" && say "   $(tail -1 "$W/calibrate-$b.log")"
+  [ -f "$d/h200.yaml" ] && run "after-$b" "$d" "$b" --set workload.blocks=12
+  if [ -f "$W/before-$b/summary.csv" ] && [ -f "$W/after-$b/summary.csv" ]; then
+    paste -d, "$W/before-$b/summary.csv" "$W/after-$b/summary.csv" | awk -F, '
+      NR==1{for(i=1;i<=NF;i++) if(!c[$i]) c[$i]=i; else d[$i]=i; next}
+      NR==2{printf "   %-18s %12s %12s %12s %8s %8s\n","policy","pred.before","pred.after","measured","ratio.b","ratio.a"}
+      {printf "   %-18s %12.3f %12.3f %12.3f %8.2f %8.2f\n",$c["policy"],1e3*$c["predicted_moe_time_per_block_s"],
+       1e3*$d["predicted_moe_time_per_block_s"],1e3*$d["measured_moe_time_per_block_s"],
+       $c["measured_over_predicted"],$d["measured_over_predicted"]}' | tee -a "$TABLE"
+  fi
+done
 
 log "offload, 48 slots per layer, LRU ($((SECONDS - t0)) s)"
-run offload "${W}" --set offload.slots_per_layer=48 --set workload.blocks=4 --set 'policies=[natural, acceptmoe]'
+run offload "${W}" "$RUNB" --set offload.slots_per_layer=48 --set workload.blocks=4 --set 'policies=[natural, acceptmoe]'
 if [ -f "$W/offload/summary.csv" ]; then
   awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i; printf "   %-18s %14s %14s %14s\n","policy","pred.fetch ms","meas.fetch ms","H2D GB/s"; next}
     {printf "   %-18s %14.3f %14.3f %14.2f\n",$c["policy"],1e3*$c["predicted_fetch_time_per_block_s"],

@@ -49,7 +49,7 @@ typedef struct {
 static const backend_row BACKENDS[] = {
     {{"cpu", "float32 reference in C, the oracle every other backend is checked against", 1, 0}, 0, &CPU_OPS},
 #ifdef AMOE_HAVE_CUDA
-    {{"cublas-loop", "cublasGemmEx per executed expert", 5, AMOE_MOE_COMPUTE}, 1, &GPU_OPS},
+    {{"cublas-loop", "cublasGemmEx per executed expert", 5, 0}, 1, &GPU_OPS},
     {{"cublas-grouped", "one cublasGemmGroupedBatchedEx per GEMM of the layer", 5, 0}, 2, &GPU_OPS},
     {{"skinny", "our weight-streaming kernel for few tokens per expert", 5, AMOE_MOE_STREAMING}, 3, &GPU_OPS},
 #endif

@@ -36,11 +36,11 @@ typedef struct amoe_moe_backend amoe_moe_backend;
  * how many timed repeats a run takes by default (wall clock on the CPU
  * needs one; device timings take the median of five), and the roles it
  * is the default for in calibrate-hw. */
-enum { AMOE_MOE_STREAMING = 1, AMOE_MOE_COMPUTE = 2 };
+enum { AMOE_MOE_STREAMING = 1 };
 typedef struct {
   const char *name, *description;
   int repeats;
-  int roles; /* AMOE_MOE_STREAMING: measures the weight-streaming share; AMOE_MOE_COMPUTE: the compute peak */
+  int roles; /* AMOE_MOE_STREAMING: calibrate-hw's default kernel */
 } amoe_moe_backend_info;
 
 /* Names of the backends this build has, NULL-terminated. */

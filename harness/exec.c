@@ -282,14 +282,14 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
   double d2d_e = 0, h2d_e = 0;
   AMOE_TRY(amoe_moe_measure_copy(ebytes, 21, &d2d_e, &h2d_e, gpu, sizeof gpu, e));
   const double copy_latency = amoe_cost_fit_copy_latency(ebytes, h2d_e, h2d);
-  /* streaming (hbm_bw's share, the fixed cost) from `backend`, the compute
-   * peak from `compute` (a cuBLAS backend: tensor cores; the skinny kernel
-   * runs on the FP32 units), both cold: the L2 flushed before every timed
-   * run, as the compared runs are measured */
+  /* streaming (hbm_bw's share, the fixed cost) from `backend`, an expert's
+   * per-token rate (moe_flops) from `compute` (by default the same kernel,
+   * so that the fit describes the kernel a run measures), both cold: the L2
+   * flushed before every timed run, as the compared runs are measured */
   enum { NN = 7 };
   const int ns[NN] = {1, 2, 4, 8, 16, 32, 64}, X = shape.experts < 32 ? shape.experts : 32;
-  double t1[NN], tx[NN], c1[NN], cx[NN], per[NN], launch[NN], peak = 0, check = 0, ccheck = 0;
-  const double bytes = 3.0 * shape.hidden * shape.inter * 2.0;
+  double t1[NN], tx[NN], c1[NN], cx[NN], per[NN], launch[NN], check = 0, ccheck = 0;
+  const double bytes = 3.0 * shape.hidden * shape.inter * 2.0, flop = 6.0 * shape.hidden * shape.inter;
   for (int pass = 0; pass < 2; pass++) {
     const char *name = pass ? compute : backend;
     double *a1 = pass ? c1 : t1, *ax = pass ? cx : tx;
@@ -315,17 +315,22 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
   for (int i = 0; i < NN; i++) {
     per[i] = (tx[i] - t1[i]) / (X - 1);
     launch[i] = t1[i] - per[i];
-    const double pc = (cx[i] - c1[i]) / (X - 1), fl = 6.0 * shape.hidden * shape.inter * ns[i] / pc;
-    if (pc > 0 && fl > peak) peak = fl;
   }
   /* §9's coefficients: hbm_bw is the device copy rate (as in the presets),
    * moe_eta the share of it one expert streams at, moe_t0_s the fixed cost
-   * of a call (the intercept) */
+   * of a call (the intercept), moe_flops the rate an expert's time grows at
+   * once its tokens decide it: the compute kernel's marginal time per token
+   * at the most tokens measured (the cost function takes an expert's time as
+   * the larger of its streaming and its tokens at that rate). peak_flops, the
+   * dense rate, stays the preset's: these per-expert GEMMs are far too small
+   * to reach it. */
+  const double pc = (cx[NN - 1] - c1[NN - 1]) / (X - 1), mflops = pc > 0 ? flop * ns[NN - 1] / pc : 0;
   double hbm = bytes / per[0], t0 = median(launch, NN), eta = hbm / d2d;
   /* the fitted coefficients through the one cost function (§9): each
    * measured layer of 1 and X experts against its prediction */
   amoe_hw fit = s->hw;
-  fit.hbm_bw = d2d, fit.peak_flops = peak > 0 ? peak : s->hw.peak_flops, fit.moe_t0_s = t0, fit.moe_eta = eta;
+  fit.hbm_bw = d2d, fit.moe_t0_s = t0, fit.moe_eta = eta;
+  fit.moe_flops = mflops > 0 ? mflops : s->hw.moe_flops, fit.moe_flops_tokens = 0;
   amoe_engine graphs = s->engine;
   graphs.cuda_graphs = 1;
   double pred1[NN], predx[NN], worst = 0;
@@ -333,6 +338,7 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
     amoe_cost_pass_ctx pc;
     amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s->model, .hw = &fit, .engine = &graphs, .tokens = ns[i]});
     pc.ec.mem_s = bytes / (eta * d2d); /* (the harness's bf16 experts, whatever the preset's format) */
+    pc.ec.per_token_s = flop / fit.moe_flops, pc.ec.sat_tokens = 0;
     const amoe_layer_counts one = {1, 0, 1, amoe_cost_expert_at(pc.ec, ns[i])},
                             many = {X, 0, 1, X * amoe_cost_expert_at(pc.ec, ns[i])};
     pred1[i] = amoe_cost_layer(&pc, &one).moe;
@@ -347,18 +353,20 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
   char date[32];
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
   fprintf(a.f, "# Measured by `acceptmoe calibrate-hw` on %s, %s, cold (L2 flushed before each run): streaming\n"
-          "# by %s (vs CPU reference: rel L2 %.2g), compute peak by %s (rel L2 %.2g),\n",
+          "# by %s (vs CPU reference: rel L2 %.2g), per-token rate by %s (rel L2 %.2g),\n",
           gpu, date, backend, check, compute, ccheck);
   fprintf(a.f, "# expert shape d=%d f=%d (model %s). Overrides workloads/hw/%s.yaml.\n", shape.hidden, shape.inter,
           s->model.name, s->hw.name);
   fprintf(a.f, "# hbm_bw: device copy rate; moe_eta: bytes of one expert / its marginal time at 1 token, over\n");
-  fprintf(a.f, "# hbm_bw; peak_flops: best 6·d·f·n / marginal time over n of the compute backend; moe_t0_s\n");
-  fprintf(a.f, "# median intercept. launch_s (a host launch) and readback_s are not measured here.\n");
+  fprintf(a.f, "# hbm_bw; moe_flops: 6·d·f·n / marginal time of an expert at n = %d of the compute backend\n",
+          ns[NN - 1]);
+  fprintf(a.f, "# (moe_flops_tokens 0: every token at it); moe_t0_s median intercept. peak_flops (dense), launch_s\n");
+  fprintf(a.f, "# (a host launch) and readback_s are not measured here: they stay the preset's.\n");
   fprintf(a.f, "# copy_latency_s: one expert's pinned copy time minus its bytes at h2d_bw. step_s, layer_fixed_s\n");
   fprintf(a.f, "# and draft_step_fixed_s are an engine's own kernels (attention, sampling, the draft), which this\n");
   fprintf(a.f, "# harness does not run: they stay the preset's.\n");
-  fprintf(a.f, "hbm_bw: %.6g\nh2d_bw: %.6g\npeak_flops: %.6g\nmoe_t0_s: %.6g\nmoe_eta: %.6g\n", d2d, h2d, peak, t0,
-          eta);
+  fprintf(a.f, "hbm_bw: %.6g\nh2d_bw: %.6g\nmoe_flops: %.6g\nmoe_flops_tokens: 0\nmoe_t0_s: %.6g\nmoe_eta: %.6g\n", d2d,
+          h2d, fit.moe_flops, t0, eta);
   fprintf(a.f, "copy_latency_s: %.6g\n", copy_latency);
   fprintf(a.f, "measured:\n  gpu: \"%s\"\n  date: \"%s\"\n  device_copy_bw: %.6g\n  pinned_h2d_bw: %.6g\n", gpu, date,
           d2d, h2d);
@@ -373,8 +381,8 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
   amoe_afile_abort(&a);
   if (!st)
     fprintf(stderr,
-            "%s: device copy %.3g B/s, pinned H2D %.3g B/s, expert streaming %.3g B/s (%.0f%% of copy), peak %.3g "
-            "FLOP/s, fused-MoE call %.3g s; the cost model within %.1f%% of every point -> %s\n",
-            gpu, d2d, h2d, hbm, 100 * hbm / d2d, peak, t0, 100 * worst, path);
+            "%s: device copy %.3g B/s, pinned H2D %.3g B/s, expert streaming %.3g B/s (%.0f%% of copy), per-token "
+            "rate %.3g FLOP/s, fused-MoE call %.3g s; the cost model within %.1f%% of every point -> %s\n",
+            gpu, d2d, h2d, hbm, 100 * hbm / d2d, fit.moe_flops, t0, 100 * worst, path);
   return st;
 }

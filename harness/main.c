@@ -321,9 +321,8 @@ static int cmd_calibrate_hw(int argc, char **argv) {
       snprintf(path, sizeof path, "results/calibration/%s.yaml", s->hw.name);
       st = amoe_mkdirs("results/calibration", &e);
     }
-    if (!st)
-      st = amoe_exec_calibrate_hw(s, o.backend ? o.backend : amoe_moe_backend_for(AMOE_MOE_STREAMING),
-                                  o.compute ? o.compute : amoe_moe_backend_for(AMOE_MOE_COMPUTE), path, &e);
+    const char *b = o.backend ? o.backend : amoe_moe_backend_for(AMOE_MOE_STREAMING);
+    if (!st) st = amoe_exec_calibrate_hw(s, b, o.compute ? o.compute : b, path, &e);
     rc = cli_report(st, &e);
   }
   cli_end(&c);
@@ -406,8 +405,10 @@ static const struct {
      "SPEC.yaml [--set KEY=VALUE]... [--backend skinny|cublas-loop|cublas-grouped] [--compute-backend B] [-o FILE]",
      "on a GPU: measure copy and pinned H2D bandwidth and per-expert time at\n"
      "the spec's model shape, cold; fit hbm_bw, h2d_bw, moe_t0_s and moe_eta\n"
-     "from --backend (default skinny) and peak_flops from --compute-backend\n"
-     "(default cublas-loop: tensor cores); write results/calibration/<hw>.yaml\n"
+     "from --backend (default skinny) and an expert's per-token rate\n"
+     "(moe_flops) from --compute-backend (default: the same kernel, so that\n"
+     "the fit describes what a run with --backend measures); write\n"
+     "results/calibration/<hw>.yaml\n"
      "(used by later runs; ACCEPTMOE_CALIBRATION=off ignores it)",
      "--set --backend --compute-backend --out -o"},
     {"cells", cmd_cells, "CELLS.csv [--only ID,...] [--csv OUT.csv] [--curves CURVES.csv] [--out DIR] [--quiet]",
