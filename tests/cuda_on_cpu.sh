@@ -59,4 +59,15 @@ fi
 rc=$?
 if [ $rc = 77 ]; then cat "$out.log"; exit 77; fi
 if [ $rc != 0 ]; then echo "cuda_on_cpu: the translated module did not build:"; tail -20 "$out.log"; exit 1; fi
-ACCEPTMOE_CUDA_MODULE=$out/libamoe_moe_hip_cpu.so UBSAN_OPTIONS=print_stacktrace=1 "$test_moe" gpu --tiny
+ACCEPTMOE_CUDA_MODULE=$out/libamoe_moe_hip_cpu.so UBSAN_OPTIONS=print_stacktrace=1 "$test_moe" gpu --tiny || exit 1
+[ -n "${4:-}" ] && exit 0
+# calibrate-hw through the emulated module: the file holds the per-token rate
+# fitted from the kernel's own points (6·d·f·64 over the marginal time of an
+# expert at 64 tokens, 16 experts against 1) and leaves peak_flops alone
+ACCEPTMOE_CUDA_MODULE=$out/libamoe_moe_hip_cpu.so "$3/acceptmoe" calibrate-hw "$src/tests/fixtures/tiny.yaml" \
+  --backend skinny -o "$out/h200.yaml" >"$out.cal" 2>&1 || { echo "cuda_on_cpu: calibrate-hw failed:"; tail -3 "$out.cal"; exit 1; }
+awk '/^moe_flops:/{m=$2} /^moe_flops_tokens: 0$/{z=1} /^peak_flops:/{p=1} /compute_expert_time_s/{c=1}
+  c && /^    64: /{gsub(/[\[\],]/," "); x1=$2; xx=$3}
+  END{want=6*64*32*64/((xx-x1)/15); r=m/want-1; if(r<0)r=-r
+      if(!z||p||!(m>0)||r>1e-4){printf "cuda_on_cpu: calibrate-hw wrote moe_flops %g (want %g), tokens line %d, peak_flops line %d\n",m,want,z,p; exit 1}
+      printf "cuda_on_cpu: calibrate-hw fitted moe_flops %g from the kernel itself\n",m}' "$out/h200.yaml"
