@@ -74,20 +74,23 @@ static double row_clock(const row_state *rs) {
   return rs->res->tot.t_total + rs->res->tot.t_prefill + rs->res->tot.t_idle;
 }
 
-/* One pass of one row over the decoding slots act[0..na), with a prompt
- * chunk of each prefilling slot pf[0..npf) (chunked prefill). */
-static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, row_state *rs, request_slot *sl,
-                              const int *act, int na, const int *pf, int npf, pass_buffers *bp, int log_pass,
-                              amoe_err *e) {
-  const amoe_model *M = &s->model;
-  const int E = M->experts, k = M->top_k, L = M->moe_layers;
-  const int one_token = rs->draft->one_token_per_pass, natural = rs->ver->all_experts;
-  const int cover_draft = rs->draft->batch == AMOE_BATCH_COVERED;
-  /* stage draft, request by request: each covered draft sees what the
-   * requests drafted before it route to */
+/* A batched pass's shape, summed over its requests and prompt chunks. */
+typedef struct {
+  int tokens, decoded, maxd, candidates; /* decoded: the requests' verified tokens (tokens: and the prompt chunks') */
+  double kv, attn, mtp_s, accepted;
+} pass_shape_sums;
+
+/* Stage draft and each request's nodes (pass_nodes), then the prompt
+ * chunks' tokens: the pass's shape. A pass-wide draft chooses every
+ * request's nodes at once; else each request drafts its own, a covered
+ * draft seeing what the requests drafted before it route to. */
+static pass_shape_sums batch_open(const amoe_spec *s, const amoe_offline *offline, row_state *rs, request_slot *sl,
+                                  const int *act, int na, const int *pf, int npf, pass_buffers *bp, int pass_draft) {
+  const int E = s->model.experts, k = s->model.top_k, L = s->model.moe_layers;
+  const int one_token = rs->draft->one_token_per_pass, cover_draft = rs->draft->batch == AMOE_BATCH_COVERED;
+  pass_shape_sums o = {0};
   if (cover_draft) memset(bp->cov, 0, (size_t)L * E);
-  const int pass_draft = !one_token && rs->draft->choose_pass && na > 0;
-  if (pass_draft) { /* every request's nodes at once */
+  if (pass_draft) {
     const uint8_t *res_layers[AMOE_MAX_LAYERS];
     for (int l = 0; rs->cache && l < L; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
     for (int q = 0; q < na; q++) {
@@ -99,29 +102,18 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
     rs->predicted = (amoe_draft_prediction){0, 0};
     rs->draft->choose_pass(bp->dc, na, bp->outs, bp->counts);
   }
-  int tokens = 0, maxd = 0, candidates = 0;
-  double kv = 0, attn = 0, mtp_s = 0, accepted = 0;
   for (int q = 0; q < na; q++) {
     request_slot *x = &sl[act[q]];
     const amoe_block *b = &x->b;
     work *w = &x->w;
-    int nn = 1;
+    int nn = 1, maxd;
     if (one_token) w->nodes[0] = w->seq[x->pos];
     else if (pass_draft) nn = bp->counts[q];
     else nn = block_draft(s, offline, rs, b, w, cover_draft ? bp->covl : NULL);
     x->nn = nn;
-    memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
-    int npath = 0;
-    for (int i = 0; i < nn; i++) {
-      const int t = w->nodes[i];
-      w->level[b->depth[t]]++;
-      maxd = b->depth[t] > maxd ? b->depth[t] : maxd;
-      w->perturbation_sq[i] = 0;
-      w->path[npath] = i;
-      npath += b->accepted[t];
-    }
-    w->npath = npath;
-    accepted += npath;
+    w->npath = pass_nodes(b, w, nn, &maxd);
+    o.maxd = maxd > o.maxd ? maxd : o.maxd;
+    o.accepted += w->npath;
     if (cover_draft)
       for (int l = 0; l < L; l++)
         for (int i = 0; i < nn; i++) {
@@ -129,112 +121,165 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
           for (int j = 0; j < k; j++) bp->cov[(size_t)l * E + id[j]] = 1;
         }
     const double ctx = s->workload.context_tokens + x->prompt + rs->slot_committed[act[q]]; /* (its prompt's KV too) */
-    kv += ctx;
-    attn += nn * ctx;
-    tokens += nn;
-    candidates += b->n;
+    o.kv += ctx;
+    o.attn += nn * ctx;
+    o.tokens += nn;
+    o.candidates += b->n;
     if (rs->draft->mtp) { /* the chain positions run batched: the longest request's chain */
       const double d = mtp_draft_s(s, rs, b, w, nn);
-      mtp_s = d > mtp_s ? d : mtp_s;
+      o.mtp_s = d > o.mtp_s ? d : o.mtp_s;
     }
   }
-  const int decoded = tokens;
+  o.decoded = o.tokens;
   for (int q = 0; q < npf; q++) { /* its chunks attend to the prompt before them and to themselves (causal) */
     const int P = sl[pf[q]].prompt, c = s->workload.chunk_tokens, done = sl[pf[q]].chunk * c;
     const int upto = (sl[pf[q]].chunk + sl[pf[q]].take) * c, n = (P < upto ? P : upto) - done;
-    tokens += n;
-    kv += done + n;
-    attn += n * (done + 0.5 * n);
+    o.tokens += n;
+    o.kv += done + n;
+    o.attn += n * (done + 0.5 * n);
   }
-  const amoe_cost_pass_ctx pc = pass_cost(s, rs, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine,
-      .parallel = &s->parallel, .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
-      .depth = rs->draft->mtp || one_token ? 0 : maxd, .branch = s->workload.top_k * na, .accepted = accepted,
-      .draft_priced = rs->draft->mtp && na > 0, .context = s->workload.context_tokens, .kv_tokens = kv,
-      .attn_tokens = attn, .requests = na + npf}, !one_token && na > 0, mtp_s, candidates);
-  amoe_pass_time pt = amoe_cost_pass_begin(&pc);
-  const amoe_expert_coef ec = pc.ec;
-  const int by_count = ec.per_token_s * tokens > ec.mem_s;
-  const int counted = by_count || rs->cache;
-  const int pass_wide = !natural && rs->ver->batch == AMOE_BATCH_PASS && rs->ver->select_pass && na > 0;
+  return o;
+}
+
+/* Natural rows: every request's routes, all its layers at once, into the
+ * pass's per-layer counts (each block read once per pass). */
+static void batch_route_natural(const amoe_spec *s, const request_slot *sl, const int *act, int na, pass_buffers *bp) {
+  const int E = s->model.experts, k = s->model.top_k, L = s->model.moe_layers;
+  memset(bp->count, 0, (size_t)L * E * sizeof *bp->count);
+  memset(bp->count_odd, 0, (size_t)L * E * sizeof *bp->count_odd);
+  for (int q = 0; q < na; q++) {
+    const request_slot *x = &sl[act[q]];
+    for (int l = 0; l < L; l++)
+      amoe_route_natural_counts2(&x->b, l, k, x->w.nodes, x->nn, bp->count + (size_t)l * E,
+                                 bp->count_odd + (size_t)l * E);
+  }
+}
+
+/* Layer l's merged sets in bp->w (U S X, counts): the natural routes, or
+ * each request's select and constrain over its own block (one S for the
+ * pass when pass_wide), then the prompt chunks' experts, natural. Returns
+ * the weight the requests' constraints displaced. */
+static double batch_layer_sets(const amoe_spec *s, const amoe_offline *offline, row_state *rs,
+                               const amoe_cost_pass_ctx *pc, request_slot *sl, const int *act, int na, const int *pf,
+                               int npf, pass_buffers *bp, int l, int counted, int pass_wide) {
+  const int E = s->model.experts, L = s->model.moe_layers;
+  const uint8_t *resident = rs->cache ? amoe_cache_resident(rs->cache, l) : NULL;
   work *wp = &bp->w;
-  if (natural) { /* every request's natural routes, all its layers at once (each block read once per pass) */
-    memset(bp->count, 0, (size_t)L * E * sizeof *bp->count);
-    memset(bp->count_odd, 0, (size_t)L * E * sizeof *bp->count_odd);
+  memset(wp->U, 0, (size_t)E);
+  memset(wp->S, 0, (size_t)E);
+  memset(wp->X, 0, (size_t)E);
+  memset(wp->count, 0, (size_t)E * sizeof *wp->count);
+  if (pass_wide) { /* one S for the pass, from every request's block */
     for (int q = 0; q < na; q++) {
-      const request_slot *x = &sl[act[q]];
-      for (int l = 0; l < L; l++)
-        amoe_route_natural_counts2(&x->b, l, k, x->w.nodes, x->nn, bp->count + (size_t)l * E,
-                                   bp->count_odd + (size_t)l * E);
+      request_slot *x = &sl[act[q]];
+      bp->vc[q] = vctx_of(s, offline, rs, pc, &x->b, l, &x->w, x->nn, resident, NULL);
     }
+    rs->ver->select_pass(bp->vc, na, bp->pass_S);
   }
+  const uint8_t *covered = rs->ver->batch == AMOE_BATCH_COVERED ? wp->X : NULL;
+  double displaced = 0;
+  uint8_t *restrict pU = wp->U, *restrict pS = wp->S, *restrict pX = wp->X;
+  int *restrict pcount = wp->count;
+  if (rs->ver->all_experts) {
+    const int *restrict cl = bp->count + (size_t)l * E, *restrict cl2 = bp->count_odd + (size_t)l * E;
+    for (int y = 0; y < E; y++) {
+      pcount[y] = cl[y] + cl2[y];
+      pU[y] = pX[y] = pcount[y] > 0;
+    }
+    memset(pS, 1, (size_t)(E > 0 ? E : 0));
+  }
+  for (int q = 0; q < na && !rs->ver->all_experts; q++) {
+    request_slot *x = &sl[act[q]];
+    work *w = &x->w;
+    layer_sums lq = {0};
+    layer_select_constrain(s, offline, rs, pc, &x->b, l, w, x->nn, w->npath, counted, 0, resident, covered,
+                           pass_wide ? bp->pass_S : NULL, &lq);
+    displaced += lq.displaced;
+    const uint8_t *restrict U = w->U, *restrict S = w->S, *restrict X = w->X;
+    const int *restrict count = w->count;
+    for (int y = 0; y < E; y++) {
+      pU[y] |= U[y];
+      pS[y] |= S[y];
+    }
+    if (counted)
+      for (int y = 0; y < E; y++) {
+        pcount[y] += count[y];
+        pX[y] |= count[y] > 0;
+      }
+    else
+      for (int y = 0; y < E; y++) pX[y] |= X[y];
+  }
+  for (int q = 0; q < npf; q++) /* the prompt chunks' experts, natural */
+    for (int ch = sl[pf[q]].chunk; ch < sl[pf[q]].chunk + sl[pf[q]].take; ch++) {
+      const uint16_t *pc_l = sl[pf[q]].prefill + ((size_t)ch * L + l) * E;
+      for (int y = 0; y < E; y++) {
+        const uint8_t run = pc_l[y] > 0;
+        wp->count[y] += pc_l[y];
+        wp->X[y] |= run;
+        wp->U[y] |= run;
+        wp->S[y] |= run;
+      }
+    }
+  return displaced;
+}
+
+/* Acceptance, request by request from its own block (§7), into the row's
+ * totals; bp->tau[q]: what request q committed (cut at its length). */
+static void batch_accept(const amoe_spec *s, row_state *rs, request_slot *sl, const int *act, int na,
+                         pass_buffers *bp) {
+  const int one_token = rs->draft->one_token_per_pass;
+  amoe_totals *tt = &rs->res->tot;
+  for (int q = 0; q < na; q++) {
+    request_slot *x = &sl[act[q]];
+    const amoe_accept_result ar = pass_accept(s, &x->b, &x->w, x->nn, one_token);
+    int tau = ar.tau;
+    tt->blocks += one_token ? x->pos + 1 == x->len : 1;
+    if (x->target > 0) { /* the engine stops at the request's length: what runs past it is not committed */
+      const int left = x->target - (int)rs->slot_committed[act[q]];
+      tau = tau < left ? tau : left;
+    }
+    tt->committed += tau;
+    tt->perturbation_sum += ar.perturbation_sum;
+    tt->perturbation_n += tau;
+    tt->deviated += ar.deviated;
+    rs->slot_committed[act[q]] += tau;
+    bp->tau[q] = tau;
+  }
+}
+
+/* One pass of one row over the decoding slots act[0..na), with a prompt
+ * chunk of each prefilling slot pf[0..npf) (chunked prefill): open it on
+ * every request's nodes, then per layer the merged sets through the
+ * stages, then each request's acceptance. */
+static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, row_state *rs, request_slot *sl,
+                              const int *act, int na, const int *pf, int npf, pass_buffers *bp, int log_pass,
+                              amoe_err *e) {
+  const int k = s->model.top_k, L = s->model.moe_layers, one_token = rs->draft->one_token_per_pass;
+  const int pass_draft = !one_token && rs->draft->choose_pass && na > 0;
+  const pass_shape_sums o = batch_open(s, offline, rs, sl, act, na, pf, npf, bp, pass_draft);
+  const amoe_cost_pass_ctx pc = pass_cost(s, rs, &(amoe_pass_shape){.model = &s->model, .hw = &s->hw,
+      .engine = &s->engine, .parallel = &s->parallel, .offload = rs->cache != NULL,
+      .fetch_overlap = s->offload.overlap, .tokens = o.tokens, .depth = rs->draft->mtp || one_token ? 0 : o.maxd,
+      .branch = s->workload.top_k * na, .accepted = o.accepted, .draft_priced = rs->draft->mtp && na > 0,
+      .context = s->workload.context_tokens, .kv_tokens = o.kv, .attn_tokens = o.attn, .requests = na + npf},
+      !one_token && na > 0, o.mtp_s, o.candidates);
+  amoe_pass_time pt = amoe_cost_pass_begin(&pc);
+  const int by_count = pc.ec.per_token_s * o.tokens > pc.ec.mem_s, counted = by_count || rs->cache;
+  const int pass_wide = !rs->ver->all_experts && rs->ver->batch == AMOE_BATCH_PASS && rs->ver->select_pass && na > 0;
+  if (rs->ver->all_experts) batch_route_natural(s, sl, act, na, bp);
   double su = 0, ss = 0, sx = 0;
   for (int l = 0; l < L; l++) {
     layer_sums ls = {0};
-    const uint8_t *resident = rs->cache ? amoe_cache_resident(rs->cache, l) : NULL;
-    memset(wp->U, 0, (size_t)E);
-    memset(wp->S, 0, (size_t)E);
-    memset(wp->X, 0, (size_t)E);
-    memset(wp->count, 0, (size_t)E * sizeof *wp->count);
-    if (pass_wide) { /* one S for the pass, from every request's block */
-      for (int q = 0; q < na; q++) {
-        request_slot *x = &sl[act[q]];
-        bp->vc[q] = vctx_of(s, offline, rs, &pc, &x->b, l, &x->w, x->nn, resident, NULL);
-      }
-      rs->ver->select_pass(bp->vc, na, bp->pass_S);
-    }
-    const uint8_t *covered = rs->ver->batch == AMOE_BATCH_COVERED ? wp->X : NULL;
-    double displaced = 0;
-    uint8_t *restrict pU = wp->U, *restrict pS = wp->S, *restrict pX = wp->X;
-    int *restrict pcount = wp->count;
-    if (natural) { /* routed before the layers, request by request */
-      const int *restrict cl = bp->count + (size_t)l * E, *restrict cl2 = bp->count_odd + (size_t)l * E;
-      for (int y = 0; y < E; y++) {
-        pcount[y] = cl[y] + cl2[y];
-        pU[y] = pX[y] = pcount[y] > 0;
-      }
-      memset(pS, 1, (size_t)(E > 0 ? E : 0));
-    }
-    for (int q = 0; q < na && !natural; q++) {
-      request_slot *x = &sl[act[q]];
-      work *w = &x->w;
-      layer_sums lq = {0};
-      layer_select_constrain(s, offline, rs, &pc, &x->b, l, w, x->nn, w->npath, counted, 0, resident, covered,
-                             pass_wide ? bp->pass_S : NULL, &lq);
-      displaced += lq.displaced;
-      const uint8_t *restrict U = w->U, *restrict S = w->S, *restrict X = w->X;
-      const int *restrict count = w->count;
-      for (int y = 0; y < E; y++) {
-        pU[y] |= U[y];
-        pS[y] |= S[y];
-      }
-      if (counted)
-        for (int y = 0; y < E; y++) {
-          pcount[y] += count[y];
-          pX[y] |= count[y] > 0;
-        }
-      else
-        for (int y = 0; y < E; y++) pX[y] |= X[y];
-    }
-    for (int q = 0; q < npf; q++) /* the prompt chunks' experts, natural */
-      for (int ch = sl[pf[q]].chunk; ch < sl[pf[q]].chunk + sl[pf[q]].take; ch++) {
-        const uint16_t *pc_l = sl[pf[q]].prefill + ((size_t)ch * L + l) * E;
-        for (int y = 0; y < E; y++) {
-          const uint8_t run = pc_l[y] > 0;
-          wp->count[y] += pc_l[y];
-          wp->X[y] |= run;
-          wp->U[y] |= run;
-          wp->S[y] |= run;
-        }
-      }
-    for (int y = 0; y < E; y++) {
-      ls.nu += wp->U[y];
-      ls.ns += wp->S[y];
+    const double displaced = batch_layer_sets(s, offline, rs, &pc, sl, act, na, pf, npf, bp, l, counted, pass_wide);
+    for (int y = 0; y < s->model.experts; y++) {
+      ls.nu += bp->w.U[y];
+      ls.ns += bp->w.S[y];
     }
     if (!log_pass) {
       rs->res->tot.displaced += displaced;
-      rs->res->tot.assignments += (double)tokens * k;
+      rs->res->tot.assignments += (double)o.tokens * k;
     }
-    AMOE_TRY(layer_stages(s, rs, &pc, l, wp, counted, by_count, 0, log_pass, &ls, &pt, e));
+    AMOE_TRY(layer_stages(s, rs, &pc, l, &bp->w, counted, by_count, 0, log_pass, &ls, &pt, e));
     if (log_pass) continue;
     su += ls.nu;
     ss += ls.ns;
@@ -250,67 +295,27 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   tt->union_sum += su;
   tt->eligible_sum += ss;
   tt->executed_sum += sx;
-  tt->verified += decoded;
-  /* acceptance, request by request from its own block (§7) */
-  for (int q = 0; q < na; q++) {
-    request_slot *x = &sl[act[q]];
-    work *w = &x->w;
-    int tau = 1, deviated;
-    double psum;
-    if (one_token) {
-      psum = sqrt((double)w->perturbation_sq[0]);
-      deviated = amoe_accept_flips(s, &x->b, w->nodes[0], psum);
-      tt->blocks += x->pos + 1 == x->len;
-    } else {
-      const amoe_accept_result ar = amoe_accept_walk(s, &x->b, w->nodes, x->nn, w->perturbation_sq);
-      tau = ar.tau;
-      deviated = ar.deviated;
-      psum = ar.perturbation_sum;
-      tt->blocks += 1;
-    }
-    if (x->target > 0) { /* the engine stops at the request's length: what runs past it is not committed */
-      const int left = x->target - (int)rs->slot_committed[act[q]];
-      tau = tau < left ? tau : left;
-    }
-    tt->committed += tau;
-    tt->perturbation_sum += psum;
-    tt->perturbation_n += tau;
-    tt->deviated += deviated;
-    rs->slot_committed[act[q]] += tau;
-    bp->tau[q] = tau;
-  }
+  tt->verified += o.decoded;
+  batch_accept(s, rs, sl, act, na, bp);
   /* engine.request_s per committed token: known once every request is walked */
   const double per_token = amoe_cost_request_tokens(&s->engine, bp->tau, na);
   tt->t_step += per_token;
   tt->t_total += per_token;
-  if (pass_draft && rs->predicted.pass_s > 0) { /* the draft's prediction beside the pass's charge */
-    const double charged = pt.total + per_token;
-    tt->predicted_tau += rs->predicted.tau;
-    tt->predicted_s += rs->predicted.pass_s;
-    tt->predictions += charged;
-    tt->predicted_over += rs->predicted.pass_s > charged * (1 + 1e-9);
-  }
+  if (pass_draft) account_prediction(tt, &rs->predicted, pt.total + per_token);
   return AMOE_OK;
 }
 
 /* Slot i's request is done: into every row's list, and (open arrivals,
- * one row) with its times. */
-static amoe_status request_done(row_state *rs, const int *rows, int nr, request_slot *sl, int i,
+ * one row) with its times; the slot is free. */
+static amoe_status slot_release(row_state *rs, const int *rows, int nr, request_slot *sl, int i,
                                 const amoe_arrival *plan, int log_pass, amoe_err *e) {
   for (int r = 0; r < nr && !log_pass; r++) {
     row_state *y = &rs[rows[r]];
-    const double c = y->slot_committed[i];
-    if (c > 0) AMOE_TRY(push_request(y->res, c, row_clock(y) - y->slot_first[i], e));
-    if (c > 0 && plan) {
-      amoe_request_stat *v = &y->res->reqs[y->res->nreqs - 1];
-      const int id = sl[i].req;
-      v->arrival_s = plan[id].arrival_s;
-      v->admitted_s = sl[i].admitted_s;
-      v->first_s = sl[i].first_s;
-      v->finish_s = row_clock(y);
-      v->request = id;
-      v->prompt_tokens = sl[i].prompt;
-    }
+    const int id = sl[i].req;
+    const amoe_request_stat times = {.arrival_s = plan ? plan[id].arrival_s : 0, .admitted_s = sl[i].admitted_s,
+                                     .first_s = sl[i].first_s, .finish_s = row_clock(y), .request = id,
+                                     .prompt_tokens = sl[i].prompt};
+    AMOE_TRY(request_done(y->res, y->slot_committed[i], row_clock(y) - y->slot_first[i], plan ? &times : NULL, e));
   }
   sl[i].req = -1;
   return AMOE_OK;
@@ -505,7 +510,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       x->fresh = 0;
       if (x->first_s < 0) x->first_s = end; /* no prompt: its first decode pass gives its first token */
       if (x->target > 0 && rs[rows[0]].slot_committed[act[q]] >= x->target) { /* (one row) */
-        AMOE_TRY(request_done(rs, rows, nr, sl, act[q], plan, log_pass, e));
+        AMOE_TRY(slot_release(rs, rows, nr, sl, act[q], plan, log_pass, e));
         kv_used -= sl[act[q]].kv, running--;
         if (loop && sent < nrq) plan[sent++].arrival_s = end;
         continue;
@@ -522,7 +527,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         *e = bp->err[q];
         return bp->rc[q];
       }
-      AMOE_TRY(request_done(rs, rows, nr, sl, i, plan, log_pass, e)); /* its last block */
+      AMOE_TRY(slot_release(rs, rows, nr, sl, i, plan, log_pass, e)); /* its last block */
       kv_used -= sl[i].kv, running--;
       if (loop && sent < nrq) plan[sent++].arrival_s = end;
     }

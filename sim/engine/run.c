@@ -7,26 +7,21 @@
 #include "stages.h"
 
 /* One forward pass of the target over w->nodes[0..nn) (ascending, root
- * first), after drafting a tree of `depth` (0: none): per MoE layer the
+ * first), after drafting them as a tree (drafted; else a decoded token):
+ * per MoE layer the
  * stages route or select + constrain, execute, cache, cost. Leaves the
  * squared displaced weight shares (§7) of the verified accepted nodes,
  * summed over the layers, in w->perturbation_sq. log_pass: Belady's first pass,
  * which only realises the request sequence. */
 static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
                                         const amoe_block *b, work *w, const amoe_run_hooks *h, int log_pass,
-                                        int nn, int depth, pass_sums *ps, amoe_err *e) {
+                                        int nn, int drafted, pass_sums *ps, amoe_err *e) {
   const amoe_model *M = &s->model;
   const amoe_hw *HW = &s->hw;
   const int E = b->experts, k = M->top_k, L = b->layers;
   const int natural = rs->ver->all_experts;
-  memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
-  for (int i = 0; i < nn; i++) w->level[b->depth[w->nodes[i]]]++;
-  int npath = 0;
-  for (int i = 0; i < nn; i++) {
-    w->perturbation_sq[i] = 0;
-    w->path[npath] = i;
-    npath += b->accepted[w->nodes[i]];
-  }
+  int maxd;
+  const int npath = pass_nodes(b, w, nn, &maxd), depth = drafted ? maxd : 0;
   /* cost (§9) of what does not depend on the layer's experts */
   const amoe_cost_pass_ctx pc = pass_cost(s, rs, &(amoe_pass_shape){.model = M, .hw = HW, .engine = &s->engine,
       .parallel = &s->parallel, .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = nn,
@@ -86,11 +81,8 @@ typedef struct {
 static amoe_status block_verify(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
                                 const amoe_block *b, work *w, const amoe_run_hooks *h, int log_pass, int nn,
                                 block_outcome *o, amoe_err *e) {
-  int maxd = 0;
-  for (int i = 0; i < nn; i++)
-    if (b->depth[w->nodes[i]] > maxd) maxd = b->depth[w->nodes[i]];
-  AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, log_pass, nn, maxd, &o->sum, e));
-  const amoe_accept_result ar = amoe_accept_walk(s, b, w->nodes, nn, w->perturbation_sq);
+  AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, log_pass, nn, 1, &o->sum, e));
+  const amoe_accept_result ar = pass_accept(s, b, w, nn, 0);
   o->passes = 1;
   o->verified = nn;
   o->tau = ar.tau;
@@ -111,9 +103,9 @@ static amoe_status block_decode(const amoe_spec *s, const amoe_offline *offline,
     w->nodes[0] = w->seq[q];
     AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, log_pass, 1, 0, &ps, e));
     o->sum.T += ps.T, o->sum.u += ps.u, o->sum.s += ps.s, o->sum.x += ps.x, o->sum.f += ps.f;
-    const double s_t = sqrt((double)w->perturbation_sq[0]);
-    o->perturbation_sum += s_t;
-    o->deviated += amoe_accept_flips(s, b, w->seq[q], s_t);
+    const amoe_accept_result ar = pass_accept(s, b, w, 1, 1);
+    o->perturbation_sum += ar.perturbation_sum;
+    o->deviated += ar.deviated;
   }
   o->tau = o->passes = o->verified = nn;
   return AMOE_OK;
@@ -134,12 +126,7 @@ static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, con
   tt->t_total += o->sum.T;
   rs->req_time += o->sum.T;
   rs->req_committed += o->tau;
-  if (rs->predicted.pass_s > 0) {
-    tt->predicted_tau += rs->predicted.tau;
-    tt->predicted_s += rs->predicted.pass_s;
-    tt->predictions += o->sum.T; /* the charged time of the predicted blocks */
-    tt->predicted_over += rs->predicted.pass_s > o->sum.T * (1 + 1e-9);
-  }
+  account_prediction(tt, &rs->predicted, o->sum.T);
   tt->perturbation_sum += o->perturbation_sum;
   tt->perturbation_n += o->tau;
   tt->deviated += o->deviated;
@@ -153,13 +140,6 @@ static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, con
   return AMOE_OK;
 }
 
-/* Batch 1: the request the row was decoding is done (if any). */
-static amoe_status request_done(row_state *rs, amoe_err *e) {
-  if (rs->req_committed > 0) AMOE_TRY(push_request(rs->res, rs->req_committed, rs->req_time, e));
-  rs->req_time = rs->req_committed = 0;
-  return AMOE_OK;
-}
-
 /* One row on one block: draft, then the passes (each: route, select,
  * constrain, execute, cache, cost), acceptance, totals. */
 static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, row_state *rs, int ri,
@@ -167,7 +147,10 @@ static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, ro
                              amoe_err *e) {
   if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
   const int first = (int64_t)b->request != rs->request; /* a request's first block */
-  if (first && !log_pass) AMOE_TRY(request_done(rs, e));
+  if (first && !log_pass) { /* the request it was decoding is done */
+    AMOE_TRY(request_done(rs->res, rs->req_committed, rs->req_time, NULL, e));
+    rs->req_time = rs->req_committed = 0;
+  }
   if (first) rs->have_prev = 0;
   if (rs->cache && s->offload.reset && first) amoe_cache_reset(rs->cache);
   rs->request = b->request;
@@ -223,7 +206,8 @@ static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, am
     if (st == AMOE_OK && h && h->stop && h->stop(h->ctx)) st = amoe_fail(e, AMOE_EINTR, "interrupted");
   }
   if (st == AMOE_OK && rc != AMOE_END) st = rc;
-  for (int i = 0; i < s->npolicies && st == AMOE_OK && !log_pass; i++) st = request_done(&rs[i], e);
+  for (int i = 0; i < s->npolicies && st == AMOE_OK && !log_pass; i++)
+    st = request_done(rs[i].res, rs[i].req_committed, rs[i].req_time, NULL, e);
   free(prefill);
   work_free(&w);
   amoe_block_free(&b);

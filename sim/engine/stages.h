@@ -537,14 +537,58 @@ static inline amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w
   return AMOE_OK;
 }
 
-/* What one row did with one block. */
-/* A finished request into the row's list. */
-static inline amoe_status push_request(amoe_row_result *r, double tokens, double time, amoe_err *e) {
+/* A request is done: into the row's list with its tokens and its time over
+ * them (nothing when it committed none); `times` (open arrivals, else NULL)
+ * gives when it arrived, took a slot, had its first token and finished. */
+static inline amoe_status request_done(amoe_row_result *r, double tokens, double time, const amoe_request_stat *times,
+                                       amoe_err *e) {
+  if (!(tokens > 0)) return AMOE_OK;
   amoe_request_stat *v = amoe_grow(r->reqs, &r->reqs_cap, (size_t)r->nreqs + 1, sizeof *v, 64);
   if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   r->reqs = v;
-  v[r->nreqs++] = (amoe_request_stat){.tokens = tokens, .tpot = time / tokens};
+  amoe_request_stat q = times ? *times : (amoe_request_stat){0};
+  q.tokens = tokens;
+  q.tpot = time / tokens;
+  v[r->nreqs++] = q;
   return AMOE_OK;
+}
+
+/* A pass opens on its nodes w->nodes[0..nn), batch 1 or one request of a
+ * batch alike: nodes per depth (w->level), the accepted path (w->path;
+ * its length returned), the perturbations zeroed, the deepest depth into
+ * *maxd. */
+static inline int pass_nodes(const amoe_block *b, work *w, int nn, int *maxd) {
+  memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
+  int npath = 0, d = 0;
+  for (int i = 0; i < nn; i++) {
+    const int t = w->nodes[i];
+    w->level[b->depth[t]]++;
+    d = b->depth[t] > d ? b->depth[t] : d;
+    w->perturbation_sq[i] = 0;
+    w->path[npath] = i;
+    npath += b->accepted[t];
+  }
+  *maxd = d;
+  return npath;
+}
+
+/* A request's acceptance after its pass (§7): the walk of its verified
+ * tree, or one decoded token's flip (tau 1). */
+static inline amoe_accept_result pass_accept(const amoe_spec *s, const amoe_block *b, const work *w, int nn,
+                                             int one_token) {
+  if (!one_token) return amoe_accept_walk(s, b, w->nodes, nn, w->perturbation_sq);
+  const double s_t = sqrt((double)w->perturbation_sq[0]);
+  return (amoe_accept_result){1, amoe_accept_flips(s, b, w->nodes[0], s_t), s_t};
+}
+
+/* A draft's prediction of its pass (tau, seconds) beside what the pass
+ * was charged, into the row's totals. */
+static inline void account_prediction(amoe_totals *tt, const amoe_draft_prediction *p, double charged) {
+  if (!(p->pass_s > 0)) return;
+  tt->predicted_tau += p->tau;
+  tt->predicted_s += p->pass_s;
+  tt->predictions += charged;
+  tt->predicted_over += p->pass_s > charged * (1 + 1e-9);
 }
 
 /* The run goes through batch.c: several slots, or requests that arrive. */
