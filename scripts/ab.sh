@@ -57,7 +57,7 @@ for order in bn nb; do
   objs=("$tmp"/b/*.o "$tmp"/n/*.o)
   [[ $order == nb ]] && objs=("$tmp"/n/*.o "$tmp"/b/*.o)
   # shellcheck disable=SC2046 # (the linker flags split into words)
-  cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -DAB_OLD_BLOCK="$old_block" -Isim/core -Isim/workload -Isim/route -Isim/policy -Isim/engine -Iharness harness/bench/ab_driver.c "${objs[@]}" \
+  cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -DAB_OLD_BLOCK="$old_block" -Isim/core -Isim/workload -Isim/route -Isim/policy -Isim/cost -Isim/arch -Isim/engine -Iharness harness/bench/ab_driver.c "${objs[@]}" \
     build/harness/libamoe_harness.a build/sim/libamoe_sim.a $(pkg-config --libs yaml-0.1 jansson) -lpthread -lm \
     -o "$tmp/ab_$order"
 done
