@@ -336,11 +336,18 @@ static int cmd_presets(int argc, char **argv) {
 }
 
 /* Every draft and verifier row with its parameters and what it does; --markdown:
- * the table README.md and docs/spec.md carry (scripts/docs-policies.sh). */
+ * the table README.md and docs/spec.md carry (scripts/docs-generated.sh). */
 static int cmd_policies(int argc, char **argv) {
   cli_opts o;
   if (cli_parse(argc, argv, &o)) return CLI_EXIT_USAGE;
   amoe_list_policies(stdout, o.markdown);
+  return 0;
+}
+
+static int cmd_keys(int argc, char **argv) {
+  cli_opts o;
+  if (cli_parse(argc, argv, &o)) return CLI_EXIT_USAGE;
+  amoe_spec_list_keys(stdout, o.markdown);
   return 0;
 }
 
@@ -422,6 +429,8 @@ static const struct {
      "acceptance_curves.csv beside the file); --out keeps each run's files",
      "--only --csv --curves --out -o --quiet -q"},
     {"presets", cmd_presets, "", "list model, hardware, interconnect and engine presets", ""},
+    {"keys", cmd_keys, "[--markdown]", "list every spec key with its type, range and what it is (--markdown: as\n"
+     "docs/spec.md's key list)", "--markdown"},
     {"policies", cmd_policies, "[--markdown]", "list every draft and verifier policy with its parameters (--markdown: as\n"
      "the table README.md and docs/spec.md carry)", "--markdown"},
 };

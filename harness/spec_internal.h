@@ -44,10 +44,9 @@ typedef struct {
   int nullable;
   int alias;   /* an older name of another key: read, never written */
   kauto autos; /* what its default depends on (AUTO_NONE: a plain default) */
+  const char *help; /* one line for `acceptmoe keys` and docs/spec.md's key list */
 } krow;
 
-#define F(field) offsetof(amoe_spec, field), sizeof(((amoe_spec *)0)->field)
-#define BIG 1e30
 #define F(field) offsetof(amoe_spec, field), sizeof(((amoe_spec *)0)->field)
 #define BIG 1e30
 

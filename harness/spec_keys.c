@@ -44,168 +44,197 @@ void amoe_diag_free(amoe_diag *d) {
 /* model.routing.* and workload.routing.*: one set of fields and ranges, two
  * homes (a workload's override is nullable: null keeps the model's) */
 #define ROUTING_KEYS(P, R, NULLABLE, SKEW_AUTO)                                             \
-  {P "locality", T_DBL, F(R.locality), 0, 0.999, NULL, NULLABLE, 0, 0},                         \
-      {P "locality_first", T_DBL, F(R.locality_first), 0, 0.999, NULL, NULLABLE, 0, 0},         \
-      {P "locality_last", T_DBL, F(R.locality_last), 0, 0.999, NULL, NULLABLE, 0, 0},           \
-      {P "locality_peak", T_DBL, F(R.locality_peak), 0, 1, NULL, NULLABLE, 0, 0},               \
-      {P "request_bias", T_DBL, F(R.request_bias), 0, 100, NULL, NULLABLE, 0, 0},               \
-      {P "noise", T_DBL, F(R.noise), 0, 100, NULL, NULLABLE, 0, 0},                             \
-      {P "drift_tokens", T_DBL, F(R.drift_tokens), 0, 1e9, NULL, NULLABLE, 0, 0},               \
-      {P "temperature", T_DBL, F(R.temperature), 1e-3, 1e3, NULL, NULLABLE, 0, 0},              \
-      {P "layer_correlation", T_DBL, F(R.layer_correlation), 0, 0.999, NULL, NULLABLE, 0, 0},   \
-      {P "skew", T_DVEC, F(R.skew), 0, 100, NULL, 1, 0, SKEW_AUTO},                          \
-      {P "score_scale", T_DVEC, F(R.score_scale), 1e-3, 1e3, NULL, 1, 0, 0},                 \
-      {P "tree_sibling", T_DVEC, F(R.tree_sibling), 0, 0.99, NULL, 1, 0, 0},                 \
+  {P "locality", T_DBL, F(R.locality), 0, 0.999, NULL, NULLABLE, 0, 0, "token-to-token locality ρ at its profile's peak (docs/generator.md)"},                         \
+      {P "locality_first", T_DBL, F(R.locality_first), 0, 0.999, NULL, NULLABLE, 0, 0, "ρ at the first MoE layer"},         \
+      {P "locality_last", T_DBL, F(R.locality_last), 0, 0.999, NULL, NULLABLE, 0, 0, "ρ at the last MoE layer"},           \
+      {P "locality_peak", T_DBL, F(R.locality_peak), 0, 1, NULL, NULLABLE, 0, 0, "where ρ peaks, as a share of the MoE layers (0..1)"},               \
+      {P "request_bias", T_DBL, F(R.request_bias), 0, 100, NULL, NULLABLE, 0, 0, "sd of a per-request expert bias (concentrates a request's tokens)"},               \
+      {P "noise", T_DBL, F(R.noise), 0, 100, NULL, NULLABLE, 0, 0, "the token-specific share of each logit"},                             \
+      {P "drift_tokens", T_DBL, F(R.drift_tokens), 0, 1e9, NULL, NULLABLE, 0, 0, "the request bias's time constant, committed tokens (0: fixed)"},               \
+      {P "temperature", T_DBL, F(R.temperature), 1e-3, 1e3, NULL, NULLABLE, 0, 0, "the router's temperature"},              \
+      {P "layer_correlation", T_DBL, F(R.layer_correlation), 0, 0.999, NULL, NULLABLE, 0, 0, "how much of a token's state carries from one MoE layer to the next"},   \
+      {P "skew", T_DVEC, F(R.skew), 0, 100, NULL, 1, 0, SKEW_AUTO, "the popularity bias per layer (null: by the expert count)"},                          \
+      {P "score_scale", T_DVEC, F(R.score_scale), 1e-3, 1e3, NULL, 1, 0, 0, "every stored logit times it after top-k is drawn (null: 1)"},                 \
+      {P "tree_sibling", T_DVEC, F(R.tree_sibling), 0, 0.99, NULL, 1, 0, 0, "the share of a node's fresh normals common to its siblings (0..0.99)"},                 \
   {                                                                                          \
-    P "tree_repeat", T_DVEC, F(R.tree_repeat), 0, 1, NULL, 1, 0, 0                           \
+    P "tree_repeat", T_DVEC, F(R.tree_repeat), 0, 1, NULL, 1, 0, 0, "the probability a node routes as the first node of its depth and rank"                           \
   }
 /* The stable keys of docs/design.md §13, in the order spec.resolved.yaml lists them. */
 const krow KEYS[] = {
-    {"name", T_STR, F(name), 0, 0, NULL, 0, 0, 0},
-    {"baseline", T_BOOL, F(baseline), 0, 0, NULL, 0, 0, 0},
-    {"model.name", T_STR, F(model.name), 0, 0, NULL, 0, 0, 0},
-    {"model.layers", T_INT, F(model.layers), 1, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
-    {"model.moe_layers", T_INT, F(model.moe_layers), 0, AMOE_MAX_LAYERS, NULL, 0, 0, 0},
-    {"model.experts", T_INT, F(model.experts), 2, AMOE_MAX_EXPERTS, NULL, 0, 0, 0},
-    {"model.top_k", T_INT, F(model.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0, 0},
-    {"model.shared_experts", T_INT, F(model.shared_experts), 0, 64, NULL, 0, 0, 0},
-    {"model.hidden", T_INT, F(model.hidden), 1, 1 << 20, NULL, 0, 0, 0},
-    {"model.moe_intermediate", T_INT, F(model.moe_intermediate), 1, 1 << 20, NULL, 0, 0, 0},
-    {"model.dense_intermediate", T_INT, F(model.dense_intermediate), 0, 1 << 22, NULL, 0, 0, 0},
-    {"model.router", T_ENUM, F(model.router), 0, 0, amoe_router_names, 0, 0, 0},
-    {"model.weight_format", T_ENUM, F(model.weight_format), 0, 0, amoe_weight_fmt_names, 0, 0, 0},
-    {"model.expert_bytes", T_DBL, F(model.expert_bytes), 0, BIG, NULL, 0, 0, 0},
-    {"model.attn_bytes_per_layer", T_DBL, F(model.attn_bytes_per_layer), 0, BIG, NULL, 0, 0, 0},
-    {"model.kv_bytes_per_token_layer", T_DBL, F(model.kv_bytes_per_token_layer), 0, BIG, NULL, 0, 0, 0},
-    {"model.kv_heads", T_INT, F(model.kv_heads), 0, 4096, NULL, 0, 0, 0},
-    {"model.vocab", T_INT, F(model.vocab), 0, 1 << 24, NULL, 0, 0, 0},
-    {"model.lm_head_bytes", T_DBL, F(model.lm_head_bytes), 0, BIG, NULL, 0, 0, 0},
-    {"model.draft_head_bytes", T_DBL, F(model.draft_head_bytes), 0, BIG, NULL, 0, 0, 0},
+    {"name", T_STR, F(name), 0, 0, NULL, 0, 0, 0, "the spec's name, in results and meta.json"},
+    {"baseline", T_BOOL, F(baseline), 0, 0, NULL, 0, 0, 0, "false: run only the listed rows (no implicit natural row)"},
+    {"model.name", T_STR, F(model.name), 0, 0, NULL, 0, 0, 0, "the model's name (a preset's, or your own)"},
+    {"model.layers", T_INT, F(model.layers), 1, AMOE_MAX_LAYERS, NULL, 0, 0, 0, "decoder layers"},
+    {"model.moe_layers", T_INT, F(model.moe_layers), 0, AMOE_MAX_LAYERS, NULL, 0, 0, 0, "decoder layers with routed experts (the rest dense)"},
+    {"model.experts", T_INT, F(model.experts), 2, AMOE_MAX_EXPERTS, NULL, 0, 0, 0, "routed experts per MoE layer"},
+    {"model.top_k", T_INT, F(model.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0, 0, "experts each token routes to"},
+    {"model.shared_experts", T_INT, F(model.shared_experts), 0, 64, NULL, 0, 0, 0, "always-on experts per MoE layer"},
+    {"model.hidden", T_INT, F(model.hidden), 1, 1 << 20, NULL, 0, 0, 0, "hidden size d"},
+    {"model.moe_intermediate", T_INT, F(model.moe_intermediate), 1, 1 << 20, NULL, 0, 0, 0, "an expert's intermediate size f"},
+    {"model.dense_intermediate", T_INT, F(model.dense_intermediate), 0, 1 << 22, NULL, 0, 0, 0, "a dense layer's intermediate size (0: none)"},
+    {"model.router", T_ENUM, F(model.router), 0, 0, amoe_router_names, 0, 0, 0, "the router's kind (docs/design.md §5)"},
+    {"model.weight_format", T_ENUM, F(model.weight_format), 0, 0, amoe_weight_fmt_names, 0, 0, 0, "the experts' weight format (bytes per weight with scales)"},
+    {"model.expert_bytes", T_DBL, F(model.expert_bytes), 0, BIG, NULL, 0, 0, 0, "one expert's bytes (0: from d, f and the format)"},
+    {"model.attn_bytes_per_layer", T_DBL, F(model.attn_bytes_per_layer), 0, BIG, NULL, 0, 0, 0, "attention weights per layer, bytes"},
+    {"model.kv_bytes_per_token_layer", T_DBL, F(model.kv_bytes_per_token_layer), 0, BIG, NULL, 0, 0, 0, "KV cache bytes per token and layer"},
+    {"model.kv_heads", T_INT, F(model.kv_heads), 0, 4096, NULL, 0, 0, 0, "GQA KV heads a token's KV splits over (0: MLA's latent, whole on every rank)"},
+    {"model.vocab", T_INT, F(model.vocab), 0, 1 << 24, NULL, 0, 0, 0, "vocabulary size"},
+    {"model.lm_head_bytes", T_DBL, F(model.lm_head_bytes), 0, BIG, NULL, 0, 0, 0, "the LM head's bytes"},
+    {"model.draft_head_bytes", T_DBL, F(model.draft_head_bytes), 0, BIG, NULL, 0, 0, 0, "the draft head's bytes (EAGLE/MTP), read each draft step"},
     ROUTING_KEYS("model.routing.", model.routing, 0, AUTO_BY_MODEL),
-    {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0, 0, 0},
-    {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0, 0, 0},
-    {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0, 0, 0},
-    {"hardware.peak_flops", T_DBL, F(hw.peak_flops), 1e6, BIG, NULL, 0, 0, 0},
-    {"hardware.peak_flops_fp8", T_DBL, F(hw.peak_flops_fp8), 0, BIG, NULL, 0, 0, 0},
-    {"hardware.peak_flops_fp4", T_DBL, F(hw.peak_flops_fp4), 0, BIG, NULL, 0, 0, 0},
-    {"hardware.moe_flops", T_DBL, F(hw.moe_flops), 0, BIG, NULL, 0, 0, 0},
-    {"hardware.moe_flops_tokens", T_DBL, F(hw.moe_flops_tokens), 0, 1e6, NULL, 0, 0, 0},
-    {"hardware.launch_s", T_DBL, F(hw.launch_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.memory_bytes", T_DBL, F(hw.memory_bytes), 0, BIG, NULL, 0, 0, 0},
-    {"hardware.step_s", T_DBL, F(hw.step_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.layer_fixed_s", T_DBL, F(hw.layer_fixed_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.moe_t0_s", T_DBL, F(hw.moe_t0_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.moe_eta", T_DBL, F(hw.moe_eta), 0.01, 2, NULL, 0, 0, 0},
-    {"hardware.draft_step_fixed_s", T_DBL, F(hw.draft_step_fixed_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.copy_latency_s", T_DBL, F(hw.copy_latency_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.readback_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.step_host_s", T_DBL, F(hw.step_host_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.cuda_graphs", T_BOOL, F(hw.cuda_graphs), 0, 0, NULL, 0, 0, 0},
-    {"hardware.gpus", T_INT, F(hw.gpus), 1, AMOE_MAX_GPUS, NULL, 0, 0, 0},
-    {"hardware.interconnect.name", T_STR, F(hw.ic.name), 0, 0, NULL, 1, 0, 0},
-    {"hardware.interconnect.allreduce_latency_s", T_DBL, F(hw.ic.allreduce_latency_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.interconnect.allreduce_bw", T_DBL, F(hw.ic.allreduce_bw), 0, BIG, NULL, 0, 0, 0},
-    {"hardware.interconnect.dispatch_s", T_DBL, F(hw.ic.dispatch_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.interconnect.combine_s", T_DBL, F(hw.ic.combine_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.interconnect.layer_sync_per_peer_s", T_DBL, F(hw.ic.layer_sync_per_peer_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.interconnect.hop_latency_s", T_DBL, F(hw.ic.hop_latency_s), 0, 1, NULL, 0, 0, 0},
-    {"hardware.interconnect.hop_bw", T_DBL, F(hw.ic.hop_bw), 0, BIG, NULL, 0, 0, 0},
-    {"hardware.overlap_scheduler", T_BOOL, F(hw.overlap_scheduler), 0, 0, NULL, 0, 0, 0},
-    {"parallel.attention_tp", T_INT, F(parallel.attention_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT},
-    {"parallel.moe_ep", T_INT, F(parallel.moe_ep), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT},
-    {"parallel.moe_tp", T_INT, F(parallel.moe_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT},
-    {"parallel.placement", T_ENUM, F(parallel.placement), 0, 0, amoe_placement_names, 0, 0, 0},
-    {"parallel.placement_file", T_STR, F(parallel.placement_file), 0, 0, NULL, 1, 0, 0},
-    {"parallel.redundant", T_INT, F(parallel.redundant), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, 0},
-    {"parallel.moe_comm", T_ENUM, F(parallel.moe_comm), 0, 0, amoe_moe_comm_names, 0, 0, 0},
-    {"parallel.pipeline", T_INT, F(parallel.pipeline), 0, AMOE_MAX_GPUS, NULL, 0, 0, 0},
-    {"engine.cuda_graphs", T_BOOL, F(engine.cuda_graphs), 0, 0, NULL, 0, 0, AUTO_BY_HW},
-    {"engine.overlap_scheduler", T_BOOL, F(engine.overlap_scheduler), 0, 0, NULL, 0, 0, AUTO_BY_HW},
-    {"engine.name", T_STR, F(engine.name), 0, 0, NULL, 1, 0, 0},
-    {"engine.moe_kernels", T_ENUM, F(engine.moe_kernels), 0, 0, amoe_moe_kernels_names, 0, 0, 0},
-    {"engine.kernels_per_layer", T_DBL, F(engine.kernels_per_layer), 0, 1e4, NULL, 0, 0, 0},
-    {"engine.kernels_per_expert", T_DBL, F(engine.kernels_per_expert), 0, 1e4, NULL, 0, 0, 0},
-    {"engine.visits", T_ENUM, F(engine.visits), 0, 0, amoe_visits_names, 0, 0, 0},
-    {"engine.expert_host_s", T_DBL, F(engine.expert_host_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.visit_host_s", T_DBL, F(engine.visit_host_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.host_overlap", T_BOOL, F(engine.host_overlap), 0, 0, NULL, 0, 0, 0},
-    {"engine.launch_s", T_DBL, F(engine.launch_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.moe_call_host_s", T_DBL, F(engine.moe_call_host_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.request_s", T_DBL, F(engine.request_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.request_per", T_ENUM, F(engine.request_per), 0, 0, amoe_request_per_names, 0, 0, 0},
-    {"engine.step_host_s", T_DBL, F(engine.step_host_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.draft_step_s", T_DBL, F(engine.draft_step_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.draft_token_s", T_DBL, F(engine.draft_token_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.draft_extend_s", T_DBL, F(engine.draft_extend_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.tree_node_s", T_DBL, F(engine.tree_node_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.sample_s", T_DBL, F(engine.sample_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.cycle_host_s", T_DBL, F(engine.cycle_host_s), 0, 1, NULL, 0, 0, 0},
-    {"engine.graph_capture_max_tokens", T_INT, F(engine.graph_capture_max_tokens), 0, 1 << 20, NULL, 0, 0, 0},
-    {"engine.graph_capture_sizes", T_DLIST, F(engine.graph_capture_sizes), 1, 1 << 20, NULL, 1, 0, 0},
-    {"engine.max_running", T_INT, F(engine.max_running), 0, 4096, NULL, 0, 0, 0},
-    {"engine.max_batched_tokens", T_INT, F(engine.max_batched_tokens), 0, 1 << 24, NULL, 0, 0, 0},
-    {"engine.gpu_memory_utilization", T_DBL, F(engine.gpu_memory_utilization), 0, 1, NULL, 0, 0, 0},
-    {"engine.memory_reserve_bytes", T_DBL, F(engine.memory_reserve_bytes), 0, BIG, NULL, 0, 0, 0},
-    {"engine.layer_sync_per_peer_s", T_DBL, F(engine.layer_sync_per_peer_s), 0, 1, NULL, 0, 0, 0},
-    {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0},
-    {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0},
-    {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0, 0},
-    {"workload.routing_blocks", T_ENUM, F(workload.routing_blocks), 0, 0, amoe_routing_blocks_names, 0, 0, 0},
-    {"workload.blocks", T_INT, F(workload.blocks), 0, 2e9, NULL, 0, 0, 0},
-    {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0, 0, 0},
-    {"workload.prompt_tokens", T_INT, F(workload.prompt_tokens), 0, 1e6, NULL, 0, 0, 0},
-    {"workload.prefill_sample", T_INT, F(workload.prefill_sample), 0, 1e6, NULL, 0, 0, 0},
-    {"workload.batch", T_INT, F(workload.batch), 1, 4096, NULL, 0, 0, 0},
-    {"workload.prefill_schedule", T_ENUM, F(workload.prefill_schedule), 0, 0, amoe_prefill_schedule_names, 0, 0, 0},
-    {"workload.chunk_tokens", T_INT, F(workload.chunk_tokens), 1, 1e6, NULL, 0, 0, 0},
-    {"workload.arrival.process", T_ENUM, F(workload.arrival), 0, 0, amoe_arrival_names, 0, 0, 0},
-    {"workload.arrival.rate", T_DBL, F(workload.rate), 1e-9, 1e9, NULL, 0, 0, 0},
-    {"workload.arrival.cv", T_DBL, F(workload.cv), 0.01, 100, NULL, 0, 0, 0},
-    {"workload.arrival.path", T_STR, F(workload.arrival_path), 0, 0, NULL, 1, 0, 0},
-    {"workload.arrival.range_ratio", T_DBL, F(workload.range_ratio), 0, 0.99, NULL, 0, 0, 0},
-    {"workload.arrival.concurrency", T_INT, F(workload.concurrency), 1, 4096, NULL, 0, 0, 0},
-    {"workload.arrival.lengths", T_ENUM, F(workload.lengths), 0, 0, amoe_lengths_names, 0, 0, 0},
-    {"workload.arrival.prompt_sd", T_DBL, F(workload.prompt_sd), 0, 1e6, NULL, 0, 0, 0},
-    {"workload.arrival.output_sd", T_DBL, F(workload.output_sd), 0, 1e6, NULL, 0, 0, 0},
-    {"workload.arrival.prompt_min", T_INT, F(workload.prompt_min), 0, 1e6, NULL, 0, 0, 0},
-    {"workload.arrival.prompt_max", T_INT, F(workload.prompt_max), 0, 1e6, NULL, 0, 0, 0},
-    {"workload.arrival.output_min", T_INT, F(workload.output_min), 1, 1e9, NULL, 0, 0, 0},
-    {"workload.arrival.output_max", T_INT, F(workload.output_max), 0, 1e9, NULL, 0, 0, 0},
-    {"workload.requests", T_INT, F(workload.requests), 1, 1e8, NULL, 0, 0, 0},
-    {"workload.max_running", T_INT, F(workload.max_running), 0, 4096, NULL, 0, 0, 0},
-    {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0, 0},
-    {"workload.seed", T_U64, F(workload.seed), 0, 0, NULL, 0, 0, 0},
-    {"workload.top_m", T_INT, F(workload.top_m), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, AUTO_BY_MODEL},
-    {"workload.tree.depth", T_INT, F(workload.depth), 1, 16, NULL, 0, 0, 0},
-    {"workload.tree.top_k", T_INT, F(workload.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0, 0},
-    {"workload.tree.nodes", T_INT, F(workload.nodes), 1, AMOE_MAX_NODES, NULL, 0, 0, 0},
-    {"workload.tree.candidates", T_INT, F(workload.candidates), 0, AMOE_MAX_NODES, NULL, 0, 0, AUTO_BY_NODES},
-    {"workload.acceptance.tau", T_DBL, F(workload.tau), 1, 64, NULL, 0, 0, 0},
-    {"workload.acceptance.replay", T_STR, F(workload.replay), 0, 0, NULL, 1, 0, 0},
-    {"workload.acceptance.al", T_DLIST, F(workload.al), 1, 64, NULL, 1, 0, 0},
-    {"workload.tree.draft_passes", T_INT, F(workload.draft_passes), 0, 16, NULL, 0, 0, 0},
+    {"hardware.name", T_STR, F(hw.name), 0, 0, NULL, 0, 0, 0, "the hardware's name (a preset's, or your own)"},
+    {"hardware.hbm_bw", T_DBL, F(hw.hbm_bw), 1e6, BIG, NULL, 0, 0, 0, "device memory bandwidth, B/s (the measured copy rate)"},
+    {"hardware.h2d_bw", T_DBL, F(hw.h2d_bw), 1e6, BIG, NULL, 0, 0, 0, "pinned host-to-device bandwidth, B/s (offload)"},
+    {"hardware.peak_flops", T_DBL, F(hw.peak_flops), 1e6, BIG, NULL, 0, 0, 0, "dense bf16 FLOP/s"},
+    {"hardware.peak_flops_fp8", T_DBL, F(hw.peak_flops_fp8), 0, BIG, NULL, 0, 0, 0, "dense fp8 FLOP/s (0: the next wider format's)"},
+    {"hardware.peak_flops_fp4", T_DBL, F(hw.peak_flops_fp4), 0, BIG, NULL, 0, 0, 0, "dense fp4 FLOP/s (0: the next wider format's)"},
+    {"hardware.moe_flops", T_DBL, F(hw.moe_flops), 0, BIG, NULL, 0, 0, 0, "FLOP/s a routed expert's tokens compute at (0: the format's peak)"},
+    {"hardware.moe_flops_tokens", T_DBL, F(hw.moe_flops_tokens), 0, 1e6, NULL, 0, 0, 0, "tokens per expert moe_flops holds for; beyond them, the peak (0: all)"},
+    {"hardware.launch_s", T_DBL, F(hw.launch_s), 0, 1, NULL, 0, 0, 0, "host time per kernel launch, s"},
+    {"hardware.memory_bytes", T_DBL, F(hw.memory_bytes), 0, BIG, NULL, 0, 0, 0, "device memory per GPU, bytes (KV capacity)"},
+    {"hardware.step_s", T_DBL, F(hw.step_s), 0, 1, NULL, 0, 0, 0, "sampling, scheduling and tree masks per forward pass, s"},
+    {"hardware.layer_fixed_s", T_DBL, F(hw.layer_fixed_s), 0, 1, NULL, 0, 0, 0, "a decoder layer's small dense kernels, s"},
+    {"hardware.moe_t0_s", T_DBL, F(hw.moe_t0_s), 0, 1, NULL, 0, 0, 0, "fixed cost of one fused-MoE call, s"},
+    {"hardware.moe_eta", T_DBL, F(hw.moe_eta), 0.01, 2, NULL, 0, 0, 0, "an expert's streaming rate as a share of hbm_bw"},
+    {"hardware.draft_step_fixed_s", T_DBL, F(hw.draft_step_fixed_s), 0, 1, NULL, 0, 0, 0, "fixed cost per draft forward, s"},
+    {"hardware.copy_latency_s", T_DBL, F(hw.copy_latency_s), 0, 1, NULL, 0, 0, 0, "latency per expert copy under offload, s"},
+    {"hardware.readback_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 0, 0, "the routing's read-back and sync per MoE layer under offload, s"},
+    {"hardware.step_host_s", T_DBL, F(hw.step_host_s), 0, 1, NULL, 0, 0, 0, "the step's host work when no overlap scheduler hides it, s"},
+    {"hardware.cuda_graphs", T_BOOL, F(hw.cuda_graphs), 0, 0, NULL, 0, 0, 0, "the engine mode's default: CUDA graphs on"},
+    {"hardware.gpus", T_INT, F(hw.gpus), 1, AMOE_MAX_GPUS, NULL, 0, 0, 0, "GPUs in the node"},
+    {"hardware.interconnect.name", T_STR, F(hw.ic.name), 0, 0, NULL, 1, 0, 0, "the interconnect preset (workloads/interconnect/)"},
+    {"hardware.interconnect.allreduce_latency_s", T_DBL, F(hw.ic.allreduce_latency_s), 0, 1, NULL, 0, 0, 0, "an all-reduce's latency, s"},
+    {"hardware.interconnect.allreduce_bw", T_DBL, F(hw.ic.allreduce_bw), 0, BIG, NULL, 0, 0, 0, "an all-reduce's bus bandwidth, B/s"},
+    {"hardware.interconnect.dispatch_s", T_DBL, F(hw.ic.dispatch_s), 0, 1, NULL, 0, 0, 0, "expert-parallel dispatch per layer, s"},
+    {"hardware.interconnect.combine_s", T_DBL, F(hw.ic.combine_s), 0, 1, NULL, 0, 0, 0, "expert-parallel combine per layer, s"},
+    {"hardware.interconnect.layer_sync_per_peer_s", T_DBL, F(hw.ic.layer_sync_per_peer_s), 0, 1, NULL, 0, 0, 0, "per decoder layer and GPU beyond the first, the collectives' wait, s"},
+    {"hardware.interconnect.hop_latency_s", T_DBL, F(hw.ic.hop_latency_s), 0, 1, NULL, 0, 0, 0, "a pipeline hop's latency, s"},
+    {"hardware.interconnect.hop_bw", T_DBL, F(hw.ic.hop_bw), 0, BIG, NULL, 0, 0, 0, "a pipeline hop's bandwidth, B/s"},
+    {"hardware.overlap_scheduler", T_BOOL, F(hw.overlap_scheduler), 0, 0, NULL, 0, 0, 0, "the engine mode's default: the overlap scheduler on"},
+    {"parallel.attention_tp", T_INT, F(parallel.attention_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT, "attention tensor-parallel ranks (0: from hardware.gpus)"},
+    {"parallel.moe_ep", T_INT, F(parallel.moe_ep), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT, "expert-parallel groups (0: from the layout)"},
+    {"parallel.moe_tp", T_INT, F(parallel.moe_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT, "expert tensor-parallel ranks (0: from the layout)"},
+    {"parallel.placement", T_ENUM, F(parallel.placement), 0, 0, amoe_placement_names, 0, 0, 0, "how experts are laid over the EP groups"},
+    {"parallel.placement_file", T_STR, F(parallel.placement_file), 0, 0, NULL, 1, 0, 0, "placement: file: the layout's file"},
+    {"parallel.redundant", T_INT, F(parallel.redundant), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, 0, "placement: balanced: extra expert copies per layer"},
+    {"parallel.moe_comm", T_ENUM, F(parallel.moe_comm), 0, 0, amoe_moe_comm_names, 0, 0, 0, "the MoE layer's collective"},
+    {"parallel.pipeline", T_INT, F(parallel.pipeline), 0, AMOE_MAX_GPUS, NULL, 0, 0, 0, "pipeline stages, one GPU each (needs hop_latency_s and hop_bw)"},
+    {"engine.cuda_graphs", T_BOOL, F(engine.cuda_graphs), 0, 0, NULL, 0, 0, AUTO_BY_HW, "CUDA graphs on (unset: the hardware preset's)"},
+    {"engine.overlap_scheduler", T_BOOL, F(engine.overlap_scheduler), 0, 0, NULL, 0, 0, AUTO_BY_HW, "the overlap scheduler on (unset: the hardware preset's)"},
+    {"engine.name", T_STR, F(engine.name), 0, 0, NULL, 1, 0, 0, "the engine preset (workloads/engines/)"},
+    {"engine.moe_kernels", T_ENUM, F(engine.moe_kernels), 0, 0, amoe_moe_kernels_names, 0, 0, 0, "fused: one call per wave; per-expert; loop: a host loop over experts"},
+    {"engine.kernels_per_layer", T_DBL, F(engine.kernels_per_layer), 0, 1e4, NULL, 0, 0, 0, "kernels an eager engine launches per decoder layer"},
+    {"engine.kernels_per_expert", T_DBL, F(engine.kernels_per_expert), 0, 1e4, NULL, 0, 0, 0, "per-expert kernels: launches per executed expert"},
+    {"engine.visits", T_ENUM, F(engine.visits), 0, 0, amoe_visits_names, 0, 0, 0, "loop: which experts it visits, and whether it runs the empty ones"},
+    {"engine.expert_host_s", T_DBL, F(engine.expert_host_s), 0, 1, NULL, 0, 0, 0, "loop: host time of an executed expert, s"},
+    {"engine.visit_host_s", T_DBL, F(engine.visit_host_s), 0, 1, NULL, 0, 0, 0, "loop: host time of a visited expert that runs nothing, s"},
+    {"engine.host_overlap", T_BOOL, F(engine.host_overlap), 0, 0, NULL, 0, 0, 0, "a sync-free layer takes max(host, device), not their sum"},
+    {"engine.launch_s", T_DBL, F(engine.launch_s), 0, 1, NULL, 0, 0, 0, "the engine's host time per launch, s (0: the hardware's)"},
+    {"engine.moe_call_host_s", T_DBL, F(engine.moe_call_host_s), 0, 1, NULL, 0, 0, 0, "eager: host time of one fused-MoE call from Python, s (0: one launch)"},
+    {"engine.request_s", T_DBL, F(engine.request_s), 0, 1, NULL, 0, 0, 0, "per request beyond the first, the engine's own work, s"},
+    {"engine.request_per", T_ENUM, F(engine.request_per), 0, 0, amoe_request_per_names, 0, 0, 0, "request_s charged per committed token or per pass"},
+    {"engine.step_host_s", T_DBL, F(engine.step_host_s), 0, 1, NULL, 0, 0, 0, "the engine's step host work, s (0: the hardware's)"},
+    {"engine.draft_step_s", T_DBL, F(engine.draft_step_s), 0, 1, NULL, 0, 0, 0, "per draft forward, s (0: hardware.draft_step_fixed_s)"},
+    {"engine.draft_token_s", T_DBL, F(engine.draft_token_s), 0, 1, NULL, 0, 0, 0, "per token a draft forward runs over, s"},
+    {"engine.draft_extend_s", T_DBL, F(engine.draft_extend_s), 0, 1, NULL, 0, 0, 0, "the extend pass's own work, s"},
+    {"engine.tree_node_s", T_DBL, F(engine.tree_node_s), 0, 1, NULL, 0, 0, 0, "per verified node and decoder layer, s"},
+    {"engine.sample_s", T_DBL, F(engine.sample_s), 0, 1, NULL, 0, 0, 0, "verification sampling per cycle, s"},
+    {"engine.cycle_host_s", T_DBL, F(engine.cycle_host_s), 0, 1, NULL, 0, 0, 0, "host work per speculative cycle, s"},
+    {"engine.graph_capture_max_tokens", T_INT, F(engine.graph_capture_max_tokens), 0, 1 << 20, NULL, 0, 0, 0, "the largest captured step, tokens (0: no limit); past it a step runs eager"},
+    {"engine.graph_capture_sizes", T_DLIST, F(engine.graph_capture_sizes), 1, 1 << 20, NULL, 1, 0, 0, "the captured step sizes (unset: vLLM's rule)"},
+    {"engine.max_running", T_INT, F(engine.max_running), 0, 4096, NULL, 0, 0, 0, "running requests where the workload sets no max_running"},
+    {"engine.max_batched_tokens", T_INT, F(engine.max_batched_tokens), 0, 1 << 24, NULL, 0, 0, 0, "a step's token budget under chunked prefill (0: none)"},
+    {"engine.gpu_memory_utilization", T_DBL, F(engine.gpu_memory_utilization), 0, 1, NULL, 0, 0, 0, "the share of GPU memory the engine takes (KV gets the rest after weights)"},
+    {"engine.memory_reserve_bytes", T_DBL, F(engine.memory_reserve_bytes), 0, BIG, NULL, 0, 0, 0, "memory kept back from KV: activations and graphs, bytes"},
+    {"engine.layer_sync_per_peer_s", T_DBL, F(engine.layer_sync_per_peer_s), 0, 1, NULL, 0, 0, 0, "the engine's own TP wait per layer and peer, s (0: the interconnect's)"},
+    {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0, "where blocks come from: the generator, a trace or a routing capture"},
+    {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0, "the trace or capture file"},
+    {"workload.window", T_INT, F(workload.window), 1, AMOE_MAX_NODES, NULL, 0, 0, 0, "routing captures: tokens per chain block"},
+    {"workload.routing_blocks", T_ENUM, F(workload.routing_blocks), 0, 0, amoe_routing_blocks_names, 0, 0, 0, "routing captures: chain (real tokens) or hybrid (generated siblings)"},
+    {"workload.blocks", T_INT, F(workload.blocks), 0, 2e9, NULL, 0, 0, 0, "blocks to run (closed process)"},
+    {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0, 0, 0, "a request's output tokens (open arrivals: the mean)"},
+    {"workload.prompt_tokens", T_INT, F(workload.prompt_tokens), 0, 1e6, NULL, 0, 0, 0, "a request's prompt tokens (0: no prefill)"},
+    {"workload.prefill_sample", T_INT, F(workload.prefill_sample), 0, 1e6, NULL, 0, 0, 0, "routed tokens, evenly spread, of a longer prompt chunk"},
+    {"workload.batch", T_INT, F(workload.batch), 1, 4096, NULL, 0, 0, 0, "requests decoding at once (continuous batching)"},
+    {"workload.prefill_schedule", T_ENUM, F(workload.prefill_schedule), 0, 0, amoe_prefill_schedule_names, 0, 0, 0, "separate: a prompt is its own pass; chunked: its chunks join decode passes"},
+    {"workload.chunk_tokens", T_INT, F(workload.chunk_tokens), 1, 1e6, NULL, 0, 0, 0, "chunked prefill: tokens per chunk"},
+    {"workload.arrival.process", T_ENUM, F(workload.arrival), 0, 0, amoe_arrival_names, 0, 0, 0, "closed (full slots), poisson, gamma, trace, constant or concurrency"},
+    {"workload.arrival.rate", T_DBL, F(workload.rate), 1e-9, 1e9, NULL, 0, 0, 0, "requests per second"},
+    {"workload.arrival.cv", T_DBL, F(workload.cv), 0.01, 100, NULL, 0, 0, 0, "gamma: the gaps' coefficient of variation"},
+    {"workload.arrival.path", T_STR, F(workload.arrival_path), 0, 0, NULL, 1, 0, 0, "trace: the arrival CSV"},
+    {"workload.arrival.range_ratio", T_DBL, F(workload.range_ratio), 0, 0.99, NULL, 0, 0, 0, "uniform lengths in [n(1 - r), n(1 + r)]"},
+    {"workload.arrival.concurrency", T_INT, F(workload.concurrency), 1, 4096, NULL, 0, 0, 0, "concurrency: clients in the closed loop"},
+    {"workload.arrival.lengths", T_ENUM, F(workload.lengths), 0, 0, amoe_lengths_names, 0, 0, 0, "uniform (with range_ratio) or normal"},
+    {"workload.arrival.prompt_sd", T_DBL, F(workload.prompt_sd), 0, 1e6, NULL, 0, 0, 0, "normal: the prompts' deviation"},
+    {"workload.arrival.output_sd", T_DBL, F(workload.output_sd), 0, 1e6, NULL, 0, 0, 0, "normal: the outputs' deviation"},
+    {"workload.arrival.prompt_min", T_INT, F(workload.prompt_min), 0, 1e6, NULL, 0, 0, 0, "normal: the shortest prompt"},
+    {"workload.arrival.prompt_max", T_INT, F(workload.prompt_max), 0, 1e6, NULL, 0, 0, 0, "normal: the longest prompt (0: no clip)"},
+    {"workload.arrival.output_min", T_INT, F(workload.output_min), 1, 1e9, NULL, 0, 0, 0, "normal: the shortest output"},
+    {"workload.arrival.output_max", T_INT, F(workload.output_max), 0, 1e9, NULL, 0, 0, 0, "normal: the longest output (0: no clip)"},
+    {"workload.requests", T_INT, F(workload.requests), 1, 1e8, NULL, 0, 0, 0, "open arrivals: requests to run"},
+    {"workload.max_running", T_INT, F(workload.max_running), 0, 4096, NULL, 0, 0, 0, "open arrivals: running requests at most (0: workload.batch)"},
+    {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0, 0, "KV context every pass's attention reads, tokens"},
+    {"workload.seed", T_U64, F(workload.seed), 0, 0, NULL, 0, 0, 0, "the generator's seed"},
+    {"workload.top_m", T_INT, F(workload.top_m), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, AUTO_BY_MODEL, "logits stored per node (0: max(4·top_k, 32), at most the experts)"},
+    {"workload.tree.depth", T_INT, F(workload.depth), 1, 16, NULL, 0, 0, 0, "the draft tree's depth"},
+    {"workload.tree.top_k", T_INT, F(workload.top_k), 1, AMOE_MAX_TOPK, NULL, 0, 0, 0, "children per node the draft proposes"},
+    {"workload.tree.nodes", T_INT, F(workload.nodes), 1, AMOE_MAX_NODES, NULL, 0, 0, 0, "nodes verified per pass (the root included)"},
+    {"workload.tree.candidates", T_INT, F(workload.candidates), 0, AMOE_MAX_NODES, NULL, 0, 0, AUTO_BY_NODES, "draft candidates a block holds (0: from tree.nodes)"},
+    {"workload.acceptance.tau", T_DBL, F(workload.tau), 1, 64, NULL, 0, 0, 0, "mean committed tokens per block under natural routing"},
+    {"workload.acceptance.replay", T_STR, F(workload.replay), 0, 0, NULL, 1, 0, 0, "a CSV of accept lengths to replay"},
+    {"workload.acceptance.al", T_DLIST, F(workload.al), 1, 64, NULL, 1, 0, 0, "a chain's AL at k = 1..n, or one AL pinned at the run's k"},
+    {"workload.tree.draft_passes", T_INT, F(workload.draft_passes), 0, 16, NULL, 0, 0, 0, "draft forwards per block (0: one per level; 1: a block draft)"},
     ROUTING_KEYS("workload.routing.", workload.routing, 1, AUTO_NONE),
-    {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0, 0, 0},
-    {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0, 0, 0},
-    {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1, 0, 0},
-    {"offload.slots_per_layer", T_INT, F(offload.slots_per_layer), 1, AMOE_MAX_EXPERTS, NULL, 0, 0, 0},
-    {"offload.policy", T_ENUM, F(offload.policy), 0, 0, amoe_cache_policy_names, 0, 0, 0},
-    {"offload.order", T_ENUM, F(offload.order), 0, 0, amoe_cache_order_names, 0, 0, 0},
-    {"offload.overflow", T_ENUM, F(offload.overflow), 0, 0, amoe_cache_overflow_names, 0, 0, 0},
-    {"offload.reset", T_ENUM, F(offload.reset), 0, 0, amoe_cache_reset_names, 0, 0, 0},
-    {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0, 0, 0},
-    {"offload.prefill", T_ENUM, F(offload.prefill), 0, 0, amoe_prefill_names, 0, 0, 0},
-    {"offload.host_overhead_per_layer_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 1, 0}, /* now hardware.readback_s */
-    {"slo.ttft_s", T_DBL, F(slo.ttft_s), 0, 1e6, NULL, 0, 0, 0},
-    {"slo.tpot_s", T_DBL, F(slo.tpot_s), 0, 1e6, NULL, 0, 0, 0},
-    {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0, 0, 0},
-    {"acceptance_model.margin_min", T_DBL, F(margin_min), 0, 100, NULL, 0, 0, 0},
-    {"output.dir", T_STR, F(output.dir), 0, 0, NULL, 1, 0, 0},
-    {"output.blocks_csv", T_BOOL, F(output.blocks_csv), 0, 0, NULL, 0, 0, 0},
-    {"output.requests_csv", T_BOOL, F(output.requests_csv), 0, 0, NULL, 0, 0, 0},
-    {"output.dump_selection", T_STR, F(output.dump_selection), 0, 0, NULL, 1, 0, 0},
+    {"commitment.calibrate.blocks", T_INT, F(commitment.blocks), 1, 1e8, NULL, 0, 0, 0, "blocks the commitment table is calibrated on"},
+    {"commitment.calibrate.seed", T_U64, F(commitment.seed), 0, 0, NULL, 0, 0, 0, "their seed (kept apart from the run's)"},
+    {"commitment.file", T_STR, F(commitment.file), 0, 0, NULL, 1, 0, 0, "a commitment table written by acceptmoe calibrate"},
+    {"offload.slots_per_layer", T_INT, F(offload.slots_per_layer), 1, AMOE_MAX_EXPERTS, NULL, 0, 0, 0, "experts the GPU holds per layer"},
+    {"offload.policy", T_ENUM, F(offload.policy), 0, 0, amoe_cache_policy_names, 0, 0, 0, "the expert cache's replacement policy"},
+    {"offload.order", T_ENUM, F(offload.order), 0, 0, amoe_cache_order_names, 0, 0, 0, "hits-first (as engines run a pass) or ascending (the naive engine)"},
+    {"offload.overflow", T_ENUM, F(offload.overflow), 0, 0, amoe_cache_overflow_names, 0, 0, 0, "an executed set larger than the slots: evict or bypass"},
+    {"offload.reset", T_ENUM, F(offload.reset), 0, 0, amoe_cache_reset_names, 0, 0, 0, "run: caches persist across requests; request: empty at each"},
+    {"offload.overlap", T_BOOL, F(offload.overlap), 0, 0, NULL, 0, 0, 0, "copies hide behind the layer's dense part"},
+    {"offload.prefill", T_ENUM, F(offload.prefill), 0, 0, amoe_prefill_names, 0, 0, 0, "a prefill pass goes through the caches, or streams past them"},
+    {"offload.host_overhead_per_layer_s", T_DBL, F(hw.readback_s), 0, 1, NULL, 0, 1, 0, "older name of hardware.readback_s"}, /* now hardware.readback_s */
+    {"slo.ttft_s", T_DBL, F(slo.ttft_s), 0, 1e6, NULL, 0, 0, 0, "the time-to-first-token bound goodput counts against, s"},
+    {"slo.tpot_s", T_DBL, F(slo.tpot_s), 0, 1e6, NULL, 0, 0, 0, "the time-per-output-token bound goodput counts against, s"},
+    {"acceptance_model.kappa", T_DBL, F(kappa), 0, 1e6, NULL, 0, 0, 0, "κ: how strongly a displaced weight share flips a token (§7)"},
+    {"acceptance_model.margin_min", T_DBL, F(margin_min), 0, 100, NULL, 0, 0, 0, "the smallest logit margin a node is given, nats (§7)"},
+    {"output.dir", T_STR, F(output.dir), 0, 0, NULL, 1, 0, 0, "where results go (--out)"},
+    {"output.blocks_csv", T_BOOL, F(output.blocks_csv), 0, 0, NULL, 0, 0, 0, "write blocks.csv (one row per block and row)"},
+    {"output.requests_csv", T_BOOL, F(output.requests_csv), 0, 0, NULL, 0, 0, 0, "write requests.csv (each request's times)"},
+    {"output.dump_selection", T_STR, F(output.dump_selection), 0, 0, NULL, 1, 0, 0, "write each pass's selected sets to this file"},
 };
 const int NKEYS = (int)(sizeof KEYS / sizeof KEYS[0]);
+
+/* A key's type and range in words: "int 1..64", "one of lru, lfu", ... */
+static void key_kind(const krow *k, char *buf, size_t n) {
+  static const char *const T[] = {"int", "uint64", "number", "text", "bool", "", "number or per-layer list", "list"};
+  if (k->type == T_ENUM) {
+    snprintf(buf, n, "one of ");
+    for (int i = 0; k->names[i]; i++)
+      snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", k->names[i]);
+  } else if (k->type == T_STR || k->type == T_BOOL || k->type == T_U64 || k->lo >= k->hi) {
+    snprintf(buf, n, "%s", T[k->type]);
+  } else if (k->hi >= BIG) {
+    snprintf(buf, n, "%s ≥ %.15g", T[k->type], k->lo);
+  } else {
+    snprintf(buf, n, "%s %.15g..%.15g", T[k->type], k->lo, k->hi);
+  }
+  if (k->nullable) snprintf(buf + strlen(buf), n - strlen(buf), "%s", k->type == T_STR ? " or null" : ", or null");
+}
+
+void amoe_spec_list_keys(FILE *f, int markdown) {
+  if (markdown) fprintf(f, "| key | type | what it is |\n|---|---|---|\n");
+  for (int i = 0; i < NKEYS; i++) {
+    const krow *k = &KEYS[i];
+    if (k->alias) continue; /* an older name: read, never listed */
+    char kind[512];
+    key_kind(k, kind, sizeof kind);
+    if (markdown) fprintf(f, "| `%s` | %s | %s |\n", k->path, kind, k->help);
+    else fprintf(f, "%-44s %-30s %s\n", k->path, kind, k->help);
+  }
+}
 
 /* An auto-resolved key (krow.autos) is unset: an int 0, a bool -1, a layer
  * list empty. */

@@ -72,6 +72,9 @@ amoe_status amoe_spec_set(amoe_spec *s, const char *key, const char *value, cons
 amoe_status amoe_spec_load_preset(amoe_spec *s, int hw, const char *name, const char *where, amoe_diag *d);
 /* Fills every default (the schema's defaults, not a real model's numbers). */
 void amoe_spec_defaults(amoe_spec *s);
+/* Every stable key with its type, range and help line (`acceptmoe keys`);
+ * markdown: as the table docs/spec.md carries. */
+void amoe_spec_list_keys(FILE *f, int markdown);
 /* Final checks that need the whole spec (model shape, policy budgets). */
 amoe_status amoe_spec_validate(amoe_spec *s, const char *where, amoe_diag *d);
 

@@ -163,7 +163,7 @@ static int set_policy_param(ydoc *y, yaml_node_t *k, yaml_node_t *v, amoe_policy
   }
   /* the scalar parser, on a double beside the row */
   double x;
-  const krow kr = {pd->key, T_DBL, 0, 8, pd->min, pd->max, NULL, 0, 0, AUTO_NONE};
+  const krow kr = {pd->key, T_DBL, 0, 8, pd->min, pd->max, NULL, 0, 0, AUTO_NONE, NULL};
   if (!spec_set_value((amoe_spec *)(void *)&x, &kr, spec_scalar(v), quoted(v), kw, y->d)) return 0;
   if (pd->integer && x != floor(x)) {
     amoe_diag_add(y->d, "%s: %s must be an integer, not '%s'", kw, key, spec_scalar(v));

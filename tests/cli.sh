@@ -397,8 +397,9 @@ while read -r cmd opt; do
 done < <("$A" --help | awk '/^  [a-z]/{cmd=$1} /^  [a-z]/||/^               /{for(i=1;i<=NF;i++){t=$i; gsub(/[][(|)]/," ",t); n=split(t,w," "); for(j=1;j<=n;j++) if(w[j] ~ /^-/) print cmd, w[j]}}' | sort -u)
 [ -z "$miss" ] && ok || bad "options in the usage that their command refuses:$miss"
 
-# the policy tables of README.md and docs/spec.md are the registry's (scripts/docs-policies.sh)
-ACCEPTMOE="$A" scripts/docs-policies.sh --check 2>"$T/dp.err" && ok || bad "$(cat "$T/dp.err")"
+# the generated blocks of README.md and docs/spec.md (policy tables, key list, resolved quickstart) are the code's
+ACCEPTMOE="$A" scripts/docs-generated.sh --check 2>"$T/dp.err" && ok || bad "$(cat "$T/dp.err")"
+"$A" keys --markdown | awk -F' [|] ' 'NR > 2 && $3 !~ /[a-z]/ { print; bad = 1 } END { exit bad }' >"$T/keys.bad" && ok || bad "keys without a help line: $(cat "$T/keys.bad")"
 # the README's example table is what the quickstart run prints
 "$A" run workloads/specs/quickstart.yaml --out "$T/qs" 2>/dev/null | grep '^|' >"$T/qs.table"
 awk '/^Example \(`scripts\/quickstart.sh`/ { on = 1; next } on && /^\|/ { print; got = 1; next } got { exit }' README.md >"$T/readme.table"
