@@ -61,6 +61,7 @@ typedef struct {
   amoe_diag *d;
   const char *base_dir; /* for relative paths inside the spec */
   char (*policy_at)[AMOE_PATH_MAX + 32]; /* the spec file's: each policy's position, or NULL */
+  int (*key_at)[2];                      /* and each key's (line, column), or NULL */
 } ydoc;
 
 int spec_auto_bit(const krow *k);
@@ -82,8 +83,14 @@ const char *spec_scalar(const yaml_node_t *n);
 int spec_set_value(amoe_spec *s, const krow *k, const char *v, int quoted, const char *where,
                      amoe_diag *d);
 int spec_set(amoe_spec *s, const char *key, const char *value, const char *where, amoe_diag *d);
-/* policy_at: each policy's position in the spec (NULL, or "" entries: where) */
-int spec_validate(amoe_spec *s, const char *where, const char (*policy_at)[AMOE_PATH_MAX + 32], amoe_diag *d);
+/* Where the whole-spec checks point: the spec file (`where`), each policy's
+ * position in it (NULL, or "" entries: where) and each key's (NULL, or
+ * line 0: where). */
+typedef struct {
+  const char (*policy)[AMOE_PATH_MAX + 32];
+  const int (*key)[2];
+} spec_at;
+int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag *d);
 /* An engine section with nothing set: the mode left to the hardware preset. */
 void spec_engine_defaults(amoe_engine *e);
 void spec_walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int preset);

@@ -206,6 +206,7 @@ const krow KEYS[] = {
     {"output.dump_selection", T_STR, F(output.dump_selection), 0, 0, NULL, 1, 0, 0, "write each pass's selected sets to this file"},
 };
 const int NKEYS = (int)(sizeof KEYS / sizeof KEYS[0]);
+_Static_assert(sizeof KEYS / sizeof KEYS[0] <= AMOE_SPEC_KEYS_MAX, "amoe_experiment.key_at holds every key");
 
 /* A key's type and range in words: "int 1..64", "one of lru, lfu", ... */
 static void key_kind(const krow *k, char *buf, size_t n) {

@@ -13,6 +13,13 @@
 /* ------------------------------------------------------------ experiments */
 
 
+/* A key no longer stands where the file set it: a --set gives it (-1), or a
+ * sweep (0: the checks name the file). */
+static void forget_key_at(amoe_experiment *x, const char *path, int by_set) {
+  const krow *k = spec_find_key(path);
+  if (k) x->key_at[k - KEYS][0] = by_set ? -1 : 0;
+}
+
 static int experiment_load(amoe_experiment *x, const char *path, char *const *sets, int nset, amoe_diag *d) {
   memset(x, 0, sizeof *x);
   snprintf(x->spec_path, sizeof x->spec_path, "%s", path);
@@ -28,12 +35,14 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
   }
   /* model and hardware first, so that other keys may refer to them */
   y.policy_at = x->policy_at;
+  y.key_at = x->key_at;
   spec_walk(&y, root, "", &x->base, 0);
   for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
     yaml_node_t *k = yaml_document_get_node(&y.doc, p->key);
     if (k->type == YAML_SCALAR_NODE && !strcmp(spec_scalar(k), "sweep"))
       spec_parse_sweep(&y, yaml_document_get_node(&y.doc, p->value), x);
   }
+  for (int j = 0; j < x->nsweep; j++) forget_key_at(x, x->sweep[j].key, 0); /* a point's value is the sweep's */
   yaml_document_delete(&y.doc);
   for (int i = 0; i < nset; i++) {
     char key[256], where[320];
@@ -45,6 +54,7 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
     }
     snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
     if (!strcmp(key, "policies")) memset(x->policy_at, 0, sizeof x->policy_at); /* a list of its own */
+    forget_key_at(x, key, 1);
     int swept = -1;
     for (int j = 0; j < x->nsweep; j++)
       if (!strcmp(x->sweep[j].key, key)) swept = j;
@@ -58,7 +68,10 @@ static int experiment_load(amoe_experiment *x, const char *path, char *const *se
   x->auto_unset = 0;
   for (int i = 0; i < NKEYS; i++)
     if (KEYS[i].autos) x->auto_unset |= (unsigned)spec_auto_is_unset(&x->base, &KEYS[i]) << spec_auto_bit(&KEYS[i]);
-  if (d->n == before) spec_validate(&x->base, path, x->policy_at, d);
+  /* the whole-spec checks run whatever else the file got wrong, so that
+   * every problem is named at once (a key that failed keeps its default) */
+  const spec_at at = {x->policy_at, (const int(*)[2])x->key_at};
+  spec_validate(&x->base, path, &at, d);
   return d->n == before;
 }
 
@@ -92,7 +105,8 @@ static int experiment_point(const amoe_experiment *x, int idx, amoe_spec *out, a
   }
   int policies_swept = 0;
   for (int i = 0; i < x->nsweep; i++) policies_swept |= !strcmp(x->sweep[i].key, "policies");
-  if (d->n == before) spec_validate(out, x->spec_path, policies_swept ? NULL : x->policy_at, d);
+  const spec_at at = {policies_swept ? NULL : x->policy_at, (const int(*)[2])x->key_at};
+  if (d->n == before) spec_validate(out, x->spec_path, &at, d);
   if (d->n == before && out->commitment.mode == AMOE_COMMIT_FILE) { /* the file's table, read once here */
     int n = 0;
     if (spec_commitment_file_load(out->commitment.file, out->commitment.table, &n, out->commitment.mass, d))

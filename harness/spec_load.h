@@ -13,6 +13,8 @@
 #define AMOE_MAX_SWEEP_KEYS 8
 #define AMOE_MAX_SWEEP_VALUES 64
 
+#define AMOE_SPEC_KEYS_MAX 256 /* rows of the key table, at most */
+
 typedef struct {
   char **msgs;
   int n, cap;
@@ -45,6 +47,10 @@ typedef struct {
   /* where each policy of the spec file's list stands (file:line:column), for
    * the checks that need the model ("" where a --set or a sweep gave it) */
   char policy_at[AMOE_MAX_POLICIES][AMOE_PATH_MAX + 32];
+  /* where each key of the table was set in the spec file (line, column;
+   * 0: not there, or a --set or a sweep gave it), for the checks that need
+   * the whole spec */
+  int key_at[AMOE_SPEC_KEYS_MAX][2];
 } amoe_experiment;
 
 /* Where presets live: $ACCEPTMOE_DATA, ./workloads, the spec's ../../workloads,

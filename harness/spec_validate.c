@@ -13,8 +13,20 @@
 
 /* ------------------------------------------------------------ validation */
 
-int spec_validate(amoe_spec *s, const char *where, const char (*policy_at)[AMOE_PATH_MAX + 32], amoe_diag *d) {
+/* Where a check of one key points: its place in the spec file, where the
+ * file set it; else the file. */
+static const char *key_where(char *buf, size_t n, const char *where, const spec_at *at, const char *path) {
+  const krow *k = spec_find_key(path);
+  if (!at || !at->key || !k || !at->key[k - KEYS][0]) return where;
+  if (at->key[k - KEYS][0] < 0) snprintf(buf, n, "--set %s", path);
+  else snprintf(buf, n, "%s:%d:%d", where, at->key[k - KEYS][0], at->key[k - KEYS][1]);
+  return buf;
+}
+
+int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag *d) {
   int before = d->n;
+  char kw[AMOE_PATH_MAX + 64];
+#define KW(path) key_where(kw, sizeof kw, where, at, path)
   amoe_err me;
   if (!s->model.name[0] && s->model.moe_layers > 0) snprintf(s->model.name, sizeof s->model.name, "custom");
   if (!s->model.name[0]) amoe_diag_add(d, "%s: model: required (a preset name or a shape)", where);
@@ -72,10 +84,11 @@ int spec_validate(amoe_spec *s, const char *where, const char (*policy_at)[AMOE_
   if (s->workload.source != AMOE_SRC_SYNTHETIC && !s->workload.path[0])
     amoe_diag_add(d, "%s: workload.path is required for source %s", where, amoe_source_kind_names[s->workload.source]);
   if (s->workload.candidates && s->workload.candidates < s->workload.nodes)
-    amoe_diag_add(d, "%s: workload.tree.candidates (%d) must be >= nodes (%d)", where, s->workload.candidates,
+    amoe_diag_add(d, "%s: workload.tree.candidates (%d) must be >= nodes (%d)", KW("workload.tree.candidates"), s->workload.candidates,
                   s->workload.nodes);
   if (s->workload.top_m && s->model.experts && (s->workload.top_m < s->model.top_k || s->workload.top_m > s->model.experts))
-    amoe_diag_add(d, "%s: workload.top_m must be in top_k..experts", where);
+    amoe_diag_add(d, "%s: workload.top_m %d must be in the model's top_k..experts (%d..%d)", KW("workload.top_m"),
+                  s->workload.top_m, s->model.top_k, s->model.experts);
   if (s->npolicies == 0) { /* default: natural alone */
     spec_policy_defaults(&s->policies[0]);
     amoe_policy_label(&s->policies[0]);
@@ -84,7 +97,7 @@ int spec_validate(amoe_spec *s, const char *where, const char (*policy_at)[AMOE_
   int have_nat = 0;
   for (int i = 0; i < s->npolicies; i++) {
     amoe_policy_row *r = &s->policies[i];
-    const char *pw = policy_at && policy_at[i][0] && !r->implicit ? policy_at[i] : where; /* the row's position */
+    const char *pw = at && at->policy && at->policy[i][0] && !r->implicit ? at->policy[i] : where; /* the row's position */
     for (int w = 0; w < 2; w++) { /* budgets: within the model's top_k..experts */
       const amoe_param_def *pd = w ? amoe_verifier_table[r->verifier].params : amoe_draft_table[r->draft].params;
       const double *pv = w ? r->vparam : r->dparam;
@@ -112,7 +125,7 @@ int spec_validate(amoe_spec *s, const char *where, const char (*policy_at)[AMOE_
       amoe_diag_add(d, "%s: parallel.pipeline (%d) puts each stage of layers on one GPU: hardware.gpus must be %d "
                        "and parallel.attention_tp, moe_ep and moe_tp 1", where, p->pipeline, p->pipeline);
     if (p->pipeline > s->model.layers && s->model.layers > 0)
-      amoe_diag_add(d, "%s: parallel.pipeline (%d) exceeds the model's %d layers", where, p->pipeline, s->model.layers);
+      amoe_diag_add(d, "%s: parallel.pipeline (%d) exceeds the model's %d layers", KW("parallel.pipeline"), p->pipeline, s->model.layers);
     if (p->pipeline > 1 && !(s->hw.ic.hop_bw > 0))
       amoe_diag_add(d, "%s: parallel.pipeline needs the interconnect's hop_latency_s and hop_bw "
                        "(hardware.interconnect: nvlink4 | pcie5)", where);
@@ -126,7 +139,7 @@ int spec_validate(amoe_spec *s, const char *where, const char (*policy_at)[AMOE_
     if (p->pipeline <= 1 && p->attention_tp != g)
       amoe_diag_add(d, "%s: parallel.attention_tp (%d) must equal hardware.gpus (%d)", where, p->attention_tp, g);
     if (s->model.experts && p->moe_ep > s->model.experts)
-      amoe_diag_add(d, "%s: parallel.moe_ep (%d) exceeds the model's %d experts", where, p->moe_ep, s->model.experts);
+      amoe_diag_add(d, "%s: parallel.moe_ep (%d) exceeds the model's %d experts", KW("parallel.moe_ep"), p->moe_ep, s->model.experts);
     if (g > 1 && !(s->hw.ic.allreduce_bw > 0))
       amoe_diag_add(d, "%s: hardware.gpus %d needs an interconnect (hardware.interconnect: nvlink4 | pcie5)", where, g);
     if (p->placement == AMOE_PLACE_FILE && !p->placement_file[0])
@@ -150,7 +163,7 @@ int spec_validate(amoe_spec *s, const char *where, const char (*policy_at)[AMOE_
     if (KEYS[i].type == T_DVEC) {
       const amoe_layer_values *v = (const void *)((const char *)s + KEYS[i].off);
       if (v->n > 1 && v->n != s->model.moe_layers)
-        amoe_diag_add(d, "%s: %s lists %d values; it takes one, or one per MoE layer (%d)", where, KEYS[i].path, v->n,
+        amoe_diag_add(d, "%s: %s lists %d values; it takes one, or one per MoE layer (%d)", KW(KEYS[i].path), KEYS[i].path, v->n,
                       s->model.moe_layers);
     }
   if (open && s->workload.max_running == 0 && s->engine.max_running > 0) { /* the engine's cap on running requests */
@@ -159,7 +172,8 @@ int spec_validate(amoe_spec *s, const char *where, const char (*policy_at)[AMOE_
   }
   if (s->engine.max_batched_tokens > 0 && s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED &&
       s->workload.chunk_tokens > s->engine.max_batched_tokens)
-    amoe_diag_add(d, "%s: workload.chunk_tokens %d is more than engine.max_batched_tokens %d (a step's budget)", where,
+    amoe_diag_add(d, "%s: workload.chunk_tokens %d is more than engine.max_batched_tokens %d (a step's budget)",
+                  KW("workload.chunk_tokens"),
                   s->workload.chunk_tokens, s->engine.max_batched_tokens);
   if (s->workload.al.n > 0) { /* §19: a chain whose positions accept as the curve says */
     double a[AMOE_GEN_MAX_CHAIN];
@@ -172,12 +186,14 @@ int spec_validate(amoe_spec *s, const char *where, const char (*policy_at)[AMOE_
       amoe_diag_add(d, "%s: %s", where, me.msg);
   }
   if (s->workload.draft_passes > s->workload.depth)
-    amoe_diag_add(d, "%s: workload.tree.draft_passes %d: a draft of depth %d runs at most %d forwards", where,
+    amoe_diag_add(d, "%s: workload.tree.draft_passes %d: a draft of depth %d runs at most %d forwards",
+                  KW("workload.tree.draft_passes"),
                   s->workload.draft_passes, s->workload.depth, s->workload.depth);
   if (s->workload.top_m == 0 && s->model.experts > 0)
     s->workload.top_m = amoe_default_top_m(s->model.experts, s->model.top_k);
   if (s->workload.candidates == 0) s->workload.candidates = s->workload.nodes;
   return d->n == before;
+#undef KW
 }
 
 /* The engine without a preset: the hardware preset's mode; kernel counts of

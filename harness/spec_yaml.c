@@ -414,6 +414,10 @@ void spec_walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int 
     char vw[AMOE_PATH_MAX + 64];
     at(y, v, vw, sizeof vw);
     if (kr) {
+      if (y->key_at) { /* (its value's position, as its own errors name) */
+        y->key_at[kr - KEYS][0] = (int)v->start_mark.line + 1;
+        y->key_at[kr - KEYS][1] = (int)v->start_mark.column + 1;
+      }
       if (SPEC_IS_LIST(kr->type) && v->type == YAML_SEQUENCE_NODE)
         set_list(y, v, s, kr);
       else if (v->type != YAML_SCALAR_NODE)

@@ -105,6 +105,13 @@ printf 'model: qwen3-30b-a3b\nhardware: h200\npolicies: [{verifier: magic}]\n' >
 expect 2 "b4.yaml:3:23: unknown verifier policy 'magic'" -- "$A" run "$T/b4.yaml" --out "$T/o"
 expect 2 "--set workload.tree.nodes=0: workload.tree.nodes = 0 is out of range" -- \
   "$A" run tests/fixtures/golden.yaml --set workload.tree.nodes=0 --out "$T/o"
+# checks against the model name the key's place, and run beside the file's other errors
+printf 'model: qwen3-30b-a3b\nhardware: h200\nworkload:\n  top_m: 500\n  routing: {skew: [0.1, 0.2]}\nbogus: 1\n' >"$T/b5.yaml"
+out=$("$A" run "$T/b5.yaml" --out "$T/o" 2>&1)
+grep -q "b5.yaml:4:10: workload.top_m 500 must be in the model's top_k..experts (8..128)" <<<"$out" &&
+  grep -q "b5.yaml:5:19: workload.routing.skew lists 2 values" <<<"$out" && grep -q "b5.yaml:6:1: unknown key 'bogus'" <<<"$out" &&
+  ok || bad "model-dependent checks without their place, or hidden by another error: $out"
+expect 2 "^--set workload.top_m: workload.top_m 600 must be in" -- "$A" run tests/fixtures/golden.yaml --set workload.top_m=600 --out "$T/o"
 [ ! -e "$T/o/summary.csv" ] && ok || bad "a bad spec wrote results"
 
 # traces: gen, round trip through blocks-jsonl, truncation and corruption
