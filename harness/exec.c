@@ -336,7 +336,9 @@ amoe_status amoe_exec_calibrate_hw(const amoe_spec *s, const char *backend, cons
   double pred1[NN], predx[NN], worst = 0;
   for (int i = 0; i < NN; i++) {
     amoe_cost_pass_ctx pc;
-    amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s->model, .hw = &fit, .engine = &graphs, .tokens = ns[i]});
+    amoe_pass_shape sh = amoe_spec_pass_shape(s, ns[i], 0);
+    sh.hw = &fit, sh.engine = &graphs, sh.parallel = NULL, sh.offload = 0, sh.context = 0, sh.draft_passes = 0;
+    amoe_cost_pass_init(&pc, &sh);
     pc.ec.mem_s = bytes / (eta * d2d); /* (the harness's bf16 experts, whatever the preset's format) */
     pc.ec.per_token_s = flop / fit.moe_flops, pc.ec.sat_tokens = 0;
     const amoe_layer_counts one = {1, 0, 1, amoe_cost_expert_at(pc.ec, ns[i])},

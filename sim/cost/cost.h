@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "model.h"
+#include "spec.h"
 
 /* Attention, norms, router, shared experts (and the dense MLP of a dense
  * layer) for n tokens reading `context` tokens of KV, split over tp GPUs:
@@ -183,6 +184,16 @@ typedef struct {
    * `depth` positions in the one forward beside the committed tokens) */
   int draft_passes;
 } amoe_pass_shape;
+/* The one constructor of a spec's pass: its model, hardware, engine,
+ * layout, offload, attention context and draft forwards, `tokens` tokens
+ * after a draft of depth `depth`. Callers set what their pass adds (its
+ * requests and their contexts, the draft's branch and extend). */
+static inline amoe_pass_shape amoe_spec_pass_shape(const amoe_spec *s, int tokens, int depth) {
+  return (amoe_pass_shape){.model = &s->model, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
+                           .tokens = tokens, .depth = depth, .context = s->workload.context_tokens,
+                           .offload = s->offload.enabled, .fetch_overlap = s->offload.overlap,
+                           .draft_passes = s->workload.draft_passes};
+}
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh);
 amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c);
 /* The pass: its fixed parts (amoe_cost_pass_begin) plus each of the n MoE

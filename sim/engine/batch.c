@@ -257,12 +257,10 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   const int k = s->model.top_k, L = s->model.moe_layers, one_token = rs->draft->one_token_per_pass;
   const int pass_draft = !one_token && rs->draft->choose_pass && na > 0;
   const pass_shape_sums o = batch_open(s, offline, rs, sl, act, na, pf, npf, bp, pass_draft);
-  const amoe_cost_pass_ctx pc = pass_cost(s, rs, &(amoe_pass_shape){.model = &s->model, .hw = &s->hw,
-      .engine = &s->engine, .parallel = &s->parallel, .offload = rs->cache != NULL,
-      .fetch_overlap = s->offload.overlap, .tokens = o.tokens, .depth = rs->draft->mtp || one_token ? 0 : o.maxd,
-      .branch = s->workload.top_k * na, .accepted = o.accepted, .draft_priced = rs->draft->mtp && na > 0,
-      .context = s->workload.context_tokens, .kv_tokens = o.kv, .attn_tokens = o.attn, .requests = na + npf},
-      !one_token && na > 0, o.mtp_s, o.candidates);
+  amoe_pass_shape sh = amoe_spec_pass_shape(s, o.tokens, rs->draft->mtp || one_token ? 0 : o.maxd);
+  sh.offload = rs->cache != NULL, sh.branch = s->workload.top_k * na, sh.accepted = o.accepted;
+  sh.draft_priced = rs->draft->mtp && na > 0, sh.kv_tokens = o.kv, sh.attn_tokens = o.attn, sh.requests = na + npf;
+  const amoe_cost_pass_ctx pc = pass_cost(s, rs, &sh, !one_token && na > 0, o.mtp_s, o.candidates);
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const int by_count = pc.ec.per_token_s * o.tokens > pc.ec.mem_s, counted = by_count || rs->cache;
   const int pass_wide = !rs->ver->all_experts && rs->ver->batch == AMOE_BATCH_PASS && rs->ver->select_pass && na > 0;

@@ -102,10 +102,10 @@ amoe_status amoe_step_table_profile(const amoe_spec *s, amoe_source *src, const 
         for (int q = 0; q < B; q++) accepted += tau[q];
         const double ctx = s->workload.context_tokens;
         amoe_cost_pass_ctx pc;
-        amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine,
-            .parallel = &s->parallel, .offload = s->offload.enabled, .fetch_overlap = s->offload.overlap,
-            .tokens = tokens, .draft_passes = s->workload.draft_passes, .depth = n > 1 ? maxd : 0, .branch = s->workload.top_k * B, .accepted = accepted,
-            .context = s->workload.context_tokens, .kv_tokens = B * ctx, .attn_tokens = tokens * ctx, .requests = B});
+        amoe_pass_shape sh = amoe_spec_pass_shape(s, tokens, n > 1 ? maxd : 0);
+        sh.branch = s->workload.top_k * B, sh.accepted = accepted;
+        sh.kv_tokens = B * ctx, sh.attn_tokens = tokens * ctx, sh.requests = B;
+        amoe_cost_pass_init(&pc, &sh);
         amoe_pass_time pt = amoe_cost_pass_begin(&pc);
         for (int l = 0; l < L; l++) {
           memset(X, 0, (size_t)E);

@@ -17,17 +17,15 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
                                         const amoe_block *b, work *w, const amoe_run_hooks *h, int log_pass,
                                         int nn, int drafted, pass_sums *ps, amoe_err *e) {
   const amoe_model *M = &s->model;
-  const amoe_hw *HW = &s->hw;
   const int E = b->experts, k = M->top_k, L = b->layers;
   const int natural = rs->ver->all_experts;
   int maxd;
   const int npath = pass_nodes(b, w, nn, &maxd), depth = drafted ? maxd : 0;
   /* cost (§9) of what does not depend on the layer's experts */
-  const amoe_cost_pass_ctx pc = pass_cost(s, rs, &(amoe_pass_shape){.model = M, .hw = HW, .engine = &s->engine,
-      .parallel = &s->parallel, .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = nn,
-      .depth = rs->draft->mtp ? 0 : depth, .branch = s->workload.top_k, .accepted = npath,
-      .draft_priced = rs->draft->mtp && depth > 0, .context = s->workload.context_tokens},
-      depth > 0, rs->draft->mtp ? mtp_draft_s(s, rs, b, w, nn) : 0, b->n);
+  amoe_pass_shape sh = amoe_spec_pass_shape(s, nn, rs->draft->mtp ? 0 : depth);
+  sh.offload = rs->cache != NULL, sh.branch = s->workload.top_k, sh.accepted = npath;
+  sh.draft_priced = rs->draft->mtp && depth > 0;
+  const amoe_cost_pass_ctx pc = pass_cost(s, rs, &sh, depth > 0, rs->draft->mtp ? mtp_draft_s(s, rs, b, w, nn) : 0, b->n);
   pass_sums sum = {0};
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const amoe_expert_coef ec = pc.ec;

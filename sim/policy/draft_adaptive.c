@@ -101,10 +101,10 @@ static void add_node(expert_state *x, const amoe_block *b, int t) {
  * deepest at depth maxd. */
 static amoe_pass_shape shape_of(const amoe_spec *s, int requests, int tokens, int maxd) {
   const double ctx = s->workload.context_tokens;
-  return (amoe_pass_shape){.model = &s->model, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
-      .offload = s->offload.enabled, .fetch_overlap = s->offload.overlap, .tokens = tokens, .draft_passes = s->workload.draft_passes, .depth = maxd,
-      .branch = s->workload.top_k * requests, .accepted = requests, .context = s->workload.context_tokens,
-      .kv_tokens = requests * ctx, .attn_tokens = tokens * ctx, .requests = requests};
+  amoe_pass_shape sh = amoe_spec_pass_shape(s, tokens, maxd);
+  sh.branch = s->workload.top_k * requests, sh.accepted = requests;
+  sh.kv_tokens = requests * ctx, sh.attn_tokens = tokens * ctx, sh.requests = requests;
+  return sh;
 }
 
 static double experts_time(const expert_state *x, int requests, int tokens, int maxd) {

@@ -113,9 +113,9 @@ static int choose(const amoe_dctx *c, int *out, int global) {
   /* costs: what one more expert for one token adds to a layer of a pass
    * of the budget's nodes, by the shared cost function (§9) */
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s->model, .hw = &s->hw, .engine = &s->engine,
-      .parallel = &s->parallel, .offload = c->resident != NULL, .fetch_overlap = s->offload.overlap, .tokens = c->nodes,
-      .depth = s->workload.depth, .context = s->workload.context_tokens});
+  amoe_pass_shape sh = amoe_spec_pass_shape(s, c->nodes, s->workload.depth);
+  sh.offload = c->resident != NULL;
+  amoe_cost_pass_init(&pc, &sh);
   const amoe_layer_counts base = {k, 0, 1, k * amoe_cost_expert_at(pc.ec, 1)};
   const double c_hbm = amoe_cost_expert_marginal(&pc, &base, 1, 0), c_pcie = amoe_cost_expert_marginal(&pc, &base, 1, 1);
   /* ε in one expert's device time: never 0, even where an engine's host

@@ -42,9 +42,8 @@ static double predict(const amoe_dctx *c, int n, int maxd, double cover) {
   const amoe_model *M = &s->model;
   const int off = s->offload.enabled;
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
-      .offload = off, .fetch_overlap = s->offload.overlap, .tokens = n, .draft_passes = s->workload.draft_passes, .depth = maxd,
-      .context = s->workload.context_tokens});
+  const amoe_pass_shape sh = amoe_spec_pass_shape(s, n, maxd);
+  amoe_cost_pass_init(&pc, &sh);
   const double miss = off ? 1 - fmin(1.0, (double)s->offload.slots_per_layer / M->experts) : 0;
   double u = union_at(c, n);
   const int per = (int)ceil(n * (double)M->top_k / (u > 0 ? u : 1));
