@@ -317,6 +317,13 @@ static int cmd_calibrate_hw(int argc, char **argv) {
     amoe_status st = AMOE_OK;
     if (o.out) {
       snprintf(path, sizeof path, "%s", o.out);
+      char dir[sizeof path];
+      snprintf(dir, sizeof dir, "%s", path);
+      char *slash = strrchr(dir, '/');
+      if (slash && slash != dir) { /* its folder before the minutes of measuring, not after */
+        *slash = 0;
+        st = amoe_mkdirs(dir, &e);
+      }
     } else {
       snprintf(path, sizeof path, "results/calibration/%s.yaml", s->hw.name);
       st = amoe_mkdirs("results/calibration", &e);
