@@ -11,9 +11,15 @@
 #include <string.h>
 #include <time.h>
 
+/* AMOE_CUDA_LOADER: the CUDA rows and the module loader, in a CUDA build
+ * (the module it made) or a sanitized one (only ACCEPTMOE_CUDA_MODULE: the
+ * kernels emulated on the CPU, tests/cuda_on_cpu.sh) */
+#if defined(AMOE_HAVE_CUDA) && !defined(AMOE_CUDA_LOADER)
+#define AMOE_CUDA_LOADER 1
+#endif
 #include "moe_weights.h"
 #include "rng.h"
-#ifdef AMOE_HAVE_CUDA
+#ifdef AMOE_CUDA_LOADER
 #include "moe_cuda.h"
 #endif
 
@@ -34,7 +40,7 @@ typedef struct {
 } backend_ops;
 
 static const backend_ops CPU_OPS;
-#ifdef AMOE_HAVE_CUDA
+#ifdef AMOE_CUDA_LOADER
 static const backend_ops GPU_OPS;
 #endif
 
@@ -48,7 +54,7 @@ typedef struct {
 
 static const backend_row BACKENDS[] = {
     {{"cpu", "float32 reference in C, the oracle every other backend is checked against", 1, 0}, 0, &CPU_OPS},
-#ifdef AMOE_HAVE_CUDA
+#ifdef AMOE_CUDA_LOADER
     {{"cublas-loop", "cublasGemmEx per executed expert", 5, 0}, 1, &GPU_OPS},
     {{"cublas-grouped", "one cublasGemmGroupedBatchedEx per GEMM of the layer", 5, 0}, 2, &GPU_OPS},
     {{"skinny", "our weight-streaming kernel for few tokens per expert", 5, AMOE_MOE_STREAMING}, 3, &GPU_OPS},
@@ -87,7 +93,7 @@ struct amoe_moe_backend {
   float **slot_w;     /* the slot pool: [held layer * slots + slot] an expert's weights, or NULL */
   int *slot_expert;   /* which expert each slot holds, or -1 */
   int slots;
-#ifdef AMOE_HAVE_CUDA
+#ifdef AMOE_CUDA_LOADER
   amoe_moe_gpu *gpu;
 #endif
 };
@@ -114,7 +120,7 @@ double amoe_moe_weight_bytes(amoe_moe_shape s, int layers) {
   return amoe_w_bytes(s.experts, s.hidden, s.inter, layers);
 }
 
-#ifdef AMOE_HAVE_CUDA
+#ifdef AMOE_CUDA_LOADER
 #include <dlfcn.h>
 /* The CUDA module (moe_cuda.h), loaded on first use: ACCEPTMOE_CUDA_MODULE,
  * else the one this build made. Not thread-safe: the CLI loads it from its
@@ -123,7 +129,14 @@ static const amoe_moe_gpu_api *gpu_api(amoe_err *e) {
   static const amoe_moe_gpu_api *api;
   if (api) return api;
   const char *path = getenv("ACCEPTMOE_CUDA_MODULE");
+#ifdef AMOE_CUDA_MODULE
   if (!path || !path[0]) path = AMOE_CUDA_MODULE;
+#else
+  if (!path || !path[0]) {
+    amoe_fail(e, AMOE_EIO, "no CUDA device: this build has no CUDA module of its own (ACCEPTMOE_CUDA_MODULE names one)");
+    return NULL;
+  }
+#endif
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     amoe_fail(e, AMOE_EIO, "cannot load the CUDA backends: %s", dlerror());
@@ -152,7 +165,7 @@ amoe_status amoe_moe_open(amoe_moe_backend **out, const char *name, amoe_moe_sha
     for (int i = 0; i < NBACKENDS; i++)
       snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", i ? ", " : "", BACKENDS[i].info.name);
     return amoe_fail(e, AMOE_EINVAL, "unknown backend '%s' (this build has %s%s)", name, all,
-#ifdef AMOE_HAVE_CUDA
+#ifdef AMOE_CUDA_LOADER
                      ""
 #else
                      "; a GPU backend needs a CUDA build"
@@ -167,7 +180,7 @@ amoe_status amoe_moe_open(amoe_moe_backend **out, const char *name, amoe_moe_sha
   b->s = s;
   b->layers = layers;
   b->seed = seed;
-#ifdef AMOE_HAVE_CUDA
+#ifdef AMOE_CUDA_LOADER
   if (row->impl) {
     const amoe_moe_gpu_api *api = gpu_api(e);
     amoe_status st = api ? api->open(&b->gpu, row->impl, s, layers, seed, e) : AMOE_EIO;
@@ -350,7 +363,7 @@ static const backend_ops CPU_OPS = {cpu_run, cpu_layers_held, cpu_no_switch, cpu
                                     cpu_load, cpu_fetch, cpu_close};
 
 /* ---- the CUDA module's operations (moe_cuda.h), loaded on first use ---- */
-#ifdef AMOE_HAVE_CUDA
+#ifdef AMOE_CUDA_LOADER
 /* (every call below follows a successful open, which loaded the module) */
 static amoe_status gpu_run(amoe_moe_backend *b, int layer, const amoe_moe_batch *x, const int16_t *slot_of, float *y,
                            double *seconds, amoe_err *e) {
@@ -421,7 +434,7 @@ amoe_status amoe_moe_fetch(amoe_moe_backend *b, int experts, int slots, double *
 /* Device-wide, not a backend's: through the module when there is one. */
 amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, double *h2d_bw, char *name,
                                   int name_len, amoe_err *e) {
-#ifdef AMOE_HAVE_CUDA
+#ifdef AMOE_CUDA_LOADER
   const amoe_moe_gpu_api *api = gpu_api(e);
   return api ? api->measure_copy(bytes, repeats, d2d_bw, h2d_bw, name, name_len, e) : AMOE_EIO;
 #else
@@ -431,7 +444,7 @@ amoe_status amoe_moe_measure_copy(double bytes, int repeats, double *d2d_bw, dou
 }
 
 void amoe_moe_profiler(int on) {
-#ifdef AMOE_HAVE_CUDA
+#ifdef AMOE_CUDA_LOADER
   const amoe_moe_gpu_api *api = gpu_api(NULL); /* no module: nothing to profile */
   if (api) api->profiler(on);
 #else
