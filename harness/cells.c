@@ -300,7 +300,7 @@ typedef struct {
   char spec[4096];
   char sets[8][256];
   int nset, gpus;
-  const char *policy_note;
+  char policy_note[256]; /* what the row's run stands on beyond the cell */
   int done, failed;
   char why[256];
   /* what the run gave */
@@ -337,6 +337,21 @@ static const char *default_link(const char *hw) {
  * deployment's throughput 0.7% from a quarter to every token). */
 #define SAMPLE 32
 
+/* Stand-ins for datasets a cell names instead of lengths: the mean prompt
+ * each request gets, and where that mean comes from. */
+static const struct {
+  const char *name;
+  int prompt_tokens;
+  const char *note;
+} DATASETS[] = {
+    /* vLLM paper (Kwon et al., SOSP 2023, fig. 11): ShareGPT's mean input 161 tokens */
+    {"sharegpt", 161, "prompts 161 tokens, ShareGPT's mean (vLLM paper)"},
+    /* nvidia/SPEED-Bench's dataset card: the qualitative split is 909,126
+     * bytes in 880 rows, 1,033 a row with its metadata: about 256 tokens
+     * of prompt at ~4 bytes a token, with the chat template */
+    {"speed-bench", 256, "prompts 256 tokens, SPEED-Bench qualitative's mean (dataset card bytes)"},
+    {NULL, 0, NULL}};
+
 /* The run a row asks for into r (its key, spec and overrides), or the
  * reason it cannot run into why (return 0). */
 static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *why, size_t wn) {
@@ -356,14 +371,22 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     return snprintf(why, wn, "attention data-parallel (tp %d of %d GPUs) is not modelled", c->tp, c->gpus), 0;
   const int ep = c->ep < 1 ? 1 : c->ep;
   if (c->gpus % ep) return snprintf(why, wn, "ep %d does not divide %d GPUs", ep, c->gpus), 0;
-  if (!c->isl || !c->osl)
-    return snprintf(why, wn, "lengths '%.80s': no stand-in for that dataset's lengths yet", c->f[C_LENGTHS]), 0;
+  /* a dataset named for its lengths: its stand-in's mean prompt, every
+   * request at it (no dataset's spread is modelled), the output as stated */
+  int isl = c->isl;
+  const char *stand_in = NULL;
+  for (int i = 0; !isl && DATASETS[i].name; i++)
+    if (!strcmp(c->f[C_ISL], DATASETS[i].name) &&
+        (!strcmp(c->f[C_LENGTHS], DATASETS[i].name) || !strcmp(c->f[C_LENGTHS], "fixed")))
+      isl = DATASETS[i].prompt_tokens, stand_in = DATASETS[i].note;
+  if (!isl || !c->osl)
+    return snprintf(why, wn, "lengths '%.80s': no stand-in for that dataset's lengths", c->f[C_LENGTHS]), 0;
   if (c->k > 16) return snprintf(why, wn, "k %d: a chain of at most 16 draft tokens", c->k), 0;
   /* lengths */
   char lengths[256] = "";
   const char *L = c->f[C_LENGTHS];
   double a[6];
-  if (!strcmp(L, "fixed") || !L[0]) {
+  if (!strcmp(L, "fixed") || !L[0] || stand_in) {
   } else if (sscanf(L, "uniform:%lf", &a[0]) == 1 && a[0] >= 0 && a[0] < 1) {
     snprintf(lengths, sizeof lengths, ", lengths: uniform, range_ratio: %.17g", a[0]);
   } else if (sscanf(L, "normal:%lf:%lf:%lf:%lf:%lf:%lf", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5]) == 6) {
@@ -373,13 +396,19 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   } else
     return snprintf(why, wn, "lengths '%.80s': fixed, uniform:R or normal:SD_IN:SD_OUT:IN_MIN:IN_MAX:OUT_MIN:OUT_MAX", L), 0;
   /* load */
-  char arrival[256];
+  char arrival[256], capped[64] = "";
   int conc = 0;
   double rate = 0;
   int requests = c->requests;
   if (sscanf(c->f[C_LOAD], "concurrency:%d", &conc) == 1 && conc >= 1 && conc <= 4096) {
     snprintf(arrival, sizeof arrival, "{process: concurrency, concurrency: %d%s}", conc, lengths);
-    if (!requests) requests = 2 * conc > 32 ? 2 * conc : 32; /* (none stated: two per client) */
+    /* two per client: a closed loop is at its steady state from the first
+     * wave, and a row's 880 requests of 2,048 tokens would route 1.8M
+     * tokens a run (DeepSeek-V4-Pro at 64 clients: 1,792 tok/s over 880,
+     * 1,812 over 128) */
+    const int sample = 2 * conc > 32 ? 2 * conc : 32;
+    if (requests > sample) snprintf(capped, sizeof capped, "%d of its %d requests run", sample, requests);
+    if (!requests || requests > sample) requests = sample;
   } else if ((sscanf(c->f[C_LOAD], "constant:%lf", &rate) == 1 || sscanf(c->f[C_LOAD], "poisson:%lf", &rate) == 1) &&
              rate > 0) {
     snprintf(arrival, sizeof arrival, "{process: %s, rate: %.17g%s}", c->f[C_LOAD][0] == 'c' ? "constant" : "poisson",
@@ -390,7 +419,8 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   /* the draft and its acceptance */
   char accept[512] = "", policy[128] = "autoregressive", tree[128] = "{depth: 1, top_k: 1, nodes: 1}";
   int passes = 0;
-  r->policy_note = "";
+  snprintf(r->policy_note, sizeof r->policy_note, "%s%s%s", stand_in ? stand_in : "", stand_in && capped[0] ? "; " : "",
+           capped);
   if (c->draft > 0) {
     snprintf(tree, sizeof tree, "{depth: %d, top_k: 1, nodes: %d}", c->k, c->k + 1);
     if (c->al > 0) {
@@ -400,12 +430,19 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
       const curve *hit = NULL;
       for (int i = 0; i < ncv && !hit; i++)
         if (!strcmp(cv[i].model, model) && !strcmp(cv[i].draft, d)) hit = &cv[i];
+      /* else a dated revision of the model's (deepseek-v4-pro-0813 for
+       * deepseek-v4-pro), said in the row's note */
+      const size_t ml = strlen(model);
+      for (int i = 0; i < ncv && !hit; i++)
+        if (!strncmp(cv[i].model, model, ml) && cv[i].model[ml] == '-' && !strcmp(cv[i].draft, d)) hit = &cv[i];
       if (!hit) return snprintf(why, wn, "no al, and no acceptance curve for %.80s with %.80s", model, d), 0;
       if (c->k > 8) return snprintf(why, wn, "no al, and the curve stops at k = 8"), 0;
       int n = snprintf(accept, sizeof accept, "{al: [");
       for (int i = 0; i < 8; i++) n += snprintf(accept + n, sizeof accept - (size_t)n, "%s%.17g", i ? ", " : "", hit->al[i]);
       snprintf(accept + n, sizeof accept - (size_t)n, "]}");
-      r->policy_note = "al from the acceptance curve";
+      const size_t n0 = strlen(r->policy_note);
+      snprintf(r->policy_note + n0, sizeof r->policy_note - n0, "%sal from %.60s's %.20s curve", n0 ? "; " : "", hit->model,
+               hit->mode);
     }
     if (c->draft == 1) snprintf(policy, sizeof policy, "{draft: mtp, tokens: %d}", c->k);
     else if (c->draft == 2 || c->draft == 3) snprintf(policy, sizeof policy, "natural");
@@ -432,7 +469,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
            "engine: {preset: %s}\nworkload:\n  tokens_per_request: %d\n  prompt_tokens: %d\n  seed: 1\n"
            "  prefill_schedule: chunked\n  chunk_tokens: %d\n  prefill_sample: %d\n  tree: %s\n  acceptance: %s\n  arrival: %s\n  requests: %d\n"
            "policies: [%s]\noutput: {requests_csv: true}\n",
-           model, hwline, c->tp, ep, c->gpus / ep, engine, c->osl, c->isl, CHUNK, SAMPLE, tree, accept, arrival, requests, policy);
+           model, hwline, c->tp, ep, c->gpus / ep, engine, c->osl, isl, CHUNK, SAMPLE, tree, accept, arrival, requests, policy);
   /* a format other than the preset's: its bytes by the format (expert_bytes 0) */
   if (model_extra[0]) {
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "model.weight_format=%s", model_extra);

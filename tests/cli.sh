@@ -921,9 +921,11 @@ expect 2 "arr.csv:3:1 \\(byte 46\\): arrival_s 0.05 comes before" -- "$A" run "$
 # --csv (one line per row) and names a bad file's positions
 "$A" cells tests/fixtures/cells.csv --csv "$T/cells.csv" --quiet >"$T/cells.md" 2>"$T/cells.err"
 if grep -qE '^\| on \| off \| output_tok_s \| 1\.042 \| [0-9.]+ \|' "$T/cells.md" &&
-   grep -q "skipped: no model preset 'no-such-model'" "$T/cells.md" && grep -q "skipped: lengths 'sharegpt'" "$T/cells.md" &&
+   grep -q "skipped: no model preset 'no-such-model'" "$T/cells.md" && grep -q "skipped: lengths 'lmsys': no stand-in" "$T/cells.md" &&
+   grep -q "^| dataset | .* ok, prompts 161 tokens, ShareGPT's mean" "$T/cells.md" &&
+   grep -q "^| curve | .* ok, al from qwen3-32b-0101's thinking_on curve" "$T/cells.md" &&
    grep -q "the run failed: --set engine.nonsense=1: unknown key" "$T/cells.md" &&
-   [ "$(wc -l <"$T/cells.csv")" -eq 12 ] && [ "$(grep -c ',ok$' "$T/cells.csv")" -eq 8 ] &&
+   [ "$(wc -l <"$T/cells.csv")" -eq 14 ] && [ "$(grep -c ',ok$' "$T/cells.csv")" -eq 10 ] &&
    head -1 "$T/cells.csv" | grep -qx 'id,predicted,measured,error,status'; then ok
 else bad "cells: $(cat "$T/cells.err") $(head -c 600 "$T/cells.md")"; fi
 "$A" cells tests/fixtures/cells.csv --only on,off --quiet >"$T/cells2.md" 2>&1
@@ -931,7 +933,7 @@ grep -q '^| on | off |' "$T/cells2.md" && ! grep -q 'capture' "$T/cells2.md" && 
 sed 's/^on,hand,T,qwen3-32b,h200,2,/on,hand,T,qwen3-32b,h200,0,/' tests/fixtures/cells.csv >"$T/badcells.csv"
 expect 2 "badcells.csv:3:26 \\(byte 230\\): gpus must be a whole number" -- "$A" cells "$T/badcells.csv" --quiet
 if [ -f "$REAL/serving/cells.csv" ]; then
-  expect 0 'skipped: no model preset .deepseek-v4-pro.' -- "$A" cells "$REAL/serving/cells.csv" --only dsv4-mi350x-off-c4,qwen3-32b-h200-off-q1 --quiet
+  expect 0 'dsv4-mi350x-off-c4 .* skipped: the layout is not stated' -- "$A" cells "$REAL/serving/cells.csv" --only dsv4-mi350x-off-c4,qwen3-32b-h200-off-q1 --quiet
 fi
 
 # real data, when the shared folder is there

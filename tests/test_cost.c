@@ -408,6 +408,29 @@ static void sync_per_peer_by_hand(void) {
   }
 }
 
+/* Attention per key (model.attn_flops_per_key): the hand layer made
+ * compute-bound (bandwidth 1e15) and its weights zero, so a pass of
+ * n = 4 tokens over 10 tokens of context each costs its attention only:
+ * by default 4 · hidden 100 = 400 FLOPs per key, 4 · 10 · 400 = 1.6e4
+ * FLOPs, 1.6e-8 s at 1e12; at 3,000 FLOPs per key 1.2e5 FLOPs, 1.2e-7 s.
+ * The batch form (Σ n·context = 40) gives the same. */
+static void attention_per_key_by_hand(void) {
+  amoe_spec s = spec();
+  s.model.attn_bytes_per_layer = 0;
+  s.model.shared_experts = 0;
+  s.hw.hbm_bw = 1e15;
+  s.hw.layer_fixed_s = 0;
+  const double by_default = amoe_cost_dense(&s.model, &s.hw, 4, 10, 1, 1);
+  const double batch_default = amoe_cost_dense_batch(&s.model, &s.hw, 4, 40, 40, 1, 1);
+  s.model.attn_flops_per_key = 3000;
+  const double set = amoe_cost_dense(&s.model, &s.hw, 4, 10, 1, 1);
+  const double batch_set = amoe_cost_dense_batch(&s.model, &s.hw, 4, 40, 40, 1, 1);
+  CHECK(fabs(by_default - 1.6e-8) < 1e-20 && fabs(batch_default - 1.6e-8) < 1e-20, "4 x hidden: %.12g, batch %.12g",
+        by_default, batch_default);
+  CHECK(fabs(set - 1.2e-7) < 1e-19 && fabs(batch_set - 1.2e-7) < 1e-19, "3000 per key: %.12g, batch %.12g", set,
+        batch_set);
+}
+
 /* The speculative cycle (docs/design.md §9) on the hand-made block, every
  * term set: n = 4 verified tokens after a tree of depth 2 over 2 decoder
  * layers, 3 of them accepted, top_k 2 tokens a draft step.
@@ -476,6 +499,7 @@ static void cycle_by_hand(amoe_source *src, double T) {
 }
 
 int main(void) {
+  attention_per_key_by_hand();
   sync_per_peer_by_hand();
   executed_is_routed();
   hit_rates_by_hand();

@@ -89,6 +89,9 @@ typedef struct {
    * 1/min(t, kv_heads) of a token's KV; 0: a latent every rank holds whole
    * (MLA), or not given */
   int kv_heads;
+  /* attention FLOPs per (query, key) pair and layer (QK and PV over every
+   * head); 0: 4·hidden, multi-head attention whose heads span d */
+  double attn_flops_per_key;
   int vocab;
   double lm_head_bytes;
   double draft_head_bytes;

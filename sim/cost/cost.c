@@ -10,11 +10,16 @@ static double dense_weights(const amoe_model *m, int is_moe) {
                      : 3.0 * m->hidden * (double)m->dense_intermediate * 2.0);
 }
 
+/* FLOPs of one query against one key of KV in one layer */
+static double key_flops(const amoe_model *m) {
+  return m->attn_flops_per_key > 0 ? m->attn_flops_per_key : 4.0 * m->hidden;
+}
+
 double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int context, int is_moe, int tp) {
   const double w = dense_weights(m, is_moe);
   double kv = m->kv_bytes_per_token_layer * (double)context;
-  /* bf16 weights: 2 FLOPs per parameter per token; attention ~4·ctx·d per token */
-  double flops = (double)n * (w + 4.0 * context * (double)m->hidden);
+  /* bf16 weights: 2 FLOPs per parameter per token; attention per key read */
+  double flops = (double)n * (w + context * key_flops(m));
   return mx((w + kv) / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->layer_fixed_s;
 }
 
@@ -22,7 +27,7 @@ double amoe_cost_dense_batch(const amoe_model *m, const amoe_hw *hw, int n, doub
                              int is_moe, int tp) {
   const double w = dense_weights(m, is_moe);
   const double kv = m->kv_bytes_per_token_layer * kv_tokens; /* each request's own KV */
-  const double flops = (double)n * w + 4.0 * attn_tokens * (double)m->hidden;
+  const double flops = (double)n * w + attn_tokens * key_flops(m);
   return mx((w + kv) / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->layer_fixed_s;
 }
 
