@@ -80,6 +80,7 @@ const krow KEYS[] = {
     {"model.kv_heads", T_INT, F(model.kv_heads), 0, 4096, NULL, 0, 0, 0, "GQA KV heads a token's KV splits over (0: MLA's latent, whole on every rank)"},
     {"model.vocab", T_INT, F(model.vocab), 0, 1 << 24, NULL, 0, 0, 0, "vocabulary size"},
     {"model.attn_flops_per_key", T_DBL, F(model.attn_flops_per_key), 0, BIG, NULL, 0, 0, 0, "attention FLOPs per query-key pair and layer, every head's QK and PV (0: 4 x hidden)"},
+    {"model.kernels_per_layer", T_DBL, F(model.kernels_per_layer), 0, 1e4, NULL, 0, 0, 0, "kernels an eager decoder layer of this model launches (0: the engine's kernels_per_layer)"},
     {"model.lm_head_bytes", T_DBL, F(model.lm_head_bytes), 0, BIG, NULL, 0, 0, 0, "the LM head's bytes"},
     {"model.draft_head_bytes", T_DBL, F(model.draft_head_bytes), 0, BIG, NULL, 0, 0, 0, "the draft head's bytes (EAGLE/MTP), read each draft step"},
     ROUTING_KEYS("model.routing.", model.routing, 0, AUTO_BY_MODEL),

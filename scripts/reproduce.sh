@@ -48,6 +48,14 @@ if [ $quick = 0 ] && [ -f "$cells_in" ]; then
     FNR == 1 { print "id,source,metric,measured,predicted"; next }
     $5 == "ok" { print $1 "," src[$1] "," met[$1] "," $3 "," $2 }' "$cells_in" "$res/cells/cells.csv" >"$res/cells/points.csv"
   plot cells cells "in='$res/cells/points.csv'"
+  # the headline: speculation on over off per (deployment, load), from the matrix's ratio table
+  awk -F, 'NR == FNR { if (FNR > 1) src[$1] = $2; next }
+    FNR == 1 { print "on,off,source,metric,measured,predicted" }
+    /^\| on \| off \|/ { t = 1; next } t && /^\|---/ { next } t && /^\|/ {
+      n = split($0, f, "|"); for (i = 2; i < n; i++) gsub(/^ +| +$/, "", f[i])
+      print f[2] "," f[3] "," src[f[2]] "," f[4] "," f[5] "," f[6]; next } t { t = 0 }' \
+    "$cells_in" FS='|' "$res/cells/matrix.md" >"$res/cells/ratios.csv"
+  plot cells-ratio cells-ratio "in='$res/cells/ratios.csv'"
 fi
 # under load: each row's output throughput over plain decoding's at the same rate, and its p99 TPOT
 load_table() { # SUMMARY
@@ -184,5 +192,12 @@ if [ $have_cells = 1 ]; then # every predicted serving cell, between its markers
   awk -v t="$cells_rows" '/<!-- BEGIN generated: cells -->/ { print; print "| id | metric | predicted | measured | error |"
       print "|---|---|---|---|---|"; print t; skip = 1; next }
     /<!-- END generated: cells -->/ { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp && mv docs/validation.md.tmp docs/validation.md
+  for part in "cells-mape:^\\| by \\|" "cells-ratios:^\\| on \\| off \\|"; do # the matrix's MAPE and ratio tables as printed
+    t=$(awk -v h="${part#*:}" '$0 ~ h { on = 1 } on && !/^\|/ { if (seen) exit } on { print; seen = 1 }' "$res/cells/matrix.md")
+    [ "${part%%:*}" = cells-ratios ] && t="$t"$'\n\n'"$(grep '^Ratio MAPE' "$res/cells/matrix.md" || true)"
+    awk -v t="$t" -v mk="${part%%:*}" '$0 == "<!-- BEGIN generated: " mk " -->" { print; print t; skip = 1; next }
+      $0 == "<!-- END generated: " mk " -->" { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp &&
+      mv docs/validation.md.tmp docs/validation.md
+  done
 fi
 echo "results in $res/, figures in $figs/, $readme"

@@ -92,6 +92,10 @@ typedef struct {
   /* attention FLOPs per (query, key) pair and layer (QK and PV over every
    * head); 0: 4·hidden, multi-head attention whose heads span d */
   double attn_flops_per_key;
+  /* kernels one of its decoder layers launches when a step runs eager,
+   * where its layer is not an ordinary one (DeepSeek-V4's hyper-connections
+   * and compressors); 0: the engine's kernels_per_layer */
+  double kernels_per_layer;
   int vocab;
   double lm_head_bytes;
   double draft_head_bytes;

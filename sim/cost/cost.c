@@ -158,8 +158,9 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   if (p->eager) {
     /* a decoder layer's kernels (the dense MLP one more), the head's one
      * already in rest, each draft step a one-layer model with its head */
-    p->dense_host = eng->kernels_per_layer * launch;
-    const double fixed_host = (dense_layers * (eng->kernels_per_layer + 1) + steps * (eng->kernels_per_layer + 1)) * launch;
+    const double kernels = m->kernels_per_layer > 0 ? m->kernels_per_layer : eng->kernels_per_layer;
+    p->dense_host = kernels * launch;
+    const double fixed_host = (dense_layers * (kernels + 1) + steps * (kernels + 1)) * launch;
     if (eng->host_overlap) { /* the dense-only layers and draft steps run under their launches */
       const double dev = dense_only + p->draft + p->extend;
       p->host = fixed_host > dev ? fixed_host - dev : 0;
