@@ -344,6 +344,113 @@ static void sizing(void) {
   }
 }
 
+/* cost experts's routes (§18): predictor at accuracy 1 is the oracle's row
+ * exactly; at accuracy 0, over a popularity that puts each layer's mass on
+ * k experts, every prediction is those k: popular's row exactly; at 0.5
+ * neither; a second run gives the same rows (deterministic for the seed);
+ * and sizing under previous, popular and predictor at accuracy 0 reads no
+ * true route of the blocks it sizes: the same choice with every node's
+ * routes made disjoint, which moves the oracle's. */
+static void route_predictors(void) {
+  const char *rows[] = {"{draft: adaptive, cost: experts}",
+                        "{draft: adaptive, cost: experts, routes: predictor, accuracy: 1}",
+                        "{draft: adaptive, cost: experts, routes: predictor, accuracy: 0}",
+                        "{draft: adaptive, cost: experts, routes: popular}",
+                        "{draft: adaptive, cost: experts, routes: previous}",
+                        "{draft: adaptive, cost: experts, routes: predictor, accuracy: 0.5}"};
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "name: routes\nmodel: qwen3-30b-a3b\nhardware: h100\n"
+           "workload: {blocks: 40, batch: 4, seed: 7, tree: {depth: 5, top_k: 8, nodes: 32}, acceptance: {tau: 3.0}}\n"
+           "policies: [%s, %s, %s, %s, %s, %s]\n",
+           rows[0], rows[1], rows[2], rows[3], rows[4], rows[5]);
+  amoe_spec s = spec_of_yaml(yaml);
+  const int L = s.model.moe_layers, E = s.model.experts, k = s.model.top_k;
+  double *pop = calloc((size_t)L * E, sizeof *pop);
+  for (int l = 0; l < L; l++)
+    for (int j = 0; j < k; j++) pop[l * E + (l + 5 * j) % E] = 1 + j; /* k experts a layer */
+  static amoe_offline offline;
+  offline.popularity = pop;
+  amoe_row_result r[6], again[6];
+  memset(r, 0, sizeof r);
+  memset(again, 0, sizeof again);
+  run_rows_with(&s, &offline, r);
+  run_rows_with(&s, &offline, again);
+  CHECK(!memcmp(&r[1].tot, &r[0].tot, sizeof r[0].tot), "predictor at accuracy 1: %g verified, the oracle %g",
+        r[1].tot.verified, r[0].tot.verified);
+  CHECK(!memcmp(&r[2].tot, &r[3].tot, sizeof r[2].tot), "predictor at accuracy 0: %g verified, popular %g",
+        r[2].tot.verified, r[3].tot.verified);
+  CHECK(r[5].tot.verified != r[0].tot.verified && r[5].tot.verified != r[3].tot.verified,
+        "predictor at 0.5: %g verified, the oracle %g, popular %g (between the two, not either)", r[5].tot.verified,
+        r[0].tot.verified, r[3].tot.verified);
+  for (int i = 0; i < 6; i++) {
+    CHECK(!memcmp(&r[i].tot, &again[i].tot, sizeof r[i].tot), "row %d differs on a second run (committed %g and %g)", i,
+          r[i].tot.committed, again[i].tot.committed);
+    CHECK(r[i].tot.deviated == 0, "row %d deviated %g tokens (sizing is lossless)", i, r[i].tot.deviated);
+    amoe_row_result_free(&r[i]);
+    amoe_row_result_free(&again[i]);
+  }
+  /* poisoning: one pass of 2 requests' blocks, sized, then sized again with
+   * every true route of both blocks moved to another expert */
+  amoe_source *src = NULL;
+  amoe_err e;
+  amoe_workload_spec one = s.workload;
+  one.batch = 1; /* (a batch's blocks come through its slots' readers) */
+  CHECK(amoe_source_open(&src, &one, &s.model, &e) == AMOE_OK, "%s", e.msg);
+  amoe_block b[2], read;
+  amoe_source_want_logits(src, AMOE_LOGITS_ALL); /* (a block is copied whole) */
+  amoe_block_init(&read, L, E, amoe_source_m(src));
+  for (int q = 0; q < 2; q++) { /* each its own copy, to poison */
+    amoe_block_init(&b[q], L, E, amoe_source_m(src));
+    CHECK(amoe_source_next(src, &read, &e) == AMOE_OK && amoe_block_copy(&b[q], &read, &e) == AMOE_OK, "%s", e.msg);
+  }
+  amoe_block_free(&read);
+  uint16_t *truth[2];
+  for (int q = 0; q < 2; q++) {
+    truth[q] = malloc((size_t)L * b[q].n * b[q].m * sizeof *truth[q]);
+    memcpy(truth[q], b[q].ids, (size_t)L * b[q].n * b[q].m * sizeof *truth[q]);
+  }
+  uint16_t *previous = calloc((size_t)L * k, sizeof *previous);
+  for (int j = 0; j < L * k; j++) previous[j] = (uint16_t)((j * 7) % E);
+  const int cases[] = {0, 2, 3, 4};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const int row = cases[ci];
+    int chosen[2][2][AMOE_MAX_NODES], count[2][2];
+    for (int poisoned = 0; poisoned < 2; poisoned++) {
+      void *scratch[2];
+      amoe_dctx c[2];
+      int *outs[2];
+      for (int q = 0; q < 2; q++) {
+        scratch[q] = calloc(1, amoe_draft_scratch_bytes(b[q].n, L, E));
+        c[q] = (amoe_dctx){&b[q], &s, &s.policies[row], &offline, s.workload.nodes, NULL, NULL, scratch[q],
+                           NULL, NULL, NULL, q ? previous : NULL};
+        outs[q] = chosen[poisoned][q];
+      }
+      amoe_draft_adaptive_pass(c, 2, outs, count[poisoned]);
+      for (int q = 0; q < 2; q++) free(scratch[q]);
+      for (int q = 0; q < 2 && !poisoned; q++) /* every node's experts apart from every other's */
+        for (int l = 0; l < L; l++)
+          for (int t = 0; t < b[q].n; t++)
+            for (int j = 0; j < b[q].m; j++) b[q].ids[((size_t)l * b[q].n + t) * b[q].m + j] = (uint16_t)((t * k + j) % E);
+    }
+    int same = 1;
+    for (int q = 0; q < 2; q++) {
+      same &= count[0][q] == count[1][q] && !memcmp(chosen[0][q], chosen[1][q], (size_t)count[0][q] * sizeof(int));
+      memcpy(b[q].ids, truth[q], (size_t)L * b[q].n * b[q].m * sizeof *truth[q]);
+    }
+    /* (the oracle, which reads them, is the control: its sizing moves) */
+    CHECK(same == (row != 0), "%s: sized %d and %d nodes, %d and %d with the true routes poisoned", rows[row],
+          count[0][0], count[0][1], count[1][0], count[1][1]);
+  }
+  for (int q = 0; q < 2; q++) {
+    amoe_block_free(&b[q]);
+    free(truth[q]);
+  }
+  amoe_source_close(src);
+  free(previous);
+  free(pop);
+}
+
 /* costtable's entries are what the run charges: one pass of b requests of
  * one block each, every one verifying its first n nodes (eagle, natural),
  * costs the table's (b, n) entry profiled on those blocks. */
@@ -374,6 +481,7 @@ static void costtable_round_trip(void) {
 }
 
 int main(void) {
+  route_predictors();
   queue_by_hand();
   closed_is_batch();
   committed_once();

@@ -35,6 +35,8 @@ typedef struct {
   /* open arrivals (a group of one row): when its request took the slot,
    * and its first token (-1: not yet) */
   double admitted_s, first_s;
+  uint16_t *prev;     /* [layer][top_k] the route of its request's last committed token (amoe_dctx.previous) */
+  int have_prev;      /* prev holds one of its current request */
 } request_slot;
 
 typedef struct {     /* one pass's merged sets (one layer at a time) */
@@ -96,7 +98,8 @@ static pass_shape_sums batch_open(const amoe_spec *s, const amoe_offline *offlin
     for (int q = 0; q < na; q++) {
       request_slot *x = &sl[act[q]];
       bp->dc[q] = (amoe_dctx){&x->b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL,
-                              rs->draft_state, x->w.dscratch, q ? NULL : &rs->predicted, rs->layout, NULL};
+                              rs->draft_state, x->w.dscratch, q ? NULL : &rs->predicted, rs->layout, NULL,
+                              x->have_prev ? x->prev : NULL};
       bp->outs[q] = x->w.nodes;
     }
     rs->predicted = (amoe_draft_prediction){0, 0};
@@ -109,7 +112,7 @@ static pass_shape_sums batch_open(const amoe_spec *s, const amoe_offline *offlin
     int nn = 1, maxd;
     if (one_token) w->nodes[0] = w->seq[x->pos];
     else if (pass_draft) nn = bp->counts[q];
-    else nn = block_draft(s, offline, rs, b, w, cover_draft ? bp->covl : NULL);
+    else nn = block_draft(s, offline, rs, b, w, cover_draft ? bp->covl : NULL, x->have_prev ? x->prev : NULL);
     x->nn = nn;
     w->npath = pass_nodes(b, w, nn, &maxd);
     o.maxd = maxd > o.maxd ? maxd : o.maxd;
@@ -350,19 +353,24 @@ static int budget_chunks(const amoe_spec *s, request_slot *sl, int one_token, in
 
 /* The slot's next block into x->b (AMOE_END: its request is done); a
  * one-token group's tokens of it into x->w.seq (the draft of rs0, which
- * reads the block alone: slots advance on several threads). */
+ * reads the block alone: slots advance on several threads). ongoing: x->b
+ * is its request's block just verified, whose last committed route the
+ * next block's draft may know (0: a request just admitted, whose reader
+ * was moved). */
 static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one_token,
-                             request_slot *x,
-                             amoe_err *e) {
+                             int ongoing, request_slot *x, amoe_err *e) {
+  const int64_t was = ongoing && x->b.n > 0 ? (int64_t)x->b.request : -1;
+  if (was >= 0) last_route(&x->b, s->model.top_k, x->prev);
   const amoe_status rc = amoe_source_next(x->src, &x->b, e);
   if (rc != AMOE_OK) return rc;
+  x->have_prev = (int64_t)x->b.request == was; /* (a new request's first block: none) */
   if (x->b.experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts");
   AMOE_TRY(work_fit(&x->w, &x->b, e));
   memset(x->w.pdone, 0, (size_t)x->b.layers * x->b.n);
   memset(x->w.ldone, 0, (size_t)x->b.layers);
   x->pos = 0;
   if (one_token) {
-    const amoe_dctx dc = {&x->b, s, rs0->row, offline, s->workload.nodes, NULL, NULL, x->w.dscratch, NULL, NULL, NULL};
+    const amoe_dctx dc = {&x->b, s, rs0->row, offline, s->workload.nodes, NULL, NULL, x->w.dscratch, NULL, NULL, NULL, NULL};
     x->len = rs0->draft->choose(&dc, x->w.nodes);
     memcpy(x->w.seq, x->w.nodes, (size_t)x->len * sizeof *x->w.seq);
   }
@@ -385,7 +393,7 @@ typedef struct {
 static void *advance_some(void *v) {
   const advance_job *j = v;
   for (int i = j->first; i < j->n; i += j->step)
-    j->rc[i] = slot_next(j->s, j->offline, j->rs0, j->one_token, &j->sl[j->todo[i]], &j->e[i]);
+    j->rc[i] = slot_next(j->s, j->offline, j->rs0, j->one_token, 1, &j->sl[j->todo[i]], &j->e[i]);
   return NULL;
 }
 static void advance(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one_token,
@@ -459,7 +467,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         at.blocks = at.tokens = INT_MAX;
       }
       AMOE_TRY(amoe_source_seek(x->src, &at, e));
-      const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one_token, x, e);
+      const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one_token, 0, x, e);
       if (rc == AMOE_END) return amoe_fail(e, AMOE_EINVAL, "request %u has no blocks", rq[next].id);
       AMOE_TRY(rc);
       x->req = next++;
@@ -572,6 +580,8 @@ amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe
   for (int i = 0; i < B && st == AMOE_OK; i++) {
     amoe_block_init(&sl[i].b, L, E, amoe_source_m(src));
     st = amoe_source_slot(src, i, &sl[i].src, e);
+    if (st == AMOE_OK && !(sl[i].prev = calloc((size_t)L * s->model.top_k, sizeof *sl[i].prev)))
+      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
     const int P = maxp, c = s->workload.chunk_tokens;
     const size_t chunks = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED && c > 0 ? (size_t)(P + c - 1) / c : 1;
     if (st == AMOE_OK && P > 0 && !(sl[i].prefill = malloc(chunks * L * E * sizeof *sl[i].prefill)))
@@ -595,6 +605,7 @@ amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe
     amoe_block_free(&sl[i].b);
     work_free(&sl[i].w);
     free(sl[i].prefill);
+    free(sl[i].prev);
   }
   work_free(&bp.w);
 #define BPASS_FREE(f, T, cnt) free(bp.f);

@@ -69,12 +69,9 @@ static amoe_status offline_tables(const amoe_spec *s, amoe_run_prep *p, amoe_err
   return AMOE_OK;
 }
 
-/* A balanced placement's long-run load per (layer, expert), from the
- * calibration workload (*load NULL when the layout needs none). */
-static amoe_status placement_load(const amoe_spec *s, double **load, amoe_err *e) {
-  *load = NULL;
-  if (!amoe_parallel_has_groups(&s->parallel, s->hw.gpus) || s->parallel.placement != AMOE_PLACE_BALANCED)
-    return AMOE_OK;
+/* The calibration workload's natural token counts per (layer, expert)
+ * into a new *load. */
+static amoe_status calibration_load(const amoe_spec *s, double **load, amoe_err *e) {
   double *l = malloc((size_t)s->model.moe_layers * s->model.experts * sizeof *l);
   if (!l) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   const amoe_workload_spec w = amoe_calibration_workload(s);
@@ -86,6 +83,26 @@ static amoe_status placement_load(const amoe_spec *s, double **load, amoe_err *e
   if (st) free(l);
   else *load = l;
   return st;
+}
+
+/* A balanced placement's long-run load per (layer, expert), from the
+ * calibration workload (*load NULL when the layout needs none). */
+static amoe_status placement_load(const amoe_spec *s, double **load, amoe_err *e) {
+  *load = NULL;
+  if (!amoe_parallel_has_groups(&s->parallel, s->hw.gpus) || s->parallel.placement != AMOE_PLACE_BALANCED)
+    return AMOE_OK;
+  return calibration_load(s, load, e);
+}
+
+/* The layers' popularity a route predictor reads (§18), from the same
+ * workload (*pop NULL when no row reads it). */
+static amoe_status route_popularity(const amoe_spec *s, double **pop, amoe_err *e) {
+  *pop = NULL;
+  int reads = 0;
+  for (int i = 0; i < s->npolicies; i++)
+    if (amoe_draft_table[s->policies[i].draft].reads_popularity)
+      reads |= amoe_draft_table[s->policies[i].draft].reads_popularity(&s->policies[i]);
+  return reads ? calibration_load(s, pop, e) : AMOE_OK;
 }
 
 /* The step table over the calibration workload, as an engine profiles it
@@ -118,8 +135,10 @@ amoe_status amoe_run_prepare(const amoe_spec *s, amoe_run_prep *p, amoe_err *e) 
     p->steps = malloc(sizeof *p->steps);
     st = p->steps ? step_table(s, p->load, p->steps, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
+  if (!st) st = route_popularity(s, &p->popularity, e);
   p->offline.load = p->load;
   p->offline.steps = p->steps;
+  p->offline.popularity = p->popularity;
   if (st) amoe_run_prep_free(p);
   return st;
 }
@@ -127,8 +146,11 @@ amoe_status amoe_run_prepare(const amoe_spec *s, amoe_run_prep *p, amoe_err *e) 
 void amoe_run_prep_free(amoe_run_prep *p) {
   free(p->load);
   free(p->steps);
+  free(p->popularity);
   p->load = NULL;
   p->steps = NULL;
+  p->popularity = NULL;
   p->offline.load = NULL;
   p->offline.steps = NULL;
+  p->offline.popularity = NULL;
 }

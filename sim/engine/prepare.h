@@ -29,12 +29,13 @@ amoe_status amoe_step_table_build(const amoe_spec *s, amoe_step_table *t, amoe_e
 
 /* Everything a run reads before its first block. */
 typedef struct {
-  amoe_offline offline;   /* p̂, m̄ and unions where a row reads them; .load and .steps are the two below */
+  amoe_offline offline;   /* p̂, m̄ and unions where a row reads them; .load, .steps and .popularity are those below */
   int reads_commitment;   /* a row reads p̂ (meta.json records it then) */
   int self_calibrated;    /* p̂ came from the first blocks of the evaluation trace (a file source) */
   char how[AMOE_PATH_MAX + 200]; /* where p̂ came from, in words */
   double *load;           /* a balanced layout's expert load per (layer, expert), or NULL */
   amoe_step_table *steps; /* the step table where a row reads it, or NULL */
+  double *popularity;     /* the natural token counts per (layer, expert) where a row's route predictor reads them, or NULL */
 } amoe_run_prep;
 
 amoe_status amoe_run_prepare(const amoe_spec *s, amoe_run_prep *p, amoe_err *e);

@@ -149,16 +149,18 @@ static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, ro
     AMOE_TRY(request_done(rs->res, rs->req_committed, rs->req_time, NULL, e));
     rs->req_time = rs->req_committed = 0;
   }
-  if (first) rs->have_prev = 0;
+  if (first) rs->have_prev = rs->have_prev_route = 0;
   if (rs->cache && s->offload.reset && first) amoe_cache_reset(rs->cache);
   rs->request = b->request;
   if (first && w->prefill_ready) AMOE_TRY(row_prefill(s, rs, w, s->workload.prompt_tokens, log_pass, e));
-  const int nn = block_draft(s, offline, rs, b, w, NULL);
+  const int nn = block_draft(s, offline, rs, b, w, NULL, rs->have_prev_route ? rs->prev_route : NULL);
   block_outcome o = {0};
   if (rs->draft->one_token_per_pass)
     AMOE_TRY(block_decode(s, offline, rs, ri, b, w, h, log_pass, nn, &o, e));
   else
     AMOE_TRY(block_verify(s, offline, rs, ri, b, w, h, log_pass, nn, &o, e));
+  last_route(b, s->model.top_k, rs->prev_route);
+  rs->have_prev_route = 1;
   return log_pass ? AMOE_OK : block_account(rs, ri, b, h, &o, e);
 }
 
@@ -270,12 +272,13 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     const size_t dsb = rs[i].draft->state_bytes ? rs[i].draft->state_bytes(L, E) : 0;
     if (dsb) rs[i].draft_state = calloc(1, dsb);
     rs[i].prev_x = calloc((size_t)L * E, 1);
+    rs[i].prev_route = calloc((size_t)L * s->model.top_k, sizeof *rs[i].prev_route);
     const int B = run_batched(s) ? amoe_workload_slots(&s->workload) : 0;
     if (B) {
       rs[i].slot_first = calloc((size_t)B, sizeof *rs[i].slot_first);
       rs[i].slot_committed = calloc((size_t)B, sizeof *rs[i].slot_committed);
     }
-    if ((dsb && !rs[i].draft_state) || !rs[i].prev_x || (B && (!rs[i].slot_first || !rs[i].slot_committed)))
+    if ((dsb && !rs[i].draft_state) || !rs[i].prev_x || !rs[i].prev_route || (B && (!rs[i].slot_first || !rs[i].slot_committed)))
       st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
   /* Read what the rows need of the logits; routes handed to a backend
@@ -325,6 +328,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     amoe_reqlog_free(logs[i]);
     free(rs[i].draft_state);
     free(rs[i].prev_x);
+    free(rs[i].prev_route);
     free(rs[i].slot_first);
     free(rs[i].slot_committed);
   }

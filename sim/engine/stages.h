@@ -33,6 +33,8 @@ typedef struct {
   amoe_draft_prediction predicted; /* the draft's prediction for the current block (0: none) */
   double select_s;      /* the verifier's selection_s per pass (0: none) */
   int have_prev;        /* prev_x holds a pass of this request */
+  uint16_t *prev_route; /* batch 1: [layer][top_k] the route of the request's last committed token (amoe_dctx.previous) */
+  int have_prev_route;  /* prev_route holds one of this request */
   double req_time, req_committed; /* batch 1: the current request's decode time and tokens so far */
   double *slot_first, *slot_committed; /* batch > 1, per slot: the clock at its request's first pass, its tokens */
 } row_state;
@@ -470,14 +472,24 @@ static inline amoe_status pass_close(row_state *rs, const amoe_cost_pass_ctx *pc
   return AMOE_OK;
 }
 
-/* Stage draft: the nodes the target processes, ascending, root first. */
+/* The route [layer][k] of the block's last naturally accepted node: the
+ * committed token whose route the next block's draft may know. */
+static inline void last_route(const amoe_block *b, int k, uint16_t *out) {
+  int t = 0;
+  for (int i = 0; i < b->n; i++)
+    if (b->accepted[i]) t = i; /* (a path's nodes ascend: parent[t] < t) */
+  for (int l = 0; l < b->layers; l++) memcpy(out + (size_t)l * k, amoe_block_ids(b, l, t), (size_t)k * sizeof *out);
+}
+
+/* Stage draft: the nodes the target processes, ascending, root first
+ * (previous: amoe_dctx.previous). */
 static inline int block_draft(const amoe_spec *s, const amoe_offline *offline, row_state *rs, const amoe_block *b, work *w,
-                       const uint8_t *const *covered) {
+                       const uint8_t *const *covered, const uint16_t *previous) {
   const uint8_t *res_layers[AMOE_MAX_LAYERS];
   if (rs->cache)
     for (int l = 0; l < b->layers; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
   amoe_dctx dc = {b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL, rs->draft_state,
-                  w->dscratch, &rs->predicted, rs->layout, covered};
+                  w->dscratch, &rs->predicted, rs->layout, covered, previous};
   rs->predicted = (amoe_draft_prediction){0, 0};
   return rs->draft->choose(&dc, w->nodes);
 }

@@ -16,7 +16,22 @@
  *                 per MoE layer the union of their natural routes and each
  *                 expert's tokens, the fetches of the experts the cache
  *                 does not hold, the busiest GPU's share (each expert on
- *                 its first copy's GPU).
+ *                 its first copy's GPU), over the routes `routes` names:
+ *                   oracle     the draft tokens' true routes (no engine has
+ *                              them before the pass: the upper end);
+ *                   predictor  EcoSpec's lightweight predictor: each of a
+ *                              token's k experts right with probability
+ *                              `accuracy`, else an expert drawn from the
+ *                              layer's popularity (counter-based coins
+ *                              keyed by block, node, layer and slot);
+ *                   previous   every draft token routes as the committed
+ *                              token before the block (an engine has that
+ *                              route from the last pass; a request's first
+ *                              block: popular);
+ *                   popular    each layer's k most popular experts.
+ *                 Popularity is the calibration workload's natural token
+ *                 counts (amoe_offline.popularity). Sizing reads only these
+ *                 routes; the pass then charges the true ones.
  * The experts row's prediction of a step is its time before acceptance:
  * each request's context at workload.context_tokens, the extend over one
  * token per request and the engine's host work per committed token
@@ -33,9 +48,19 @@
 #include "cost.h"
 #include "layout.h"
 #include "policy.h"
+#include "rng.h"
 #include "tables.h"
 
 const char *const amoe_adaptive_cost_names[] = {"tokens", "experts", NULL};
+const char *const amoe_adaptive_routes_names[] = {"oracle", "predictor", "previous", "popular", NULL};
+
+/* the row's parameters, in its table row's order (policy.c) */
+enum { P_COST = 0, P_ROUTES = 1, P_ACCURACY = 2 };
+enum { ROUTES_ORACLE = 0, ROUTES_PREDICTOR = 1, ROUTES_PREVIOUS = 2, ROUTES_POPULAR = 3 };
+
+int amoe_draft_adaptive_reads_popularity(const amoe_policy_row *row) {
+  return row->dparam[P_COST] >= 0.5 && row->dparam[P_ROUTES] >= 0.5;
+}
 
 double amoe_step_table_at(const amoe_step_table *t, double batch, double tokens) {
   if (!t || t->nb < 1 || t->nt < 1) return 0;
@@ -68,6 +93,10 @@ static int by_gain(const void *x, const void *y) {
 typedef struct {
   const amoe_spec *s;
   const amoe_layout *layout;
+  int routes;              /* ROUTES_* */
+  double accuracy;         /* the predictor's */
+  const double *share;     /* [L][E] each expert's share of its layer's popularity */
+  uint16_t *top;           /* [L][k] each layer's most popular experts */
   const uint8_t *const *resident;
   amoe_expert_coef ec;
   int L, E, k, G, moe_tp;
@@ -76,9 +105,56 @@ typedef struct {
   double *work;   /* [L][G] expert time per group (G = 1: the layer's) */
 } expert_state;
 
-static void add_node(expert_state *x, const amoe_block *b, int t) {
+/* The predictor's k experts for node t at layer l: each slot's true
+ * expert with probability `accuracy`, else one drawn from the layer's
+ * popularity among the experts not yet taken (a true expert already taken
+ * is drawn for too): the k distinct. */
+static void predict(const expert_state *x, const amoe_block *b, int t, int l, uint16_t *out) {
+  const uint16_t *truth = amoe_block_ids(b, l, t);
+  const double *share = x->share + (size_t)l * x->E;
+  const uint64_t seed = x->s->workload.seed ^ 0x9e0d1c7ULL;
+  for (int j = 0; j < x->k; j++) {
+    const uint64_t n = ((uint64_t)t * x->L + l) * x->k + j;
+    int e = truth[j], taken = 0;
+    for (int q = 0; q < j; q++) taken |= out[q] == e;
+    if (taken || amoe_rng_coin(seed, b->index, 2 * n) >= x->accuracy) { /* confused: a popular expert instead */
+      double left = 1;
+      for (int q = 0; q < j; q++) left -= share[out[q]];
+      const double u = amoe_rng_coin(seed, b->index, 2 * n + 1) * left;
+      double run = 0;
+      e = -1;
+      for (int y = 0; y < x->E && e < 0; y++) {
+        int used = 0;
+        for (int q = 0; q < j && !used; q++) used = out[q] == y;
+        if (used) continue;
+        run += share[y];
+        if (run > u) e = y;
+      }
+      for (int y = 0; y < x->E && e < 0; y++) { /* no mass left: the lowest unused id */
+        int used = 0;
+        for (int q = 0; q < j && !used; q++) used = out[q] == y;
+        if (!used) e = y;
+      }
+    }
+    out[j] = (uint16_t)e;
+  }
+}
+
+/* The experts node t of request q's block is taken to route to at layer
+ * l, by the row's routes (buf: k ids of scratch). */
+static const uint16_t *routes_of(const expert_state *x, const amoe_dctx *c, int t, int l, uint16_t *buf) {
+  switch (x->routes) {
+  case ROUTES_PREDICTOR: predict(x, c->b, t, l, buf); return buf;
+  case ROUTES_PREVIOUS: if (c->previous) return c->previous + (size_t)l * x->k; /* fall through */
+  case ROUTES_POPULAR: return x->top + (size_t)l * x->k;
+  default: return amoe_block_ids(c->b, l, t);
+  }
+}
+
+static void add_node(expert_state *x, const amoe_dctx *c, int t) {
+  uint16_t buf[AMOE_MAX_TOPK];
   for (int l = 0; l < x->L; l++) {
-    const uint16_t *id = amoe_block_ids(b, l, t);
+    const uint16_t *id = routes_of(x, c, t, l, buf);
     for (int j = 0; j < x->k; j++) {
       const int e = id[j];
       if (e >= x->E) continue;
@@ -95,6 +171,43 @@ static void add_node(expert_state *x, const amoe_block *b, int t) {
       x->work[(size_t)l * x->G + g] += (amoe_cost_expert_at(x->ec, *c) - before) / (x->layout ? x->moe_tp : 1);
     }
   }
+}
+
+typedef struct {
+  double v;
+  int id;
+} pop_rank;
+
+static int by_popularity(const void *a, const void *b) { /* more popular first; ties: lower id */
+  const pop_rank *x = a, *y = b;
+  if (x->v != y->v) return x->v > y->v ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* From the layers' popularity (NULL: uniform): each expert's share and
+ * each layer's k most popular experts. 0: out of memory. */
+static int popularity_tables(expert_state *x, const double *pop) {
+  double *share = malloc((size_t)x->L * x->E * sizeof *share);
+  pop_rank *r = malloc((size_t)x->E * sizeof *r);
+  x->top = malloc((size_t)x->L * x->k * sizeof *x->top);
+  x->share = share;
+  if (!share || !r || !x->top) {
+    free(r);
+    return 0;
+  }
+  for (int l = 0; l < x->L; l++) {
+    const double *p = pop ? pop + (size_t)l * x->E : NULL;
+    double sum = 0;
+    for (int e = 0; e < x->E; e++) sum += p ? p[e] : 1;
+    for (int e = 0; e < x->E; e++) {
+      r[e] = (pop_rank){p ? p[e] : 1, e};
+      share[(size_t)l * x->E + e] = sum > 0 ? (p ? p[e] : 1) / sum : 1.0 / x->E;
+    }
+    qsort(r, (size_t)x->E, sizeof *r, by_popularity);
+    for (int j = 0; j < x->k; j++) x->top[(size_t)l * x->k + j] = (uint16_t)r[j < x->E ? j : 0].id;
+  }
+  free(r);
+  return 1;
 }
 
 /* The pass's shape for `requests` requests verifying `tokens` nodes, the
@@ -126,7 +239,7 @@ static double experts_time(const expert_state *x, int requests, int tokens, int 
 
 int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *count) {
   const amoe_spec *s = c[0].spec;
-  const int by_experts = c[0].row->dparam[0] >= 0.5;
+  const int by_experts = c[0].row->dparam[P_COST] >= 0.5;
   int total = 0, verified = 0;
   int *take = calloc((size_t)R, sizeof *take);
   for (int q = 0; q < R; q++) { /* each request's EAGLE order in its scratch */
@@ -156,6 +269,9 @@ int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *co
     x.work = calloc((size_t)x.L * x.G, sizeof *x.work);
     ok = x.count && x.u && x.work;
     x.f = x.u ? x.u + x.L : NULL;
+    x.routes = (int)c[0].row->dparam[P_ROUTES];
+    x.accuracy = c[0].row->dparam[P_ACCURACY];
+    if (ok && x.routes != ROUTES_ORACLE) ok = popularity_tables(&x, c[0].offline ? c[0].offline->popularity : NULL);
   }
   if (ok) {
     int m = 0;
@@ -167,7 +283,7 @@ int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *co
         run = g < run ? g : run;
         cv[m++] = (cand){run, q, i};
       }
-      if (by_experts) add_node(&x, c[q].b, order[0]);
+      if (by_experts) add_node(&x, &c[q], order[0]);
     }
     qsort(cv, (size_t)total, sizeof *cv, by_gain);
     /* K = 0: the roots alone; then one candidate more at a time */
@@ -179,7 +295,7 @@ int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *co
         const int t = ((const int *)c[a->q].scratch)[a->i];
         gain += a->gain;
         maxd = c[a->q].b->depth[t] > maxd ? c[a->q].b->depth[t] : maxd;
-        if (by_experts) add_node(&x, c[a->q].b, t);
+        if (by_experts) add_node(&x, &c[a->q], t);
       }
       /* experts: the pass as the cost function prices it before acceptance
        * (the prediction), and for the decision the engine's host work per
@@ -211,6 +327,8 @@ int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *co
   free(x.count);
   free(x.u);
   free(x.work);
+  free((void *)x.share);
+  free(x.top);
   free(cv);
   free(take);
   return verified;

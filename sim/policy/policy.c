@@ -81,9 +81,17 @@ amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
                     "lossless"},
     {.name = "adaptive",
      .params = {{.key = "cost", .tag = "cost", .def = 0, .example = 0, .min = 0, .max = 1, .integer = 1,
-                 .shown_if_default = 1, .names = amoe_adaptive_cost_names}},
+                 .shown_if_default = 1, .names = amoe_adaptive_cost_names},
+                /* what cost experts sizes by: the draft tokens' true routes
+                 * (an oracle), a predictor's, the last committed token's,
+                 * or each layer's most popular experts */
+                {.key = "routes", .tag = "routes", .def = 0, .example = 1, .min = 0, .max = 3, .integer = 1,
+                 .names = amoe_adaptive_routes_names},
+                /* the predictor's share of experts right: EcoSpec's stated 0.8 */
+                {.key = "accuracy", .tag = "acc", .def = 0.8, .min = 0, .max = 1}},
      .choose = amoe_draft_adaptive, .batch = AMOE_BATCH_PASS, .choose_pass = amoe_draft_adaptive_pass,
      .reads_step_table = 1, .reads_union_table = 1, /* (the calibration's p̂ and m̄ for its chances) */
+     .reads_popularity = amoe_draft_adaptive_reads_popularity,
      .description = "verification sized per step (D-Cut's rule): the prefix of each request's EAGLE order that "
                     "maximises the pass's expected committed tokens per second, the step priced by the profiled "
                     "batch x tokens table (cost: tokens) or by the one cost function over its expert union, cache "

@@ -105,6 +105,10 @@ typedef struct {
   /* at batch > 1: per layer E flags of the experts the pass's requests
    * drafted before this one route to, or NULL */
   const uint8_t *const *covered;
+  /* [layer][top_k] the route of the committed token before the block (the
+   * previous block's last naturally accepted node: an engine has it from
+   * the last pass), or NULL at a request's first block */
+  const uint16_t *previous;
 } amoe_dctx;
 
 typedef struct {
@@ -136,6 +140,9 @@ typedef struct {
    * verified nodes, count[q] each; the pass's prediction in c[0].predicted */
   int (*choose_pass)(const amoe_dctx *c, int requests, int *const *out, int *count);
   int reads_step_table; /* 1: reads amoe_offline.steps (profiled before the run) */
+  /* a draft whose row (by its parameters) reads the layers' measured
+   * popularity (amoe_offline.popularity): returns 1; NULL: never */
+  int (*reads_popularity)(const amoe_policy_row *row);
   const char *description; /* one line for `acceptmoe policies` */
 } amoe_draft_def;
 
@@ -244,6 +251,9 @@ double amoe_commit_chance(const struct amoe_offline *o, const amoe_block *b, int
 int amoe_draft_adaptive(const amoe_dctx *c, int *out);
 int amoe_draft_adaptive_pass(const amoe_dctx *c, int requests, int *const *out, int *count);
 extern const char *const amoe_adaptive_cost_names[];
+/* cost: experts's routes (§18, docs/design.md): oracle, predictor, previous, popular */
+extern const char *const amoe_adaptive_routes_names[];
+int amoe_draft_adaptive_reads_popularity(const amoe_policy_row *row);
 /* The table's step time at `batch` requests of `tokens` verified tokens
  * each: bilinear between grid points, linear beyond the last (its last
  * two points' slope), clamped at the first. */

@@ -43,6 +43,10 @@ typedef struct amoe_offline {
   /* the profiled step-time table (a draft with reads_step_table), or NULL;
    * owned by the caller */
   const amoe_step_table *steps;
+  /* [layer][expert] the calibration workload's natural token counts, the
+   * popularity a route predictor knows (a draft whose row reads it), or
+   * NULL; owned by the caller */
+  const double *popularity;
 } amoe_offline;
 
 #endif
