@@ -159,8 +159,10 @@ static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, ro
     AMOE_TRY(block_decode(s, offline, rs, ri, b, w, h, log_pass, nn, &o, e));
   else
     AMOE_TRY(block_verify(s, offline, rs, ri, b, w, h, log_pass, nn, &o, e));
-  last_route(b, s->model.top_k, rs->prev_route);
-  rs->have_prev_route = 1;
+  if (rs->prev_route) { /* (only a row whose draft may read it keeps it) */
+    last_route(b, s->model.top_k, rs->prev_route);
+    rs->have_prev_route = 1;
+  }
   return log_pass ? AMOE_OK : block_account(rs, ri, b, h, &o, e);
 }
 
@@ -272,13 +274,14 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     const size_t dsb = rs[i].draft->state_bytes ? rs[i].draft->state_bytes(L, E) : 0;
     if (dsb) rs[i].draft_state = calloc(1, dsb);
     rs[i].prev_x = calloc((size_t)L * E, 1);
-    rs[i].prev_route = calloc((size_t)L * s->model.top_k, sizeof *rs[i].prev_route);
+    const int routes = rs[i].draft->reads_popularity && rs[i].draft->reads_popularity(rs[i].row);
+    if (routes) rs[i].prev_route = calloc((size_t)L * s->model.top_k, sizeof *rs[i].prev_route);
     const int B = run_batched(s) ? amoe_workload_slots(&s->workload) : 0;
     if (B) {
       rs[i].slot_first = calloc((size_t)B, sizeof *rs[i].slot_first);
       rs[i].slot_committed = calloc((size_t)B, sizeof *rs[i].slot_committed);
     }
-    if ((dsb && !rs[i].draft_state) || !rs[i].prev_x || !rs[i].prev_route || (B && (!rs[i].slot_first || !rs[i].slot_committed)))
+    if ((dsb && !rs[i].draft_state) || !rs[i].prev_x || (routes && !rs[i].prev_route) || (B && (!rs[i].slot_first || !rs[i].slot_committed)))
       st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   }
   /* Read what the rows need of the logits; routes handed to a backend

@@ -33,7 +33,7 @@ typedef struct {
   amoe_draft_prediction predicted; /* the draft's prediction for the current block (0: none) */
   double select_s;      /* the verifier's selection_s per pass (0: none) */
   int have_prev;        /* prev_x holds a pass of this request */
-  uint16_t *prev_route; /* batch 1: [layer][top_k] the route of the request's last committed token (amoe_dctx.previous) */
+  uint16_t *prev_route; /* batch 1: [layer][top_k] the route of the request's last committed token (amoe_dctx.previous), where the row's draft may read it; else NULL */
   int have_prev_route;  /* prev_route holds one of this request */
   double req_time, req_committed; /* batch 1: the current request's decode time and tokens so far */
   double *slot_first, *slot_committed; /* batch > 1, per slot: the clock at its request's first pass, its tokens */
