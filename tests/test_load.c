@@ -360,11 +360,12 @@ static void route_predictors(void) {
                         "{draft: adaptive, cost: experts, routes: predictor, accuracy: 0.5}"};
   char yaml[2048];
   snprintf(yaml, sizeof yaml,
-           "name: routes\nmodel: qwen3-30b-a3b\nhardware: h100\n"
+           "name: routes\nbaseline: false\nmodel: qwen3-30b-a3b\nhardware: h100\n"
            "workload: {blocks: 40, batch: 4, seed: 7, tree: {depth: 5, top_k: 8, nodes: 32}, acceptance: {tau: 3.0}}\n"
            "policies: [%s, %s, %s, %s, %s, %s]\n",
            rows[0], rows[1], rows[2], rows[3], rows[4], rows[5]);
   amoe_spec s = spec_of_yaml(yaml);
+  CHECK(s.npolicies == 6, "%d rows, the spec's 6 (no implicit natural row)", s.npolicies);
   const int L = s.model.moe_layers, E = s.model.experts, k = s.model.top_k;
   double *pop = calloc((size_t)L * E, sizeof *pop);
   for (int l = 0; l < L; l++)
