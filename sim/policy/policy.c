@@ -95,7 +95,8 @@ amoe_draft_def amoe_draft_table[AMOE_MAX_TABLE] = {
      .description = "verification sized per step (D-Cut's rule): the prefix of each request's EAGLE order that "
                     "maximises the pass's expected committed tokens per second, the step priced by the profiled "
                     "batch x tokens table (cost: tokens) or by the one cost function over its expert union, cache "
-                    "and busiest GPU (cost: experts); lossless"},
+                    "and busiest GPU (cost: experts) of the routes `routes` names (the draft tokens' true ones: "
+                    "an oracle; a predictor's; the last committed token's; the popular experts); lossless"},
     {.name = "mtp",
      .params = {{.key = "tokens", .tag = "N", .def = NAN, .example = 3, .min = 1, .max = 16, .integer = 1, .shown_if_default = 1}},
      .choose = amoe_draft_mtp,
