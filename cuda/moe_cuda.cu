@@ -621,8 +621,12 @@ static amoe_status copies_begin(amoe_moe_gpu *g, amoe_err *e) {
 
 static amoe_status copies_end(amoe_moe_gpu *g, double *seconds, amoe_err *e) {
   CU(cudaEventRecord(g->c1, g->copy));
-  CU(cudaStreamWaitEvent(g->stream, g->c1, 0));
+  // the host waits first, so the compute stream then waits on a completed
+  // event: the same order of work on a GPU, and HIP-CPU (which runs every
+  // stream on one thread, cuda_on_cpu) cannot block on a wait queued
+  // before the record it waits for
   CU(cudaEventSynchronize(g->c1));
+  CU(cudaStreamWaitEvent(g->stream, g->c1, 0));
   AMOE_NVTX_POP();
   float ms = 0;
   CU(cudaEventElapsedTime(&ms, g->c0, g->c1));
