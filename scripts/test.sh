@@ -2,9 +2,8 @@
 # Builds and runs every test (GPU tests skip without a GPU), then the suite
 # again in a build with AddressSanitizer and UndefinedBehaviorSanitizer (any
 # finding fails it). That build has the CUDA rows without nvcc and runs the
-# kernels emulated on the CPU (cuda_on_cpu's old-cublas and after-oom
-# variants; the full check hangs there at times, tests/CMakeLists.txt);
-# tests/lsan.supp names HIP-CPU's one leak.
+# kernels emulated on the CPU (cuda_on_cpu, and its old-cublas and after-oom
+# variants); tests/lsan.supp names HIP-CPU's one leak.
 # The second pass leaves out the tests labelled slow: fit's recovery of
 # known routing (cli_fit, cli_fit_drift), whose rounds are the same code the
 # core CLI test runs through fit under the sanitizers, the engine presets'
