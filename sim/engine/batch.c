@@ -35,7 +35,7 @@ typedef struct {
   /* open arrivals (a group of one row): when its request took the slot,
    * and its first token (-1: not yet) */
   double admitted_s, first_s;
-  uint16_t *prev;     /* [layer][top_k] the route of its request's last committed token (amoe_dctx.previous) */
+  uint16_t *prev;     /* [layer][top_k] the route of its request's last committed token (amoe_dctx.previous), where a row may read it; else NULL */
   int have_prev;      /* prev holds one of its current request */
 } request_slot;
 
@@ -359,7 +359,7 @@ static int budget_chunks(const amoe_spec *s, request_slot *sl, int one_token, in
  * was moved). */
 static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, const row_state *rs0, int one_token,
                              int ongoing, request_slot *x, amoe_err *e) {
-  const int64_t was = ongoing && x->b.n > 0 ? (int64_t)x->b.request : -1;
+  const int64_t was = ongoing && x->prev && x->b.n > 0 ? (int64_t)x->b.request : -1;
   if (was >= 0) last_route(&x->b, s->model.top_k, x->prev);
   const amoe_status rc = amoe_source_next(x->src, &x->b, e);
   if (rc != AMOE_OK) return rc;
@@ -577,10 +577,12 @@ amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe
 #undef BPASS_ALLOC
   amoe_status st = ok ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   for (int l = 0; l < L && bp.cov; l++) bp.covl[l] = bp.cov + (size_t)l * E;
+  int routes = 0; /* a row that sizes by predicted routes: the slots keep the last committed one */
+  for (int i = 0; i < s->npolicies; i++) routes |= amoe_policy_reads_routes(&s->policies[i]);
   for (int i = 0; i < B && st == AMOE_OK; i++) {
     amoe_block_init(&sl[i].b, L, E, amoe_source_m(src));
     st = amoe_source_slot(src, i, &sl[i].src, e);
-    if (st == AMOE_OK && !(sl[i].prev = calloc((size_t)L * s->model.top_k, sizeof *sl[i].prev)))
+    if (st == AMOE_OK && routes && !(sl[i].prev = calloc((size_t)L * s->model.top_k, sizeof *sl[i].prev)))
       st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
     const int P = maxp, c = s->workload.chunk_tokens;
     const size_t chunks = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED && c > 0 ? (size_t)(P + c - 1) / c : 1;

@@ -99,9 +99,7 @@ static amoe_status placement_load(const amoe_spec *s, double **load, amoe_err *e
 static amoe_status route_popularity(const amoe_spec *s, double **pop, amoe_err *e) {
   *pop = NULL;
   int reads = 0;
-  for (int i = 0; i < s->npolicies; i++)
-    if (amoe_draft_table[s->policies[i].draft].reads_popularity)
-      reads |= amoe_draft_table[s->policies[i].draft].reads_popularity(&s->policies[i]);
+  for (int i = 0; i < s->npolicies; i++) reads |= amoe_policy_reads_routes(&s->policies[i]);
   return reads ? calibration_load(s, pop, e) : AMOE_OK;
 }
 

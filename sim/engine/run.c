@@ -274,7 +274,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     const size_t dsb = rs[i].draft->state_bytes ? rs[i].draft->state_bytes(L, E) : 0;
     if (dsb) rs[i].draft_state = calloc(1, dsb);
     rs[i].prev_x = calloc((size_t)L * E, 1);
-    const int routes = rs[i].draft->reads_popularity && rs[i].draft->reads_popularity(rs[i].row);
+    const int routes = amoe_policy_reads_routes(rs[i].row);
     if (routes) rs[i].prev_route = calloc((size_t)L * s->model.top_k, sizeof *rs[i].prev_route);
     const int B = run_batched(s) ? amoe_workload_slots(&s->workload) : 0;
     if (B) {

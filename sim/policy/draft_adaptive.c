@@ -109,32 +109,30 @@ typedef struct {
  * expert with probability `accuracy`, else one drawn from the layer's
  * popularity among the experts not yet taken (a true expert already taken
  * is drawn for too): the k distinct. */
+/* 1 when expert y is among out[0..j) */
+static int taken(const uint16_t *out, int j, int y) {
+  for (int q = 0; q < j; q++)
+    if (out[q] == y) return 1;
+  return 0;
+}
+
 static void predict(const expert_state *x, const amoe_block *b, int t, int l, uint16_t *out) {
   const uint16_t *truth = amoe_block_ids(b, l, t);
   const double *share = x->share + (size_t)l * x->E;
   const uint64_t seed = x->s->workload.seed ^ 0x9e0d1c7ULL;
   for (int j = 0; j < x->k; j++) {
     const uint64_t n = ((uint64_t)t * x->L + l) * x->k + j;
-    int e = truth[j], taken = 0;
-    for (int q = 0; q < j; q++) taken |= out[q] == e;
-    if (taken || amoe_rng_coin(seed, b->index, 2 * n) >= x->accuracy) { /* confused: a popular expert instead */
+    int e = truth[j];
+    if (taken(out, j, e) || amoe_rng_coin(seed, b->index, 2 * n) >= x->accuracy) { /* confused: a popular expert instead */
       double left = 1;
       for (int q = 0; q < j; q++) left -= share[out[q]];
       const double u = amoe_rng_coin(seed, b->index, 2 * n + 1) * left;
       double run = 0;
       e = -1;
-      for (int y = 0; y < x->E && e < 0; y++) {
-        int used = 0;
-        for (int q = 0; q < j && !used; q++) used = out[q] == y;
-        if (used) continue;
-        run += share[y];
-        if (run > u) e = y;
-      }
-      for (int y = 0; y < x->E && e < 0; y++) { /* no mass left: the lowest unused id */
-        int used = 0;
-        for (int q = 0; q < j && !used; q++) used = out[q] == y;
-        if (!used) e = y;
-      }
+      for (int y = 0; y < x->E && e < 0; y++)
+        if (!taken(out, j, y) && (run += share[y]) > u) e = y;
+      for (int y = 0; y < x->E && e < 0; y++) /* no mass left: the lowest unused id */
+        if (!taken(out, j, y)) e = y;
     }
     out[j] = (uint16_t)e;
   }

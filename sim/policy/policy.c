@@ -111,6 +111,11 @@ int amoe_verifier_rows(void) {
   return n;
 }
 
+int amoe_policy_reads_routes(const amoe_policy_row *row) {
+  const amoe_draft_def *d = &amoe_draft_table[row->draft];
+  return d->reads_popularity && d->reads_popularity(row);
+}
+
 int amoe_draft_rows(void) {
   int n = 0;
   while (n < AMOE_MAX_TABLE && amoe_draft_table[n].name) n++;

@@ -254,6 +254,8 @@ extern const char *const amoe_adaptive_cost_names[];
 /* cost: experts's routes (§18, docs/design.md): oracle, predictor, previous, popular */
 extern const char *const amoe_adaptive_routes_names[];
 int amoe_draft_adaptive_reads_popularity(const amoe_policy_row *row);
+/* 1 when the row's draft sizes by predicted routes (amoe_draft_def.reads_popularity) */
+int amoe_policy_reads_routes(const amoe_policy_row *row);
 /* The table's step time at `batch` requests of `tokens` verified tokens
  * each: bilinear between grid points, linear beyond the last (its last
  * two points' slope), clamped at the first. */
