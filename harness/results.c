@@ -157,6 +157,8 @@ static const col SUMMARY[] = {
     {"prefill_h2d_bytes_per_request", SR(m.prefill_h2d_bytes_per_request, 'g')},
     {"h2d_bytes_per_token_with_prefill", SR(m.h2d_bytes_per_token_with_prefill, 'g')},
     {"nonfetch_over_fetch", SR(m.nonfetch_over_fetch, 'g')},
+    {"predicted_deviated_token_rate", SR(m.predicted_deviated_token_rate, 'g')},
+    {"acceptmoe_predicted_deviated_token_rate", SR(m.acceptmoe_predicted_deviated_token_rate, 'g')},
 };
 /* with --backend: measured beside predicted, per block */
 static const col SUMMARY_MEASURED[] = {
@@ -697,6 +699,8 @@ void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *o) {
   o->host_s_per_token = t->t_host / c;
   o->predicted_tau_ratio = t->predicted_tau > 0 ? t->predicted_tau / t->committed : 0;
   o->predicted_time_ratio = t->predictions > 0 ? t->predicted_s / t->predictions : 0;
+  o->predicted_deviated_token_rate = t->deviation_predicted / c;
+  o->acceptmoe_predicted_deviated_token_rate = t->deviation_budget / c;
   o->busiest_group_executed_mean = t->busiest_sum / lb;
   o->group_executed_mean = o->executed_mean / (t->groups > 0 ? t->groups : 1);
   o->comm_share = t->t_total > 0 ? t->t_comm / t->t_total : 0;

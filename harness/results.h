@@ -21,6 +21,9 @@ typedef struct {
   double assignment_hit_rate, prefill_s_per_request, prefill_h2d_bytes_per_request, executed_overlap;
   double h2d_bytes_per_token_with_prefill, nonfetch_over_fetch;
   double predicted_tau_ratio, predicted_time_ratio; /* a draft's predictions over what was charged (0: none) */
+  /* a verifier's predicted deviated tokens per committed token, its own set's
+   * and AcceptMoE's on the same passes (marginal; 0: none) */
+  double predicted_deviated_token_rate, acceptmoe_predicted_deviated_token_rate;
   double busiest_group_executed_mean, group_executed_mean, comm_share, comm_s_per_token; /* several GPUs (§16) */
 } amoe_summary;
 void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *out);

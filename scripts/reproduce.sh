@@ -131,7 +131,7 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
       "build/acceptmoe cells ../shared/real-data/serving/cells.csv --csv cells.csv"
   fi
   cap "Beyond both papers: the marginal verifier" marginal \
-    "Speedup against the deviated-token rate for marginal's share grid and its depth-only ablation, beside AcceptMoE and the oracle, in three settings; each point the mean over seeds 201-204, share chosen on seed 101 (docs/validation.md)." \
+    "Speedup against the deviated-token rate for marginal, self-sized (share 1) and its share grid, and its depth-only ablation, beside AcceptMoE and the oracle, in five settings; each point the mean over seeds 201-204, nothing tuned (docs/validation.md)." \
     "scripts/marginal-eval.sh"
   cap "Where the time goes: offload" breakdown-offload \
     "Milliseconds per committed token per policy: step, draft, dense part, routed experts and the wait on expert fetches (the cost model's parts, §9)." \

@@ -818,11 +818,19 @@ if "$A" run "$T/mg.yaml" "${mg[@]}" --out "$T/mg" >/dev/null 2>&1 &&
    awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next}
      $c["policy"]=="natural"{nt[$c["offload.policy"]]=$c["tokens_per_s"]; nh[$c["offload.policy"]]=$c["h2d_bytes_per_token"]}
      $c["policy"]=="oracle"&&$c["offload.policy"]=="min"{ot=$c["tokens_per_s"]; oh=$c["h2d_bytes_per_token"]}
-     $c["policy"]~/^marginal\/share=0.7$|^marginal-depth\/share=0.5$/{m++}
+     $c["policy"]~/^marginal\/share=0.7$|^marginal-depth$/{m++}
      END{if(m!=8||!(ot>0))exit 1; for(p in nt)if(nt[p]>ot||nh[p]<oh)exit 1}' "$T/mg/summary.csv"; then ok
 else bad "marginal rows, or the oracle under MIN as a bound of natural: $(head -c 300 "$T/mg/summary.csv")"; fi
-printf 'name: x\nmodel: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: 10}\npolicies:\n  - {verifier: marginal, share: 0}\n' >"$T/share0.yaml"
-expect 2 "share0.yaml:6:33: share = 0 is out of range 1e-06..1" -- "$A" run "$T/share0.yaml" --out "$T/share0"
+printf 'name: x\nmodel: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: 10}\npolicies:\n  - {verifier: marginal, share: 1.5}\n' >"$T/share0.yaml"
+expect 2 "share0.yaml:6:33: share = 1.5 is out of range 0..1" -- "$A" run "$T/share0.yaml" --out "$T/share0"
+# a zero deviation budget (share 0) is natural routing, exactly: nothing displaced, the same experts and tokens
+printf 'name: x\nmodel: qwen3-30b-a3b\nhardware: h200\nworkload: {blocks: 40, seed: 5}\ncommitment: {calibrate: {blocks: 40, seed: 6}}\npolicies:\n  - natural\n  - {verifier: marginal, share: 0}\n' >"$T/share0.yaml"
+if "$A" run "$T/share0.yaml" --quiet --out "$T/share0" >/dev/null 2>&1 &&
+   awk -F, 'NR==1{for(i=1;i<=NF;i++)c[$i]=i;next}
+     {k=$c["committed_tokens"] "," $c["union_mean"] "," $c["executed_mean"] "," $c["hbm_expert_bytes_per_token"]; r[$c["policy"]]=k
+      if($c["policy"]!="natural"){d=$c["displaced_assignment_rate"]+$c["deviated_token_rate"]+$c["predicted_deviated_token_rate"]; b=$c["acceptmoe_predicted_deviated_token_rate"]}}
+     END{exit !(r["natural"]!="" && r["natural"]==r["marginal/share=0"] && d==0 && b>0)}' "$T/share0/summary.csv"; then ok
+else bad "marginal at share 0 is not natural routing: $(cut -c1-300 "$T/share0/summary.csv")"; fi
 # marginal reads m̄_d beside p̂: calibrate writes both; a table without mass is refused, naming the fix
 "$A" calibrate "$T/mg.yaml" -o "$T/cal.yaml" >/dev/null 2>&1
 sed -e "s|^commitment:.*|commitment: {file: $T/cal.yaml}|" -e 's|^sweep:.*||' "$T/mg.yaml" >"$T/mgf.yaml"

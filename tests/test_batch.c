@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "check.h"
 #include "cost.h"
 #include "gen.h"
@@ -243,8 +244,8 @@ static void covered_and_pass(void) {
   int layers = 0, dropped_covered = 0, dropped_uncovered = 0, pass_not_one = 0, roots_missing = 0;
   static int nodes[2][AMOE_MAX_NODES], level[2][AMOE_MAX_DEPTH * 4];
   static float prob[2][AMOE_MAX_NODES * KK];
-  static double sc[2][5 * EX + AMOE_MAX_NODES];
-  static int isc[2][2 * EX];
+  static double sc[2][AMOE_VSCRATCH(EX, AMOE_MAX_NODES)];
+  static int isc[2][AMOE_VISCRATCH(EX, AMOE_MAX_NODES)];
   for (int req = 0; req < 4; req += 2) {
     for (int q = 0; q < 2; q++) {
       amoe_gen_begin_request(g, (uint32_t)(req + q));
@@ -258,7 +259,8 @@ static void covered_and_pass(void) {
         for (int t = 0; t < b[q].n; t++) amoe_router_probs_top(&b[q], l, t, 0, KK, prob[q] + t * KK);
         c[q] = (amoe_vctx){.b = &b[q], .layer = l, .k = KK, .experts = EX, .nodes = nodes[q], .nn = b[q].n,
                            .level_count = level[q], .commitment = p, .commitment_n = 6, .row = &mrow,
-                           .prob = prob[q], .scratch = sc[q], .iscratch = isc[q], .mass = mass};
+                           .prob = prob[q], .scratch = sc[q], .iscratch = isc[q], .mass = mass,
+                           .kappa = AMOE_DEFAULT_KAPPA, .margin_min = AMOE_DEFAULT_MARGIN_MIN};
       }
       /* marginal with and without request 1's executed (here: its natural union) covered */
       uint8_t cov[EX] = {0}, S0[EX], S1[EX], SA[EX];

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "accept.h"
 #include "check.h"
 #include "cost.h"
 #include "gen.h"
@@ -11,6 +12,10 @@
 #include "x86.h"
 #include "route.h"
 #include "rng.h"
+
+/* §7's constants for the verifiers that predict deviation (marginal) */
+#define KAPPA AMOE_DEFAULT_KAPPA
+#define MARGIN_MIN AMOE_DEFAULT_MARGIN_MIN
 
 #define E 10
 #define K 2
@@ -92,12 +97,12 @@ static void rows_described(void) {
 static void select_with(const amoe_verifier_def *v, const amoe_block *b, const amoe_policy_row *row,
                         const uint8_t *resident, uint8_t *S) {
   int nodes[4] = {0, 1, 2, 3}, level[8] = {1, 2, 1};
-  double commitment[3] = {1.0, 0.5, 0.25}, scratch[5 * E + 4];
-  int iscratch[2 * E];
+  double commitment[3] = {1.0, 0.5, 0.25}, scratch[AMOE_VSCRATCH(E, 4)];
+  int iscratch[AMOE_VISCRATCH(E, 4)];
   float prob[4 * E];
   for (int i = 0; i < 4; i++) amoe_router_probs_top(b, 0, i, AMOE_ROUTER_SOFTMAX, K, prob + i * K);
   amoe_vctx c = {b, 0, K, E, AMOE_ROUTER_SOFTMAX, nodes, 4, level, commitment, 3, resident, row, prob, scratch,
-                 iscratch, NULL, NULL, NULL, NULL};
+                 iscratch, NULL, NULL, NULL, NULL, KAPPA, MARGIN_MIN, NULL};
   v->select(&c, S);
 }
 
@@ -220,8 +225,8 @@ static void properties(void) {
         checked++;
       }
       for (int i = 0; i < nn; i++) level[b.depth[nodes[i]]]++;
-      double commitment[8] = {1, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.01}, sc[5 * 32 + AMOE_MAX_NODES];
-      int isc[64];
+      double commitment[8] = {1, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.01}, sc[AMOE_VSCRATCH(32, AMOE_MAX_NODES)];
+      int isc[AMOE_VISCRATCH(32, AMOE_MAX_NODES)];
       float prob[AMOE_MAX_NODES * 16];
       uint8_t res[32], all[32], U[32], S[32], S2[32];
       memset(all, 1, 32);
@@ -234,7 +239,7 @@ static void properties(void) {
         for (int v = 0; v < amoe_verifier_rows(); v++) {
           const amoe_verifier_def *vd = &amoe_verifier_table[v];
           const amoe_policy_row vrow = row_for(v, 8);
-          amoe_vctx c = {&b, l, 4, 32, 0, nodes, nn, level, commitment, 8, res, &vrow, prob, sc, isc, NULL, NULL, NULL, NULL};
+          amoe_vctx c = {&b, l, 4, 32, 0, nodes, nn, level, commitment, 8, res, &vrow, prob, sc, isc, NULL, NULL, NULL, NULL, KAPPA, MARGIN_MIN, NULL};
           vd->select(&c, S);
           int size = 0;
           for (int x = 0; x < 32; x++) size += S[x];
@@ -506,8 +511,8 @@ static void hostile_blocks(void) {
     int nodes[32], level[256] = {0};
     for (int t = 0; t < n; t++) nodes[t] = t, level[b.depth[t]]++;
     float prob[32 * M];
-    double commitment[4] = {1, 0.5, 0.3, 0.1}, sc[5 * EX + 32];
-    int isc[2 * EX];
+    double commitment[4] = {1, 0.5, 0.3, 0.1}, sc[AMOE_VSCRATCH(EX, 32)];
+    int isc[AMOE_VISCRATCH(EX, 32)];
     uint8_t res[EX], S[EX];
     for (int x = 0; x < EX; x++) res[x] = amoe_rng_unif(&r) < 0.5;
     for (int l = 0; l < L; l++) {
@@ -515,7 +520,7 @@ static void hostile_blocks(void) {
       for (int v = 0; v < amoe_verifier_rows(); v++) {
         const amoe_policy_row row = row_for(v, 5);
         amoe_vctx c = {&b, l, KK, EX, trial & 1, nodes, n, level, commitment, 4, trial & 2 ? res : NULL, &row, prob,
-                       sc, isc, NULL, NULL, NULL, NULL};
+                       sc, isc, NULL, NULL, NULL, NULL, KAPPA, MARGIN_MIN, NULL};
         memset(S, 0, EX);
         amoe_verifier_table[v].select(&c, S);
         for (int x = 0; x < EX; x++) bad += S[x] > 1;
@@ -550,15 +555,17 @@ static void acceptmoe_top8(void) {
   for (uint32_t req = 0; req < 4; req++) {
     amoe_gen_begin_request(g, req);
     while (amoe_gen_next(g, &b, &e) == AMOE_OK) {
-      int nodes[AMOE_MAX_NODES], level[256] = {0}, isc[128];
+      int nodes[AMOE_MAX_NODES], level[256] = {0};
+      static int isc[AMOE_VISCRATCH(64, AMOE_MAX_NODES)];
       for (int t = 0; t < b.n; t++) nodes[t] = t, level[b.depth[t]]++;
       static float prob[AMOE_MAX_NODES * 32];
-      double sc[5 * 64 + AMOE_MAX_NODES], u[64], tmp[64];
+      static double sc[AMOE_VSCRATCH(64, AMOE_MAX_NODES)];
+      double u[64], tmp[64];
       uint8_t S[64], R[64], rest[64];
       const amoe_policy_row row = row_for(amoe_verifier_find("acceptmoe"), 0);
       for (int l = 0; l < 4; l++, layers++) {
         for (int t = 0; t < b.n; t++) amoe_router_probs_top(&b, l, t, 0, 8, prob + t * 8);
-        amoe_vctx c = {&b, l, 8, 64, 0, nodes, b.n, level, commitment, 6, NULL, &row, prob, sc, isc, NULL, NULL, NULL, NULL};
+        amoe_vctx c = {&b, l, 8, 64, 0, nodes, b.n, level, commitment, 6, NULL, &row, prob, sc, isc, NULL, NULL, NULL, NULL, KAPPA, MARGIN_MIN, NULL};
         memset(S, 0, 64);
         amoe_verifier_acceptmoe(&c, S);
         memset(u, 0, sizeof u);

@@ -245,6 +245,8 @@ static void batch_accept(const amoe_spec *s, row_state *rs, request_slot *sl, co
     tt->perturbation_sum += ar.perturbation_sum;
     tt->perturbation_n += tau;
     tt->deviated += ar.deviated;
+    tt->deviation_predicted += x->w.deviation[0];
+    tt->deviation_budget += x->w.deviation[1];
     rs->slot_committed[act[q]] += tau;
     bp->tau[q] = tau;
   }

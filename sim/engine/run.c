@@ -71,6 +71,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
 typedef struct {
   pass_sums sum;
   int passes, verified, tau, deviated;
+  double deviation[2]; /* the verifier's predicted deviated tokens (work.deviation), summed over the passes */
   double perturbation_sum; /* Σ s_t over the walked (or decoded) tokens */
 } block_outcome;
 
@@ -81,6 +82,7 @@ static amoe_status block_verify(const amoe_spec *s, const amoe_offline *offline,
                                 block_outcome *o, amoe_err *e) {
   AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, log_pass, nn, 1, &o->sum, e));
   const amoe_accept_result ar = pass_accept(s, b, w, nn, 0);
+  o->deviation[0] = w->deviation[0], o->deviation[1] = w->deviation[1];
   o->passes = 1;
   o->verified = nn;
   o->tau = ar.tau;
@@ -102,6 +104,7 @@ static amoe_status block_decode(const amoe_spec *s, const amoe_offline *offline,
     AMOE_TRY(row_pass(s, offline, rs, ri, b, w, h, log_pass, 1, 0, &ps, e));
     o->sum.T += ps.T, o->sum.u += ps.u, o->sum.s += ps.s, o->sum.x += ps.x, o->sum.f += ps.f;
     const amoe_accept_result ar = pass_accept(s, b, w, 1, 1);
+    o->deviation[0] += w->deviation[0], o->deviation[1] += w->deviation[1];
     o->perturbation_sum += ar.perturbation_sum;
     o->deviated += ar.deviated;
   }
@@ -128,6 +131,8 @@ static amoe_status block_account(row_state *rs, int ri, const amoe_block *b, con
   tt->perturbation_sum += o->perturbation_sum;
   tt->perturbation_n += o->tau;
   tt->deviated += o->deviated;
+  tt->deviation_predicted += o->deviation[0];
+  tt->deviation_budget += o->deviation[1];
   if (h && h->on_block) {
     const double lp = (double)b->layers * o->passes;
     amoe_block_stats bs = {b->index,   b->request,    b->step,       o->passes,    o->verified,

@@ -37,6 +37,9 @@ typedef struct {
   double executed_overlap_sum, executed_overlap_n; /* per layer: |X ∩ previous pass's X| / |X| */
   double predicted_tau, predicted_s, predictions; /* a draft's own predictions for its passes (evict) */
   double predicted_over; /* passes it predicted slower than they were charged */
+  /* a verifier that predicts deviation (marginal, §6): Σ over passes of
+   * its predicted deviated tokens, and of AcceptMoE's on the same blocks */
+  double deviation_predicted, deviation_budget;
   /* batch > 1 (§17): Σ over passes of the requests in each (0 at batch 1,
    * where every pass holds one) */
   double request_passes;

@@ -49,6 +49,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
    * replacements constrained routing sent a node to */
   uint8_t *U, *S, *X, *F, *R;
   float *perturbation_sq; /* [nodes[] index] Σ_l ρ_t,l², s_t² (§7), on the accepted path */
+  double deviation[2]; /* the pass's predicted deviated tokens by its verifier (amoe_vctx.deviation) */
   double *scratch;
   void *dscratch;
   uint16_t *route;
@@ -76,14 +77,14 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   BUF(level, int, AMOE_MAX_DEPTH * 4 + 256) \
   BUF(count, int, E) \
   BUF(rcount, int, E + 1) /* + amoe_route_sums' spare slot */ \
-  BUF(iscratch, int, E * 2) \
+  BUF(iscratch, int, AMOE_VISCRATCH(E, n)) \
   BUF(U, uint8_t, E) \
   BUF(S, uint8_t, E) \
   BUF(X, uint8_t, E) \
   BUF(F, uint8_t, E) \
   BUF(R, uint8_t, E + 1) \
   BUF(perturbation_sq, float, n) \
-  BUF(scratch, double, E * 5 + n) \
+  BUF(scratch, double, AMOE_VSCRATCH(E, n)) \
   BUF(dscratch, char, amoe_draft_scratch_bytes((int)n, (int)L, (int)E)) \
   BUF(route, uint16_t, AMOE_MAX_TOPK + 1) \
   BUF(rt, int32_t, n * AMOE_MAX_TOPK) \
@@ -211,7 +212,8 @@ static inline amoe_vctx vctx_of(const amoe_spec *s, const amoe_offline *offline,
                         .nodes = w->nodes, .nn = nn, .level_count = w->level, .commitment = offline->p,
                         .commitment_n = offline->n, .resident = resident, .row = rs->row, .prob = P,
                         .scratch = w->scratch, .iscratch = w->iscratch, .mass = offline->mass, .cost = pc,
-                        .layout = rs->layout, .covered = covered};
+                        .layout = rs->layout, .covered = covered, .kappa = s->kappa, .margin_min = s->margin_min,
+                        .deviation = w->deviation};
   return vc;
 }
 
@@ -567,10 +569,11 @@ static inline amoe_status request_done(amoe_row_result *r, double tokens, double
 
 /* A pass opens on its nodes w->nodes[0..nn), batch 1 or one request of a
  * batch alike: nodes per depth (w->level), the accepted path (w->path;
- * its length returned), the perturbations zeroed, the deepest depth into
- * *maxd. */
+ * its length returned), the perturbations and the verifier's predicted
+ * deviation zeroed, the deepest depth into *maxd. */
 static inline int pass_nodes(const amoe_block *b, work *w, int nn, int *maxd) {
   memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
+  w->deviation[0] = w->deviation[1] = 0;
   int npath = 0, d = 0;
   for (int i = 0; i < nn; i++) {
     const int t = w->nodes[i];

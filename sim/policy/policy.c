@@ -15,9 +15,9 @@
 /* the verifier's own work per pass on the host (utilities, an entropy, a
  * pruning loop): no source measures it, so 0 unless a spec sets it */
 #define SELECTION {.key = "selection_s", .tag = "sel", .def = 0, .min = 0, .max = 1}
-/* marginal's share of AcceptMoE's displaced path mass it may spend; 0.5
- * was chosen on a tuning seed (scripts/marginal-eval.sh, docs/validation.md) */
-#define SHARE {.key = "share", .tag = "share", .def = 0.5, .min = 1e-6, .max = 1, .shown_if_default = 1}
+/* marginal's scale on AcceptMoE's predicted deviated tokens, which it
+ * spends: 1 spends exactly that; 0 displaces nothing (natural routing) */
+#define SHARE {.key = "share", .tag = "share", .def = 1, .min = 0, .max = 1}
 
 /* ecospec's predictor: the share of its experts it gets right, its size
  * (billions of dense parameters: the paper's predictors are 0.6-1.5B), and
@@ -49,8 +49,9 @@ amoe_verifier_def amoe_verifier_table[AMOE_MAX_TABLE] = {
                     "verifier of the same draft (lossy rows can beat it); not a policy"},
     {.name = "marginal", .params = {BETA, SHARE, SELECTION}, .reads_commitment = 1, .reads_mass = 1, .logits = AMOE_LOGITS_TOP,
      .select = amoe_verifier_marginal, .batch = AMOE_BATCH_COVERED,
-     .description = "AcceptMoE's expected displacement (times share) spent on the experts of least reach-weighted "
-                    "router mass per second of the cost function (fetch, busiest GPU); beyond both papers"},
+     .description = "AcceptMoE's predicted deviated tokens (§7: reach, displaced weight, margin; times share) "
+                    "spent on the experts of least predicted damage per second of the cost function (fetch, "
+                    "busiest GPU); beyond both papers"},
     {.name = "marginal-depth", .params = {BETA, SHARE, SELECTION}, .reads_commitment = 1, .logits = AMOE_LOGITS_TOP,
      .select = amoe_verifier_marginal_depth, .batch = AMOE_BATCH_COVERED,
      .description = "marginal with reach from the depth alone (p̂_d), not the draft's scores: the ablation"},

@@ -53,8 +53,8 @@ typedef struct {
   const uint8_t *resident;   /* E flags, or NULL when every expert is resident */
   const amoe_policy_row *row;
   const float *prob;         /* [t][k] router probability of node t's natural top-k (all nodes[]) */
-  double *scratch;           /* >= 5·E + n doubles (n: the block's nodes) */
-  int *iscratch;             /* >= 2·E ints */
+  double *scratch;           /* >= AMOE_VSCRATCH(E, n) doubles (n: the block's nodes) */
+  int *iscratch;             /* >= AMOE_VISCRATCH(E, n) ints */
   /* what a verifier that prices experts reads (marginal); NULL where a
    * caller has none: */
   const double *mass;        /* m̄_d: the draft's mean path mass per depth (offline.h) */
@@ -63,7 +63,16 @@ typedef struct {
   /* at batch > 1: E flags of the experts the pass's requests before this
    * one execute at this layer (their bytes are read anyway), or NULL */
   const uint8_t *covered;
+  /* §7's acceptance model, for a verifier that predicts deviation (marginal) */
+  double kappa, margin_min;
+  /* NULL, or where such a verifier adds its predicted expected deviated
+   * tokens of the block, this layer's share: [0] its own set's, [1]
+   * AcceptMoE's set's (its budget) */
+  double *deviation;
 } amoe_vctx;
+/* A verifier's scratch for a block of n nodes and E experts. */
+#define AMOE_VSCRATCH(E, n) (5 * (size_t)(E) + (size_t)(n) * (AMOE_MAX_TOPK + 8))
+#define AMOE_VISCRATCH(E, n) (3 * (size_t)(E) + 2 + (size_t)(n) * (AMOE_MAX_TOPK + 3))
 
 typedef struct {
   const char *name;
@@ -224,6 +233,13 @@ void amoe_verifier_marginal_depth(const amoe_vctx *c, uint8_t *S);
  * position in c->nodes): from the draft's scores (by_scores) or from the
  * depth alone (marginal-depth). */
 void amoe_marginal_reach(const amoe_vctx *c, int by_scores, double *pi);
+/* The block's expected deviated tokens as marginal predicts them from one
+ * layer (§6 step 4): Σ_t π_t · F_t(√L · ρ_t(S)), F_t §7's flip probability
+ * in expectation over the draft's children of t, ρ_t(S) t's top-k weight
+ * outside S at c->layer. pi by position in c->nodes; scratch: nn + 2n
+ * doubles, iscratch nn + 2n ints. */
+double amoe_marginal_expected_deviation(const amoe_vctx *c, const double *pi, const uint8_t *S, double *scratch,
+                                        int *iscratch);
 /* The draft policies. */
 int amoe_draft_autoregressive(const amoe_dctx *c, int *out);
 int amoe_draft_eagle(const amoe_dctx *c, int *out);

@@ -1,19 +1,29 @@
 /* marginal and marginal-depth (docs/design.md §6): AcceptMoE's expected
- * displacement, spent where it buys the most time.
+ * deviated tokens (§7), spent where they buy the most time.
  *   1. S_A = acceptmoe (steps 1–6).
  *   2. Reach π_root = 1, π_t = min(π_parent, p̂_{d_t} · e^{s_t} / m̄_{d_t})
  *      (marginal-depth: π_t = min(π_parent, p̂_{d_t}), the ablation that
  *      ignores the draft's scores).
- *   3. Path mass v_e = Σ_{t: e ∈ K_t} π_t · r_t,e; budget
- *      D = share · Σ_{e ∈ U \ S_A} v_e (U: the natural union).
- *   4. From S = U ∪ S_A, visit members by ascending v_e / c_e (ties: higher
- *      id first) and drop each while |S| > k and v_e fits the budget left
- *      (one that does not fit is kept and the visit goes on). c_e: the
- *      expert's marginal time by the one cost function (§9) at its token
- *      count, with its fetch when not resident; on several GPUs its HBM
- *      part is weighted by its group's expert time over the busiest
- *      group's (§16).
- *   5. share = 1: if S predicts a slower layer than S_A, S_A.
+ *   3. Each verified node's flip probability by §7, in expectation over
+ *      the token the target takes after it (the outcome is not read): the
+ *      draft's probability q_c of each child c at its margin, the rest off
+ *      the tree at margin_min,
+ *        F_t(s) = Σ_c w_c·erfc(m_c / (κ s √2)) + W_t·erfc(m_min / (κ s √2)),
+ *      w_c = q_c / max(1, Σ q), W_t = 1 − Σ w over the children whose
+ *      margin is above m_min.
+ *   4. A layer sees only its own displacement; it predicts the block's
+ *      expected deviated tokens as if every one of the L layers displaced
+ *      as it does: D(S) = Σ_t π_t · F_t(√L · ρ_t(S)), ρ_t(S) the share of
+ *      t's top-k weight outside S. Budget B = share · D(S_A).
+ *   5. From S = U ∪ S_A (D = 0; U the natural union), visit members by
+ *      ascending δ_e / c_e (δ_e: D of dropping e alone; ties: higher id
+ *      first) and drop each while |S| > k and D stays within B (one that
+ *      does not fit is kept and the visit goes on). B = 0: natural routing.
+ *      c_e: the expert's marginal time by the one cost function (§9) at
+ *      its token count, with its fetch when not resident; on several GPUs
+ *      its HBM part is weighted by its group's expert time over the
+ *      busiest group's (§16).
+ *   6. share = 1: if S predicts a slower layer than S_A, S_A.
  * At batch > 1 an expert the pass's other requests execute is never
  * dropped: its bytes are read anyway (§17). */
 #include <math.h>
@@ -27,8 +37,8 @@
 /* parameter slots, in the rows' order (policy.c) */
 enum { BETA = 0, SHARE = 1 };
 
-/* ascending v/c, ties: higher id first */
-static int cheaper_mass(const void *a, const void *b, const void *key) {
+/* ascending δ/c, ties: higher id first */
+static int cheaper_damage(const void *a, const void *b, const void *key) {
   const double *r = key;
   const int x = *(const int *)a, y = *(const int *)b;
   return r[x] < r[y] || (r[x] == r[y] && x > y);
@@ -66,6 +76,93 @@ void amoe_marginal_reach(const amoe_vctx *c, int by_scores, double *pi) {
   }
 }
 
+/* The flip model of the verified nodes (step 3): per node its reach π,
+ * the weight W at margin_min and a list of children with their own
+ * margin; per candidate its weight and margin over κ√2. */
+typedef struct {
+  int nn;
+  double sqrt_l;      /* √L: one layer's ρ scaled to the block (step 4) */
+  double a_min;       /* m_min / (κ√2); INFINITY: no flips (κ = 0) */
+  const double *pi;   /* [nn] */
+  double *w_min;      /* [nn] W_t */
+  int *first;         /* [nn] the first child with its own margin, -1: none */
+  int *next;          /* [candidate] the next one of the same node */
+  double *w, *a;      /* [candidate] w_c, m_c / (κ√2) */
+} flip_model;
+
+/* scratch: w_min (nn), w and a (n each) doubles; first (nn), next and pos
+ * (n each) ints */
+static void flip_model_of(const amoe_vctx *c, const double *pi, double *dsc, int *isc, flip_model *f) {
+  const amoe_block *b = c->b;
+  const int nn = c->nn, n = b->n;
+  const double k2 = c->kappa * sqrt(2.0);
+  f->nn = nn;
+  f->sqrt_l = sqrt((double)b->layers);
+  f->a_min = c->kappa > 0 ? c->margin_min / k2 : INFINITY;
+  f->pi = pi;
+  f->w_min = dsc, f->w = dsc + nn, f->a = dsc + nn + n;
+  f->first = isc, f->next = isc + nn;
+  int *pos = isc + nn + n;
+  for (int t = 0; t < n; t++) pos[t] = -1;
+  for (int i = 0; i < nn; i++) {
+    pos[c->nodes[i]] = i;
+    f->w_min[i] = 0; /* Σ q over its children, first */
+    f->first[i] = -1;
+  }
+  for (int t = 1; t < n; t++) {
+    const int i = b->parent[t] >= 0 ? pos[b->parent[t]] : -1;
+    if (i < 0) continue;
+    const double q = exp((double)b->logp[t]);
+    f->w_min[i] += q;
+    f->w[t] = q;
+    const double m = q >= 1 ? INFINITY : log(q / (1 - q));
+    if (m > c->margin_min) {
+      f->a[t] = c->kappa > 0 ? m / k2 : INFINITY;
+      f->next[t] = f->first[i];
+      f->first[i] = t;
+    }
+  }
+  for (int i = 0; i < nn; i++) {
+    const double norm = f->w_min[i] > 1 ? f->w_min[i] : 1;
+    double rest = 1;
+    for (int t = f->first[i]; t >= 0; t = f->next[t]) {
+      f->w[t] /= norm;
+      rest -= f->w[t];
+    }
+    f->w_min[i] = rest > 0 ? rest : 0;
+  }
+}
+
+/* F_i(√L·ρ) · π_i: node i's expected flips if every layer displaced ρ. */
+static double node_damage(const flip_model *f, int i, double rho) {
+  if (!(rho > 0) || !(f->pi[i] > 0)) return 0;
+  const double x = 1 / (f->sqrt_l * rho);
+  double p = f->w_min[i] > 0 ? f->w_min[i] * erfc(f->a_min * x) : 0;
+  for (int t = f->first[i]; t >= 0; t = f->next[t]) p += f->w[t] * erfc(f->a[t] * x);
+  return f->pi[i] * p;
+}
+
+/* Node i's share of its top-k weight outside S. */
+static double displaced_share(const amoe_vctx *c, int i, const uint8_t *S) {
+  const uint16_t *id = amoe_block_ids(c->b, c->layer, c->nodes[i]);
+  const float *r = c->prob + (size_t)c->nodes[i] * c->k;
+  double mass = 0, out = 0;
+  for (int j = 0; j < c->k; j++) {
+    mass += r[j];
+    out += S[id[j]] ? 0 : r[j];
+  }
+  return mass > 0 ? out / mass : 0;
+}
+
+double amoe_marginal_expected_deviation(const amoe_vctx *c, const double *pi, const uint8_t *S, double *scratch,
+                                        int *iscratch) {
+  flip_model f;
+  flip_model_of(c, pi, scratch, iscratch, &f);
+  double d = 0;
+  for (int i = 0; i < c->nn; i++) d += node_damage(&f, i, displaced_share(c, i, S));
+  return d;
+}
+
 /* The predicted time of a layer that executes X (counts: natural tokens
  * per expert), by the cost function; 0 without one. */
 static double layer_time(const amoe_vctx *c, const uint8_t *X, const int *count) {
@@ -87,81 +184,126 @@ static double layer_time(const amoe_vctx *c, const uint8_t *X, const int *count)
 
 static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
   const int E = c->experts, k = c->k, nn = c->nn;
-  /* scratch (doubles): v, cost, key, U (E bytes), S_A (E bytes), π (nn);
-   * iscratch: the visit order, then token counts */
-  double *v = c->scratch, *cost = v + E, *key = cost + E;
-  uint8_t *U = (uint8_t *)(key + E), *SA = U + E;
-  double *pi = c->scratch + 4 * E + (E + 7) / 8;
-  int *order = c->iscratch, *count = c->iscratch + E;
+  /* scratch (doubles): key, cost (E each), U and S_A (E bytes each), then
+   * per verified node π, ρ, its damage so far, 1 / its top-k mass, then
+   * the flip model's (nn + 2n), then per inverted-index entry its damage
+   * alone (nn·k); iscratch: the visit order, token counts
+   * (E each), the inverted index (E + 1 offsets, nn·k entries), then the
+   * flip model's (nn + 2n) */
+  double *key = c->scratch, *cost = key + E;
+  uint8_t *U = (uint8_t *)(cost + E), *SA = U + E;
+  double *pi = cost + E + (2 * E + 7) / 8, *rho = pi + nn, *dmg = rho + nn, *inv_mass = dmg + nn;
+  int *order = c->iscratch, *count = order + E, *off = count + E, *inv = off + E + 1;
   amoe_verifier_acceptmoe(c, S);
   memcpy(SA, S, (size_t)E);
   amoe_marginal_reach(c, by_scores, pi);
-  memset(v, 0, (size_t)E * sizeof *v);
+  double *alone = inv_mass + 2 * nn + 2 * c->b->n;
+  flip_model f;
+  flip_model_of(c, pi, inv_mass + nn, inv + nn * k, &f);
   memset(U, 0, (size_t)E);
   memset(count, 0, (size_t)E * sizeof *count);
+  double budget = 0;
   for (int i = 0; i < nn; i++) {
-    const int t = c->nodes[i];
-    const uint16_t *id = amoe_block_ids(c->b, c->layer, t);
-    const float *r = c->prob + (size_t)t * k;
+    const uint16_t *id = amoe_block_ids(c->b, c->layer, c->nodes[i]);
+    const float *r = c->prob + (size_t)c->nodes[i] * k;
+    double mass = 0;
     for (int j = 0; j < k; j++) {
-      v[id[j]] += pi[i] * r[j];
+      mass += r[j];
       U[id[j]] = 1;
       count[id[j]] += 1;
     }
+    inv_mass[i] = mass > 0 ? 1 / mass : 0;
+    budget += node_damage(&f, i, displaced_share(c, i, SA));
+    rho[i] = dmg[i] = 0;
   }
-  double budget = 0;
+  const double predicted_a = budget;
+  budget *= c->row->vparam[SHARE];
   int size = 0;
   for (int e = 0; e < E; e++) {
-    if (U[e] && !SA[e]) budget += v[e];
     S[e] = U[e] | SA[e];
     size += S[e];
   }
-  budget *= c->row->vparam[SHARE];
-  /* c_e at S's counts: what e adds to the layer S executes */
-  const amoe_cost_pass_ctx *p = c->cost;
-  amoe_layer_counts base = {0, 0, 1, 0};
-  double gwork[64] = {0}, gmax = 0;
-  int gn[64], copies[64];
-  if (p) {
-    for (int e = 0; e < E; e++)
-      if (S[e]) {
-        base.executed += 1;
-        base.fetched += c->resident && !c->resident[e];
-        base.expert_s += amoe_cost_expert_at(p->ec, count[e]);
-      }
-    if (c->layout) {
-      amoe_layout_layer_groups(c->layout, c->layer, S, count, p->ec, p->moe_tp, gwork, gn);
-      for (int g = 0; g < amoe_layout_groups(c->layout); g++) gmax = gwork[g] > gmax ? gwork[g] : gmax;
+  double spent = 0;
+  if (budget > 0) {
+    /* who routes to e: entries i·k + j, grouped by expert */
+    off[0] = 0;
+    for (int e = 0; e < E; e++) off[e + 1] = off[e] + count[e];
+    for (int e = 0; e < E; e++) order[e] = off[e]; /* (fill cursors) */
+    for (int i = 0; i < nn; i++) {
+      const uint16_t *id = amoe_block_ids(c->b, c->layer, c->nodes[i]);
+      for (int j = 0; j < k; j++) inv[order[id[j]]++] = i * k + j;
     }
-  }
-  int m = 0;
-  for (int e = 0; e < E; e++) {
-    if (!S[e]) continue;
-    double ce = 1; /* no cost function (a bare test context): by mass alone */
+    /* c_e at S's counts: what e adds to the layer S executes */
+    const amoe_cost_pass_ctx *p = c->cost;
+    amoe_layer_counts base = {0, 0, 1, 0};
+    double gwork[64] = {0}, gmax = 0;
+    int gn[64], copies[64];
     if (p) {
-      const double hbm = amoe_cost_expert_at(p->ec, count[e]);
-      ce = amoe_cost_expert_marginal(p, &base, count[e], c->resident && !c->resident[e]);
-      if (c->layout && gmax > 0) { /* its group's share of the busiest group's time */
-        const int nc = amoe_layout_copies(c->layout, c->layer, e, copies);
-        double gw = gwork[copies[0]];
-        for (int q = 1; q < nc; q++) gw = gwork[copies[q]] < gw ? gwork[copies[q]] : gw;
-        ce += hbm * (gw / gmax / p->moe_tp - 1);
+      for (int e = 0; e < E; e++)
+        if (S[e]) {
+          base.executed += 1;
+          base.fetched += c->resident && !c->resident[e];
+          base.expert_s += amoe_cost_expert_at(p->ec, count[e]);
+        }
+      if (c->layout) {
+        amoe_layout_layer_groups(c->layout, c->layer, S, count, p->ec, p->moe_tp, gwork, gn);
+        for (int g = 0; g < amoe_layout_groups(c->layout); g++) gmax = gwork[g] > gmax ? gwork[g] : gmax;
       }
     }
-    cost[e] = ce;
-    key[e] = v[e] / ce;
-    order[m++] = e;
+    int m = 0;
+    for (int e = 0; e < E; e++) {
+      if (!S[e]) continue;
+      double ce = 1; /* no cost function (a bare test context): by damage alone */
+      if (p) {
+        const double hbm = amoe_cost_expert_at(p->ec, count[e]);
+        ce = amoe_cost_expert_marginal(p, &base, count[e], c->resident && !c->resident[e]);
+        if (c->layout && gmax > 0) { /* its group's share of the busiest group's time */
+          const int nc = amoe_layout_copies(c->layout, c->layer, e, copies);
+          double gw = gwork[copies[0]];
+          for (int q = 1; q < nc; q++) gw = gwork[copies[q]] < gw ? gwork[copies[q]] : gw;
+          ce += hbm * (gw / gmax / p->moe_tp - 1);
+        }
+      }
+      double delta = 0; /* dropping e alone */
+      for (int x = off[e]; x < off[e + 1]; x++) {
+        const int i = inv[x] / k, j = inv[x] % k;
+        alone[x] = node_damage(&f, i, c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i]);
+        delta += alone[x];
+      }
+      cost[e] = ce;
+      key[e] = delta / ce;
+      order[m++] = e;
+    }
+    amoe_sort(order, m, sizeof *order, cheaper_damage, key);
+    for (int v = 0; v < m && size > k; v++) {
+      const int e = order[v];
+      if (c->covered && c->covered[e]) continue; /* (a covered expert saves nothing) */
+      double add = 0; /* (a node nothing displaced yet adds its damage alone) */
+      for (int x = off[e]; x < off[e + 1]; x++) {
+        const int i = inv[x] / k, j = inv[x] % k;
+        add += rho[i] > 0 ? node_damage(&f, i, rho[i] + c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i]) - dmg[i]
+                          : alone[x];
+      }
+      if (spent + add > budget) continue;
+      for (int x = off[e]; x < off[e + 1]; x++) {
+        const int i = inv[x] / k, j = inv[x] % k;
+        const double r = c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
+        dmg[i] = rho[i] > 0 ? node_damage(&f, i, rho[i] + r) : alone[x];
+        rho[i] += r;
+      }
+      spent += add;
+      S[e] = 0;
+      size--;
+    }
   }
-  amoe_sort(order, m, sizeof *order, cheaper_mass, key);
-  double left = budget;
-  for (int i = 0; i < m && size > k; i++) {
-    const int e = order[i];
-    if (v[e] > left || (c->covered && c->covered[e])) continue; /* (a covered expert saves nothing) */
-    left -= v[e];
-    S[e] = 0;
-    size--;
+  if (c->row->vparam[SHARE] >= 1 && layer_time(c, S, count) > layer_time(c, SA, count)) {
+    memcpy(S, SA, (size_t)E);
+    spent = predicted_a;
   }
-  if (c->row->vparam[SHARE] >= 1 && layer_time(c, S, count) > layer_time(c, SA, count)) memcpy(S, SA, (size_t)E);
+  if (c->deviation) {
+    c->deviation[0] += spent / c->b->layers;
+    c->deviation[1] += predicted_a / c->b->layers;
+  }
 }
 
 void amoe_verifier_marginal(const amoe_vctx *c, uint8_t *S) { marginal(c, S, 1); }
