@@ -87,6 +87,7 @@ batch_table() { # SUMMARY EXPERTS
         for (i = 1; i <= nb; i++) printf " %.0f |", ex[bs[i], xr[j]]; print "" } }' "$1"
 }
 ACCEPTMOE=$A scripts/marginal-eval.sh $([ $quick = 1 ] && echo --quick) "$res/marginal" # (its figure, its table)
+[ $quick = 1 ] || ACCEPTMOE=$A scripts/routes-eval.sh "$res/routes" "$figs" >/dev/null # (its figure)
 plot breakdown-offload breakdown "in='$res/acceptmoe-offload-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, offload on RTX 5090 presets (48 slots, LRU)'"
 plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, resident on RTX PRO 6000 presets'"
 {
@@ -126,13 +127,22 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
   load_table "$res/figure-load-deepseek/summary.csv"
   echo
   if [ $have_cells = 1 ]; then
-    cap "Serving cells: predicted against measured" cells \
-      "Every row of the shared file of engines' published serving cells (real-data serving/cells.csv) that the simulator can run, its prediction against its measurement, one marker per source; the rows it cannot run (no public shape for DeepSeek-V4-Pro or MiniMax-M3, an unstated layout, a dataset's lengths) are listed in $res/cells/matrix.md with the reason. No row pairs speculation on with off among the runnable ones, so no ratio is shown. Every hardware number of the B300, GB300 and MI3x5X presets is a datasheet lead: nothing in this matrix is fitted to it (docs/validation.md, \"Serving cells\")." \
-      "build/acceptmoe cells ../shared/real-data/serving/cells.csv --csv cells.csv"
+    ran=$(awk -F, 'NR > 1 { n++; ok += $5 == "ok" } END { print ok " of " n }' "$res/cells/cells.csv")
+    echo "## Serving cells: predicted against measured"; echo
+    echo "![Serving cells: predicted against measured](figures/cells.png)"; echo
+    echo "Every row of the shared file of engines' published serving cells (real-data serving/cells.csv) that the simulator can run ($ran), its prediction against its measurement, one marker per source; the rows it cannot run (MiniMax-M3's shape, an unstated layout) are listed in $res/cells/matrix.md with the reason. Every hardware number of the B300, GB300 and MI3x5X presets is a datasheet lead: nothing in this matrix is fitted to it (docs/validation.md, \"Serving cells\")."; echo
+    echo "![Serving cells: the on/off ratio](figures/cells-ratio.png)"; echo
+    echo "The headline: for each deployment and load with speculation both off and on, the predicted ratio of on to off against the measured ($res/cells/ratios.csv; docs/validation.md, \"Serving cells\", says which term moves it)."; echo
+    echo "    build/acceptmoe cells ../shared/real-data/serving/cells.csv --csv cells.csv"; echo
   fi
   cap "Beyond both papers: the marginal verifier" marginal \
     "Speedup against the deviated-token rate for marginal, self-sized (share 1) and its share grid, and its depth-only ablation, beside AcceptMoE and the oracle, in five settings; each point the mean over seeds 201-204, nothing tuned (docs/validation.md)." \
     "scripts/marginal-eval.sh"
+  if [ $quick = 0 ]; then
+    cap "Routes an engine can predict" routes \
+      "What {draft: adaptive, cost: experts} keeps of its gain over cost: tokens (the profiled table) when it sizes each step by routes an engine can have rather than the draft tokens' true ones: tokens/s over cost: tokens', in percent, Qwen3-30B-A3B on 4 H100s (TP4), batch 1, 8 and 64 and 12 requests/s, the mean of seeds 201-202; the kept shares are in $res/routes/kept.csv and docs/validation.md." \
+      "scripts/routes-eval.sh"
+  fi
   cap "Where the time goes: offload" breakdown-offload \
     "Milliseconds per committed token per policy: step, draft, dense part, routed experts and the wait on expert fetches (the cost model's parts, §9)." \
     "build/acceptmoe run workloads/specs/acceptmoe-offload-qwen3.yaml"

@@ -164,11 +164,16 @@ double amoe_marginal_expected_deviation(const amoe_vctx *c, const double *pi, co
 }
 
 /* The predicted time of a layer that executes X (counts: natural tokens
- * per expert), by the cost function; 0 without one. */
-static double layer_time(const amoe_vctx *c, const uint8_t *X, const int *count) {
+ * per expert), by the cost function; 0 without one. An expert the pass's
+ * other requests execute (covered) costs this request nothing. */
+static double layer_time(const amoe_vctx *c, const uint8_t *X, const int *count, uint8_t *own) {
   const amoe_cost_pass_ctx *p = c->cost;
   if (!p) return 0;
   amoe_layer_counts lc = {0, 0, 1, 0};
+  if (c->covered) {
+    for (int e = 0; e < c->experts; e++) own[e] = X[e] && !c->covered[e];
+    X = own;
+  }
   for (int e = 0; e < c->experts; e++)
     if (X[e]) {
       lc.executed += 1;
@@ -296,7 +301,8 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
       size--;
     }
   }
-  if (c->row->vparam[SHARE] >= 1 && layer_time(c, S, count) > layer_time(c, SA, count)) {
+  uint8_t *own = (uint8_t *)key; /* (free again: E bytes for layer_time) */
+  if (c->row->vparam[SHARE] >= 1 && layer_time(c, S, count, own) > layer_time(c, SA, count, own)) {
     memcpy(S, SA, (size_t)E);
     spent = predicted_a;
   }
