@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "policy.h"
+#include "source.h"
 #include "spec.h"
 
 /* Root routes {0,1}; node 1 {2,3}; node 2 {2,4}; node 3 (child of 1) {2,5}.
@@ -53,6 +55,19 @@ static inline amoe_spec hand_spec(void) {
   s.policies[0].draft = amoe_draft_find("eagle");
   s.policies[0].verifier = amoe_verifier_find("natural");
   return s;
+}
+
+/* Writes a blocks-jsonl fixture to a fresh temporary path (path: a
+ * mkstemp template) and opens it as s's workload. */
+static inline amoe_source *hand_open_fixture(char *path, const char *text, amoe_spec *s) {
+  int fd = mkstemp(path);
+  CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write fixture");
+  close(fd);
+  snprintf(s->workload.path, sizeof s->workload.path, "%s", path);
+  amoe_err e;
+  amoe_source *src = NULL;
+  CHECK(amoe_source_open(&src, &s->workload, &s->model, &e) == AMOE_OK, "%s", e.msg);
+  return src;
 }
 
 #endif

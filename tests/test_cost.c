@@ -145,19 +145,6 @@ static void executed_is_routed(void) {
   }
 }
 
-/* Writes a blocks-jsonl fixture to a fresh temporary path and opens it as
- * s's workload. */
-static amoe_source *open_fixture(char *path, const char *text, amoe_spec *s) {
-  int fd = mkstemp(path);
-  CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write fixture");
-  close(fd);
-  snprintf(s->workload.path, sizeof s->workload.path, "%s", path);
-  amoe_err e;
-  amoe_source *src = NULL;
-  CHECK(amoe_source_open(&src, &s->workload, &s->model, &e) == AMOE_OK, "%s", e.msg);
-  return src;
-}
-
 /* Row 0 natural (from spec()), row 1 autoregressive, a cold offload cache. */
 static void with_autoregressive(amoe_spec *s, int slots) {
   s->npolicies = 2;
@@ -216,7 +203,7 @@ static void autoregressive_single_nodes(void) {
   char path[] = "/tmp/amoe_ar_XXXXXX";
   amoe_spec s = spec();
   with_autoregressive(&s, 3);
-  amoe_source *src = open_fixture(path, blocks, &s);
+  amoe_source *src = hand_open_fixture(path, blocks, &s);
   amoe_err e;
   static amoe_offline offline;
   amoe_row_result rows[2];
@@ -371,7 +358,7 @@ static void hit_rates_by_hand(void) {
   amoe_spec s = spec();
   s.offload.enabled = 1;
   s.offload.slots_per_layer = 4;
-  amoe_source *src = open_fixture(path, text, &s);
+  amoe_source *src = hand_open_fixture(path, text, &s);
   amoe_err e;
   static amoe_offline offline;
   amoe_row_result rows[1];
@@ -506,7 +493,7 @@ int main(void) {
   autoregressive_single_nodes();
   char path[] = "/tmp/amoe_cost_XXXXXX";
   amoe_spec s = spec();
-  amoe_source *src = open_fixture(path, BLOCK, &s);
+  amoe_source *src = hand_open_fixture(path, BLOCK, &s);
   amoe_err e;
   static amoe_offline offline;
   amoe_row_result rows[1];

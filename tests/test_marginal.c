@@ -190,13 +190,8 @@ static void guarantees(void) {
 /* Reads one JSONL block into b (the source closed again). */
 static void read_block(amoe_spec *s, const char *jsonl, amoe_block *b) {
   char path[] = "/tmp/amoe_marginal_XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0 && write(fd, jsonl, strlen(jsonl)) == (ssize_t)strlen(jsonl), "write fixture");
-  close(fd);
-  snprintf(s->workload.path, sizeof s->workload.path, "%s", path);
+  amoe_source *src = hand_open_fixture(path, jsonl, s);
   amoe_err e;
-  amoe_source *src = NULL;
-  CHECK(amoe_source_open(&src, &s->workload, &s->model, &e) == AMOE_OK, "%s", e.msg);
   amoe_block_init(b, 1, 10, 2);
   CHECK(src && amoe_source_next(src, b, &e) == AMOE_OK, "read the hand block");
   amoe_source_close(src);
