@@ -49,7 +49,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
    * replacements constrained routing sent a node to */
   uint8_t *U, *S, *X, *F, *R;
   float *perturbation_sq; /* [nodes[] index] Σ_l ρ_t,l², s_t² (§7), on the accepted path */
-  double deviation[2]; /* the pass's predicted deviated tokens by its verifier (amoe_vctx.deviation) */
+  double *deviation; /* the verifier's running prediction of the pass (amoe_vctx.deviation) */
   double *scratch;
   void *dscratch;
   uint16_t *route;
@@ -84,6 +84,7 @@ typedef struct { /* scratch shared by all rows (one row runs at a time) */
   BUF(F, uint8_t, E) \
   BUF(R, uint8_t, E + 1) \
   BUF(perturbation_sq, float, n) \
+  BUF(deviation, double, 2 + 2 * n) \
   BUF(scratch, double, AMOE_VSCRATCH(E, n)) \
   BUF(dscratch, char, amoe_draft_scratch_bytes((int)n, (int)L, (int)E)) \
   BUF(route, uint16_t, AMOE_MAX_TOPK + 1) \
@@ -573,7 +574,7 @@ static inline amoe_status request_done(amoe_row_result *r, double tokens, double
  * deviation zeroed, the deepest depth into *maxd. */
 static inline int pass_nodes(const amoe_block *b, work *w, int nn, int *maxd) {
   memset(w->level, 0, AMOE_MAX_DEPTH * 4 * sizeof(int));
-  w->deviation[0] = w->deviation[1] = 0;
+  memset(w->deviation, 0, (2 + 2 * (size_t)nn) * sizeof *w->deviation);
   int npath = 0, d = 0;
   for (int i = 0; i < nn; i++) {
     const int t = w->nodes[i];

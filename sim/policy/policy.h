@@ -65,9 +65,12 @@ typedef struct {
   const uint8_t *covered;
   /* §7's acceptance model, for a verifier that predicts deviation (marginal) */
   double kappa, margin_min;
-  /* NULL, or where such a verifier adds its predicted expected deviated
-   * tokens of the block, this layer's share: [0] its own set's, [1]
-   * AcceptMoE's set's (its budget) */
+  /* NULL, or the pass's running prediction, which such a verifier reads
+   * and updates layer after layer (zeroed when the pass opens): [0] the
+   * block's expected deviated tokens through this layer under its own
+   * sets, [1] under AcceptMoE's (its budget), then per verified node the
+   * squared displaced shares so far, under its own sets (nn) and
+   * AcceptMoE's (nn); 2 + 2n doubles */
   double *deviation;
 } amoe_vctx;
 /* A verifier's scratch for a block of n nodes and E experts. */
@@ -233,10 +236,11 @@ void amoe_verifier_marginal_depth(const amoe_vctx *c, uint8_t *S);
  * position in c->nodes): from the draft's scores (by_scores) or from the
  * depth alone (marginal-depth). */
 void amoe_marginal_reach(const amoe_vctx *c, int by_scores, double *pi);
-/* The block's expected deviated tokens as marginal predicts them from one
- * layer (§6 step 4): Σ_t π_t · F_t(√L · ρ_t(S)), F_t §7's flip probability
- * in expectation over the draft's children of t, ρ_t(S) t's top-k weight
- * outside S at c->layer. pi by position in c->nodes; scratch: nn + 2n
+/* The block's expected deviated tokens as marginal predicts them through
+ * c->layer (§6 step 4): Σ_t π_t · F_t(√(σ²_t + ρ_t(S)²)), F_t §7's flip
+ * probability in expectation over the draft's children of t, ρ_t(S) t's
+ * top-k weight outside S at c->layer, σ²_t its own sets' earlier layers
+ * (c->deviation; 0 without it). pi by position in c->nodes; scratch: nn + 2n
  * doubles, iscratch nn + 2n ints. */
 double amoe_marginal_expected_deviation(const amoe_vctx *c, const double *pi, const uint8_t *S, double *scratch,
                                         int *iscratch);

@@ -11,19 +11,25 @@
  *        F_t(s) = Σ_c w_c·erfc(m_c / (κ s √2)) + W_t·erfc(m_min / (κ s √2)),
  *      w_c = q_c / max(1, Σ q), W_t = 1 − Σ w over the children whose
  *      margin is above m_min.
- *   4. A layer sees only its own displacement; it predicts the block's
- *      expected deviated tokens as if every one of the L layers displaced
- *      as it does: D(S) = Σ_t π_t · F_t(√L · ρ_t(S)), ρ_t(S) the share of
- *      t's top-k weight outside S. Budget B = share · D(S_A).
- *   5. From S = U ∪ S_A (D = 0; U the natural union), visit members by
- *      ascending δ_e / c_e (δ_e: D of dropping e alone; ties: higher id
- *      first) and drop each while |S| > k and D stays within B (one that
- *      does not fit is kept and the visit goes on). B = 0: natural routing.
+ *   4. The prediction runs over the block's layers as the pass does (§7
+ *      adds layers in quadrature): node t's displacement so far, σ²_t =
+ *      Σ of ρ² over the earlier layers, kept per set in amoe_vctx.deviation,
+ *      and D(S) = Σ_t π_t · F_t(√(σ²_t + ρ_t(S)²)), ρ_t(S) the share of t's
+ *      top-k weight outside S at this layer. AcceptMoE's D_A runs on S_A's
+ *      own σ². Budget B = share · D_A through this layer, so that after the
+ *      last layer marginal's prediction for the block is within share × 
+ *      AcceptMoE's. (A context without that state: σ² = 0, this layer alone.)
+ *   5. From S = U ∪ S_A (D = its earlier layers'; U the natural union),
+ *      visit members by ascending δ_e / c_e (δ_e: what dropping e alone
+ *      adds to D; ties: higher id first) and drop each while |S| > k and D
+ *      stays within B (one that does not fit is kept and the visit goes
+ *      on). share = 0: natural routing.
  *      c_e: the expert's marginal time by the one cost function (§9) at
  *      its token count, with its fetch when not resident; on several GPUs
  *      its HBM part is weighted by its group's expert time over the
  *      busiest group's (§16).
- *   6. share = 1: if S predicts a slower layer than S_A, S_A.
+ *   6. share = 1: if S predicts a slower layer than S_A, S_A, where S_A
+ *      on marginal's earlier layers keeps D within B too.
  * At batch > 1 an expert the pass's other requests execute is never
  * dropped: its bytes are read anyway (§17). */
 #include <math.h>
@@ -81,7 +87,6 @@ void amoe_marginal_reach(const amoe_vctx *c, int by_scores, double *pi) {
  * margin; per candidate its weight and margin over κ√2. */
 typedef struct {
   int nn;
-  double sqrt_l;      /* √L: one layer's ρ scaled to the block (step 4) */
   double a_min;       /* m_min / (κ√2); INFINITY: no flips (κ = 0) */
   const double *pi;   /* [nn] */
   double *w_min;      /* [nn] W_t */
@@ -97,7 +102,6 @@ static void flip_model_of(const amoe_vctx *c, const double *pi, double *dsc, int
   const int nn = c->nn, n = b->n;
   const double k2 = c->kappa * sqrt(2.0);
   f->nn = nn;
-  f->sqrt_l = sqrt((double)b->layers);
   f->a_min = c->kappa > 0 ? c->margin_min / k2 : INFINITY;
   f->pi = pi;
   f->w_min = dsc, f->w = dsc + nn, f->a = dsc + nn + n;
@@ -133,10 +137,10 @@ static void flip_model_of(const amoe_vctx *c, const double *pi, double *dsc, int
   }
 }
 
-/* F_i(√L·ρ) · π_i: node i's expected flips if every layer displaced ρ. */
-static double node_damage(const flip_model *f, int i, double rho) {
-  if (!(rho > 0) || !(f->pi[i] > 0)) return 0;
-  const double x = 1 / (f->sqrt_l * rho);
+/* π_i · F_i(√s2): node i's expected flips at perturbation s² = s2. */
+static double node_damage(const flip_model *f, int i, double s2) {
+  if (!(s2 > 0) || !(f->pi[i] > 0)) return 0;
+  const double x = 1 / sqrt(s2);
   double p = f->w_min[i] > 0 ? f->w_min[i] * erfc(f->a_min * x) : 0;
   for (int t = f->first[i]; t >= 0; t = f->next[t]) p += f->w[t] * erfc(f->a[t] * x);
   return f->pi[i] * p;
@@ -158,8 +162,12 @@ double amoe_marginal_expected_deviation(const amoe_vctx *c, const double *pi, co
                                         int *iscratch) {
   flip_model f;
   flip_model_of(c, pi, scratch, iscratch, &f);
+  const double *before = c->deviation ? c->deviation + 2 : NULL;
   double d = 0;
-  for (int i = 0; i < c->nn; i++) d += node_damage(&f, i, displaced_share(c, i, S));
+  for (int i = 0; i < c->nn; i++) {
+    const double rho = displaced_share(c, i, S);
+    d += node_damage(&f, i, (before ? before[i] : 0) + rho * rho);
+  }
   return d;
 }
 
@@ -191,10 +199,10 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
   const int E = c->experts, k = c->k, nn = c->nn;
   /* scratch (doubles): key, cost (E each), U and S_A (E bytes each), then
    * per verified node π, ρ, its damage so far, 1 / its top-k mass, then
-   * the flip model's (nn + 2n), then per inverted-index entry its damage
-   * alone (nn·k); iscratch: the visit order, token counts
-   * (E each), the inverted index (E + 1 offsets, nn·k entries), then the
-   * flip model's (nn + 2n) */
+   * the flip model's (nn + 2n), then per inverted-index entry what it adds
+   * alone (nn·k); iscratch: the visit order, token counts (E each), the
+   * inverted index (E + 1 offsets, nn·k entries), then the flip model's
+   * (nn + 2n) */
   double *key = c->scratch, *cost = key + E;
   uint8_t *U = (uint8_t *)(cost + E), *SA = U + E;
   double *pi = cost + E + (2 * E + 7) / 8, *rho = pi + nn, *dmg = rho + nn, *inv_mass = dmg + nn;
@@ -205,9 +213,11 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
   double *alone = inv_mass + 2 * nn + 2 * c->b->n;
   flip_model f;
   flip_model_of(c, pi, inv_mass + nn, inv + nn * k, &f);
+  /* the block's layers so far (step 4): σ² per node, marginal's and S_A's */
+  double *run = c->deviation, *sm = run ? run + 2 : NULL, *sa = run ? run + 2 + nn : NULL;
   memset(U, 0, (size_t)E);
   memset(count, 0, (size_t)E * sizeof *count);
-  double budget = 0;
+  double predicted_a = 0, spent = 0;
   for (int i = 0; i < nn; i++) {
     const uint16_t *id = amoe_block_ids(c->b, c->layer, c->nodes[i]);
     const float *r = c->prob + (size_t)c->nodes[i] * k;
@@ -218,18 +228,19 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
       count[id[j]] += 1;
     }
     inv_mass[i] = mass > 0 ? 1 / mass : 0;
-    budget += node_damage(&f, i, displaced_share(c, i, SA));
-    rho[i] = dmg[i] = 0;
+    const double ra = displaced_share(c, i, SA);
+    predicted_a += node_damage(&f, i, (sa ? sa[i] : 0) + ra * ra);
+    rho[i] = 0;
+    dmg[i] = node_damage(&f, i, sm ? sm[i] : 0);
+    spent += dmg[i];
   }
-  const double predicted_a = budget;
-  budget *= c->row->vparam[SHARE];
+  const double budget = predicted_a * c->row->vparam[SHARE];
   int size = 0;
   for (int e = 0; e < E; e++) {
     S[e] = U[e] | SA[e];
     size += S[e];
   }
-  double spent = 0;
-  if (budget > 0) {
+  if (budget > spent) {
     /* who routes to e: entries i·k + j, grouped by expert */
     off[0] = 0;
     for (int e = 0; e < E; e++) off[e + 1] = off[e] + count[e];
@@ -272,7 +283,8 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
       double delta = 0; /* dropping e alone */
       for (int x = off[e]; x < off[e + 1]; x++) {
         const int i = inv[x] / k, j = inv[x] % k;
-        alone[x] = node_damage(&f, i, c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i]);
+        const double r = c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
+        alone[x] = node_damage(&f, i, (sm ? sm[i] : 0) + r * r) - dmg[i];
         delta += alone[x];
       }
       cost[e] = ce;
@@ -283,18 +295,18 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
     for (int v = 0; v < m && size > k; v++) {
       const int e = order[v];
       if (c->covered && c->covered[e]) continue; /* (a covered expert saves nothing) */
-      double add = 0; /* (a node nothing displaced yet adds its damage alone) */
+      double add = 0; /* (a node nothing displaced yet at this layer adds what it adds alone) */
       for (int x = off[e]; x < off[e + 1]; x++) {
         const int i = inv[x] / k, j = inv[x] % k;
-        add += rho[i] > 0 ? node_damage(&f, i, rho[i] + c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i]) - dmg[i]
-                          : alone[x];
+        const double r = rho[i] + c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
+        add += rho[i] > 0 ? node_damage(&f, i, (sm ? sm[i] : 0) + r * r) - dmg[i] : alone[x];
       }
       if (spent + add > budget) continue;
       for (int x = off[e]; x < off[e + 1]; x++) {
         const int i = inv[x] / k, j = inv[x] % k;
-        const double r = c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
-        dmg[i] = rho[i] > 0 ? node_damage(&f, i, rho[i] + r) : alone[x];
-        rho[i] += r;
+        const double r = rho[i] + c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
+        dmg[i] = rho[i] > 0 ? node_damage(&f, i, (sm ? sm[i] : 0) + r * r) : dmg[i] + alone[x];
+        rho[i] = r;
       }
       spent += add;
       S[e] = 0;
@@ -302,14 +314,26 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
     }
   }
   uint8_t *own = (uint8_t *)key; /* (free again: E bytes for layer_time) */
-  if (c->row->vparam[SHARE] >= 1 && layer_time(c, S, count, own) > layer_time(c, SA, count, own)) {
-    memcpy(S, SA, (size_t)E);
-    spent = predicted_a;
+  int to_sa = c->row->vparam[SHARE] >= 1 && layer_time(c, S, count, own) > layer_time(c, SA, count, own);
+  if (to_sa && sm) { /* S_A on marginal's earlier layers must fit the budget too */
+    double d = 0;
+    for (int i = 0; i < nn; i++) {
+      const double ra = displaced_share(c, i, SA);
+      d += node_damage(&f, i, sm[i] + ra * ra);
+    }
+    to_sa = d <= budget;
   }
-  if (c->deviation) {
-    c->deviation[0] += spent / c->b->layers;
-    c->deviation[1] += predicted_a / c->b->layers;
+  if (to_sa) memcpy(S, SA, (size_t)E);
+  if (!run) return;
+  spent = 0;
+  for (int i = 0; i < nn; i++) {
+    const double ra = displaced_share(c, i, SA), rm = to_sa ? ra : rho[i];
+    sm[i] += rm * rm;
+    sa[i] += ra * ra;
+    spent += to_sa ? node_damage(&f, i, sm[i]) : dmg[i];
   }
+  run[0] = spent;
+  run[1] = predicted_a;
 }
 
 void amoe_verifier_marginal(const amoe_vctx *c, uint8_t *S) { marginal(c, S, 1); }
