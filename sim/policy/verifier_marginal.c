@@ -197,20 +197,21 @@ static double layer_time(const amoe_vctx *c, const uint8_t *X, const int *count,
 
 static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
   const int E = c->experts, k = c->k, nn = c->nn;
-  /* scratch (doubles): key, cost (E each), U and S_A (E bytes each), then
-   * per verified node π, ρ, its damage so far, 1 / its top-k mass, then
-   * the flip model's (nn + 2n), then per inverted-index entry what it adds
-   * alone (nn·k); iscratch: the visit order, token counts (E each), the
+  /* scratch (doubles): key (E), U and S_A (E bytes each), then per
+   * verified node π, ρ, its damage so far, 1 / its top-k mass, then the
+   * flip model's (nn + 2n), then per inverted-index entry what it adds
+   * alone (nn·k), then per entry of one candidate the damage its node
+   * would reach (nn); iscratch: the visit order, token counts (E each), the
    * inverted index (E + 1 offsets, nn·k entries), then the flip model's
    * (nn + 2n) */
-  double *key = c->scratch, *cost = key + E;
-  uint8_t *U = (uint8_t *)(cost + E), *SA = U + E;
-  double *pi = cost + E + (2 * E + 7) / 8, *rho = pi + nn, *dmg = rho + nn, *inv_mass = dmg + nn;
+  double *key = c->scratch;
+  uint8_t *U = (uint8_t *)(key + E), *SA = U + E;
+  double *pi = key + E + (2 * E + 7) / 8, *rho = pi + nn, *dmg = rho + nn, *inv_mass = dmg + nn;
   int *order = c->iscratch, *count = order + E, *off = count + E, *inv = off + E + 1;
   amoe_verifier_acceptmoe(c, S);
   memcpy(SA, S, (size_t)E);
   amoe_marginal_reach(c, by_scores, pi);
-  double *alone = inv_mass + 2 * nn + 2 * c->b->n;
+  double *alone = inv_mass + 2 * nn + 2 * c->b->n, *reached = alone + nn * k;
   flip_model f;
   flip_model_of(c, pi, inv_mass + nn, inv + nn * k, &f);
   /* the block's layers so far (step 4): σ² per node, marginal's and S_A's */
@@ -287,7 +288,6 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
         alone[x] = node_damage(&f, i, (sm ? sm[i] : 0) + r * r) - dmg[i];
         delta += alone[x];
       }
-      cost[e] = ce;
       key[e] = delta / ce;
       order[m++] = e;
     }
@@ -295,18 +295,22 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
     for (int v = 0; v < m && size > k; v++) {
       const int e = order[v];
       if (c->covered && c->covered[e]) continue; /* (a covered expert saves nothing) */
-      double add = 0; /* (a node nothing displaced yet at this layer adds what it adds alone) */
-      for (int x = off[e]; x < off[e + 1]; x++) {
+      /* What dropping e adds, node by node (one a node nothing displaced
+       * yet at this layer adds what it adds alone). Every term is >= 0 (F
+       * rises with s), so the sum can only grow: stop once it is over. */
+      double add = 0;
+      int x = off[e];
+      for (; x < off[e + 1] && !(spent + add > budget); x++) {
         const int i = inv[x] / k, j = inv[x] % k;
         const double r = rho[i] + c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
-        add += rho[i] > 0 ? node_damage(&f, i, (sm ? sm[i] : 0) + r * r) - dmg[i] : alone[x];
+        reached[x - off[e]] = rho[i] > 0 ? node_damage(&f, i, (sm ? sm[i] : 0) + r * r) : dmg[i] + alone[x];
+        add += rho[i] > 0 ? reached[x - off[e]] - dmg[i] : alone[x];
       }
       if (spent + add > budget) continue;
-      for (int x = off[e]; x < off[e + 1]; x++) {
+      for (x = off[e]; x < off[e + 1]; x++) {
         const int i = inv[x] / k, j = inv[x] % k;
-        const double r = rho[i] + c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
-        dmg[i] = rho[i] > 0 ? node_damage(&f, i, (sm ? sm[i] : 0) + r * r) : dmg[i] + alone[x];
-        rho[i] = r;
+        dmg[i] = reached[x - off[e]];
+        rho[i] += c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
       }
       spent += add;
       S[e] = 0;
