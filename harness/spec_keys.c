@@ -92,6 +92,7 @@ const krow KEYS[] = {
     {"hardware.peak_flops_fp4", T_DBL, F(hw.peak_flops_fp4), 0, BIG, NULL, 0, 0, 0, "dense fp4 FLOP/s (0: the next wider format's)"},
     {"hardware.moe_flops", T_DBL, F(hw.moe_flops), 0, BIG, NULL, 0, 0, 0, "FLOP/s a routed expert's tokens compute at (0: the format's peak)"},
     {"hardware.moe_flops_tokens", T_DBL, F(hw.moe_flops_tokens), 0, 1e6, NULL, 0, 0, 0, "tokens per expert moe_flops holds for; beyond them, the peak (0: all)"},
+    {"hardware.moe_peak_share", T_DBL, F(hw.moe_peak_share), 0, 1, NULL, 0, 0, 0, "share of the format's peak an expert's tokens past moe_flops_tokens reach (0: 1)"},
     {"hardware.launch_s", T_DBL, F(hw.launch_s), 0, 1, NULL, 0, 0, 0, "host time per kernel launch, s"},
     {"hardware.memory_bytes", T_DBL, F(hw.memory_bytes), 0, BIG, NULL, 0, 0, 0, "device memory per GPU, bytes (KV capacity)"},
     {"hardware.step_s", T_DBL, F(hw.step_s), 0, 1, NULL, 0, 0, 0, "sampling, scheduling and tree masks per forward pass, s"},

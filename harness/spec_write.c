@@ -85,7 +85,7 @@ static int swept_cycle(const amoe_experiment *x) {
 /* Keys of §19 that a spec sets only where it serves as an engine serves:
  * written where set (non-zero, or a list) or swept, so a spec without them
  * resolves as it did before them. */
-static const char *const SERVING_KEYS[] = {"hardware.peak_flops_fp8", "hardware.peak_flops_fp4", "hardware.moe_flops_tokens",
+static const char *const SERVING_KEYS[] = {"hardware.peak_flops_fp8", "hardware.peak_flops_fp4", "hardware.moe_flops_tokens", "hardware.moe_peak_share",
                                            "engine.graph_capture_max_tokens", "engine.graph_capture_sizes",
                                            "engine.max_running", "engine.max_batched_tokens",
                                            "engine.gpu_memory_utilization", "engine.memory_reserve_bytes", "engine.layer_sync_per_peer_s", "model.kv_heads", "model.attn_flops_per_key", "model.kernels_per_layer",

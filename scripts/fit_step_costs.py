@@ -2,14 +2,28 @@
 """Checks the one cost function against vLLM's own profiled step-cost table
 (real-data serving/step_costs.csv: DeepSeek-V4-Flash-0731 on four B300s, TP4,
 CUDA graphs captured up to 1,024 tokens, an 8,192-token KV context) and fits
-the two terms that table alone decides: what a step past the largest captured
-size costs the host, as the kernels an eager decoder layer of this model
-launches (model.kernels_per_layer), and what each drafted token adds to a
-draft forward (engine.draft_token_s).
+the terms that table alone decides:
+  1. hardware.layer_fixed_s of the b300 (a decoder layer's fixed device time;
+     the h200's lead before): the captured steps of 1-16 tokens, where a
+     step is its fixed costs;
+  2. hardware.moe_peak_share of the b300 (the share of the format's peak an
+     expert's tokens past moe_flops_tokens reach; the whole datasheet lead
+     at 75% before): the steps past 12 tokens per expert whose bucket holds
+     a grid point (1,024 tokens, captured; 16,384, eager, where the device
+     leads);
+  3. model.kernels_per_layer (an eager layer's host launches): the eager
+     steps of 2,048-8,185 tokens, where the table is flat and the host leads;
+  4. engine.draft_token_s (what each drafted token adds to a draft forward).
+Terms 1-3 are scanned in that order on the relative error of their own
+buckets, each with the others at their values so far, twice; the middle of
+the captured range (streaming the experts: moe_eta, borrowed) is a check.
 
 The simulator's verify step is `acceptmoe costtable` over the deepseek-v4-flash
-preset in fp8 on four b300s (attention TP4, experts split TP4) under the vllm
-preset with a 1,024-token capture.
+preset in its own format, mxfp4 (the released checkpoint's FP4 experts; fp8
+would need more than the 8 TB/s datasheet to grow as little as the table
+does from 1 to 64 tokens, 3.0 ms, while 200 more experts are read), on four
+b300s (attention TP4, experts split TP4) under the vllm preset with a
+1,024-token capture.
 Each measured bucket is compared at the grid point inside it (or the
 nearest on its side of the capture): up to 2,048 requests of one token, past
 that 2,048 requests of 2, 4 or 8 (a verify step alone: the draft and cycle
@@ -20,13 +34,9 @@ bytes, the engine's draft step) in a pass of R requests drafting k = 7 in
 one forward, 8 tokens each; draft_token_s is the least-squares slope over
 R (the intercept, the engine's draft_step_s, fitted elsewhere, is kept).
 
-The fit: an eager layer's host time is model.kernels_per_layer launches (the
+An eager layer's host time is model.kernels_per_layer launches (the
 engine's 14.5 us each) and one fused-MoE call from Python, and overlaps the
-layer's device time (engine.host_overlap). Eager steps are host-bound where
-the table is flat (4,097 to 8,185 tokens: 133.5 to 135.7 ms), so the count is
-fitted by least squares on the relative error of the eager buckets up to
-8,185 tokens, a scan of whole kernels; 16,384 tokens, where the device
-should lead, is left out of the fit and reported.
+layer's device time (engine.host_overlap).
 
 usage: scripts/fit_step_costs.py [REAL_DATA_DIR]   (ACCEPTMOE: the binary)
 """
@@ -56,7 +66,7 @@ workload:
   acceptance: {{al: [2.0]}}
 policies: [natural]
 """
-SETS = ["model.weight_format=fp8-block128", "model.expert_bytes=0"]
+SETS = ["model.expert_bytes=0"]
 # the verify step alone, as the table times it: no draft forward or cycle term
 VERIFY_ONLY = ["model.draft_head_bytes=0", "engine.draft_step_s=0", "hardware.draft_step_fixed_s=0",
                "engine.cycle_host_s=0", "engine.draft_extend_s=0", "engine.sample_s=0", "engine.tree_node_s=0",
@@ -111,6 +121,25 @@ def draft_forward_s(tmp, requests, sets):
     return per_tok * float(r["committed_tokens"]) / float(r["forward_passes"])
 
 
+def scan(tmp, base, key, values, buckets, grid):
+    """The value of `key` among `values` with the least squared relative
+    error over `buckets`, the others at `base`; and its table."""
+    best = None
+    for v in values:
+        table = steps(tmp, base + [f"{key}={v}"])
+        err = sum((table[probe(lo, hi, grid)] * 1e3 / ms - 1) ** 2 for lo, hi, ms in buckets)
+        if best is None or err < best[1]:
+            best = (v, err, table)
+    return best[0], best[2]
+
+
+def refine(tmp, base, key, coarse, step, buckets, grid, lo_bound, hi_bound, fmt):
+    """A coarse scan, then a fine one of `step` around its best."""
+    v, _ = scan(tmp, base, key, coarse, buckets, grid)
+    fine = [float(fmt % (v + i * step)) for i in range(-5, 6) if lo_bound <= v + i * step <= hi_bound]
+    return scan(tmp, base, key, fine, buckets, grid)
+
+
 def main():
     p = real_data.path(sys.argv[1:], "serving", "step_costs.csv", "fit_step_costs")
     if not p:
@@ -119,28 +148,39 @@ def main():
     verify = [(int(r["x_lo"]), int(r["x_hi"]), float(r["ms"])) for r in rows if r["table"] == "verify"]
     draft = [(int(r["x_lo"]), int(r["x_hi"]), float(r["ms"])) for r in rows if r["table"] == "draft"]
     with tempfile.TemporaryDirectory() as tmp:
-        preset = steps(tmp, ["model.kernels_per_layer=0"])
+        preset = steps(tmp, [])
         grid = sorted(preset)
-        fitted = [(lo, hi, ms) for lo, hi, ms in verify if lo > 1024 and hi <= 8192]
-        best = None
-        for k in range(12, 401, 2):
-            table = steps(tmp, [f"model.kernels_per_layer={k}"])
-            err = sum((table[probe(lo, hi, grid)] * 1e3 / ms - 1) ** 2 for lo, hi, ms in fitted)
-            if best is None or err < best[1]:
-                best = (k, err, table)
-        k, _, table = best
+        inside = [(lo, hi, ms) for lo, hi, ms in verify if any(lo <= t <= hi for t in grid)]
+        fixed = [b for b in inside if b[1] <= 16]
+        per_expert = 12 * 256 / 6  # tokens in a step past moe_flops_tokens per expert, on average
+        past = [b for b in inside if b[0] > per_expert and (b[1] <= 1025 or b[0] >= 16384)]
+        eager = [(lo, hi, ms) for lo, hi, ms in verify if lo > 1024 and hi <= 8192]
+        lf, share, k = 2e-5, 1.0, 118
+        for _ in range(2):
+            base = lambda: [f"hardware.layer_fixed_s={lf}", f"hardware.moe_peak_share={share}",
+                            f"model.kernels_per_layer={k}"]
+            drop = lambda key: [x for x in base() if not x.startswith(key)]
+            lf, _ = refine(tmp, drop("hardware.layer_fixed_s"), "hardware.layer_fixed_s",
+                           [i * 4e-6 for i in range(11)], 4e-7, fixed, grid, 0, 1, "%.3g")
+            share, _ = refine(tmp, drop("hardware.moe_peak_share"), "hardware.moe_peak_share",
+                              [i / 20 for i in range(1, 21)], 0.005, past, grid, 0.005, 1, "%.3f")
+            k, table = refine(tmp, drop("model.kernels_per_layer"), "model.kernels_per_layer",
+                              list(range(20, 401, 20)), 2, eager, grid, 2, 400, "%g")
         # the draft: the preset's forward at x = 0, and the per-token slope by least squares
         d0 = {lo: draft_forward_s(tmp, lo, ["engine.draft_token_s=0"]) for lo, _, _ in draft}
         sxy = sum((ms / 1e3 - d0[lo]) * DRAFTED * lo for lo, _, ms in draft)
         sxx = sum((DRAFTED * lo) ** 2 for lo, _, _ in draft)
         x = sxy / sxx
-        print(f"fitted: model.kernels_per_layer {k} (an eager DeepSeek-V4-Flash layer under vLLM; the engine's "
+        print(f"fitted: hardware.layer_fixed_s {lf:.3g} s and hardware.moe_peak_share {share:.3g} (the b300), "
+              f"model.kernels_per_layer {k:g} (an eager DeepSeek-V4-Flash layer under vLLM; the engine's "
               f"ordinary layer is 12), engine.draft_token_s {x:.3g} s (a DSpark draft forward at {DRAFTED} tokens "
               f"a request)")
         print("table,x_lo,x_hi,probe,measured_ms,predicted_ms,error,before_fit_ms,in_fit")
         for lo, hi, ms in verify:
             t = probe(lo, hi, grid)
-            use = "yes" if (lo, hi, ms) in fitted else "no"
+            b = (lo, hi, ms)
+            use = ("layer_fixed_s" if b in fixed else "moe_peak_share" if b in past
+                   else "kernels_per_layer" if b in eager else "no")
             print(f"verify,{lo},{hi},{t},{ms:.2f},{table[t] * 1e3:.2f},{100 * (table[t] * 1e3 / ms - 1):+.1f}%,"
                   f"{preset[t] * 1e3:.2f},{use}")
         for lo, hi, ms in draft:

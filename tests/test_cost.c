@@ -485,8 +485,35 @@ static void cycle_by_hand(amoe_source *src, double T) {
         "selection_s joins the pass: %.12g", pt.total);
 }
 
+/* A routed expert's compute past its fitted range (hardware.moe_flops_tokens,
+ * moe_peak_share), its bytes made free (bandwidth 1e15): 2·3·100·50 = 3e4
+ * FLOPs a token. At moe_flops 1e10 and 4 tokens fitted, the first 4 tokens
+ * take 3e-6 s each, each further one 3e4 / (the fp8 peak 1e12 × share):
+ * 10 tokens: 1.2e-5 + 6 · 3e-8 = 1.218e-5 s at the whole peak (share 0),
+ * 1.2e-5 + 6 · 1.2e-7 = 1.272e-5 at share 0.25. An mxfp4 expert takes the
+ * fp4 peak 4e12: 1.2e-5 + 6 · 3e-8 = 1.218e-5 at share 0.25. Within the
+ * fit, 3 tokens: 9e-6 either way. */
+static void expert_past_fit_by_hand(void) {
+  amoe_spec s = spec();
+  s.hw.hbm_bw = 1e15;
+  s.hw.moe_flops = 1e10;
+  s.hw.moe_flops_tokens = 4;
+  s.hw.peak_flops_fp8 = 1e12;
+  s.hw.peak_flops_fp4 = 4e12;
+  s.model.weight_format = AMOE_FMT_FP8_BLOCK128;
+  const double whole = amoe_cost_expert(&s.model, &s.hw, 10), fitted = amoe_cost_expert(&s.model, &s.hw, 3);
+  s.hw.moe_peak_share = 0.25;
+  const double quarter = amoe_cost_expert(&s.model, &s.hw, 10), below = amoe_cost_expert(&s.model, &s.hw, 3);
+  s.model.weight_format = AMOE_FMT_MXFP4;
+  const double fp4 = amoe_cost_expert(&s.model, &s.hw, 10);
+  CHECK(fabs(whole - 1.218e-5) < 1e-18 && fabs(quarter - 1.272e-5) < 1e-18 && fabs(fp4 - 1.218e-5) < 1e-18,
+        "past the fit: whole peak %.12g, a quarter %.12g, fp4 %.12g", whole, quarter, fp4);
+  CHECK(fabs(fitted - 9e-6) < 1e-18 && below == fitted, "within the fit: %.12g, with a share %.12g", fitted, below);
+}
+
 int main(void) {
   attention_per_key_by_hand();
+  expert_past_fit_by_hand();
   sync_per_peer_by_hand();
   executed_is_routed();
   hit_rates_by_hand();

@@ -130,6 +130,7 @@ typedef struct {
    * docs/validation.md); 0: peak_flops */
   double moe_flops;
   double moe_flops_tokens; /* the tokens per expert moe_flops was fitted over; beyond them each token at the format's peak (0: all at moe_flops) */
+  double moe_peak_share;   /* the share of the format's peak those further tokens reach (0: all of it) */
   double launch_s;        /* per-kernel launch overhead, s (the lm head) */
   double memory_bytes;    /* device memory */
   /* fixed costs (docs/design.md §9); each preset says where its numbers come from */

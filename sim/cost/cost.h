@@ -32,7 +32,8 @@ typedef struct {
   double per_token_s; /* 2·3·d·f / moe_flops (its fitted rate; else the format's peak) */
   /* hardware.moe_flops_tokens: the tokens per expert moe_flops was fitted
    * over (0: every token at it); each token beyond them at peak_token_s,
-   * 2·3·d·f / the format's peak (a grouped GEMM's tiles fill) */
+   * 2·3·d·f / (the format's peak × hardware.moe_peak_share) (a grouped
+   * GEMM's tiles fill) */
   double sat_tokens, peak_token_s;
 } amoe_expert_coef;
 /* The dense FLOP/s an expert in the model's weight format computes at
@@ -46,7 +47,8 @@ static inline double amoe_cost_format_flops(const amoe_model *m, const amoe_hw *
   return hw->peak_flops;
 }
 static inline amoe_expert_coef amoe_cost_expert_coef(const amoe_model *m, const amoe_hw *hw) {
-  const double flop = 2.0 * 3.0 * m->hidden * (double)m->moe_intermediate, peak = amoe_cost_format_flops(m, hw);
+  const double flop = 2.0 * 3.0 * m->hidden * (double)m->moe_intermediate,
+               peak = amoe_cost_format_flops(m, hw) * (hw->moe_peak_share > 0 ? hw->moe_peak_share : 1);
   amoe_expert_coef c = {amoe_model_expert_bytes(m) / (hw->moe_eta * hw->hbm_bw),
                         flop / (hw->moe_flops > 0 ? hw->moe_flops : peak),
                         hw->moe_flops > 0 ? hw->moe_flops_tokens : 0, flop / peak};
