@@ -155,17 +155,16 @@ def main():
         per_expert = 12 * 256 / 6  # tokens in a step past moe_flops_tokens per expert, on average
         past = [b for b in inside if b[0] > per_expert and (b[1] <= 1025 or b[0] >= 16384)]
         eager = [(lo, hi, ms) for lo, hi, ms in verify if lo > 1024 and hi <= 8192]
-        lf, share, k = 2e-5, 1.0, 118
+        # each term: its coarse scan, fine step, buckets, bounds and format; scanned in turn, twice
+        plan = [("hardware.layer_fixed_s", [i * 4e-6 for i in range(11)], 4e-7, fixed, 0, 1, "%.3g"),
+                ("hardware.moe_peak_share", [i / 20 for i in range(1, 21)], 0.005, past, 0.005, 1, "%.3f"),
+                ("model.kernels_per_layer", list(range(20, 401, 20)), 2, eager, 2, 400, "%g")]
+        fit = {"hardware.layer_fixed_s": 2e-5, "hardware.moe_peak_share": 1.0, "model.kernels_per_layer": 118}
         for _ in range(2):
-            base = lambda: [f"hardware.layer_fixed_s={lf}", f"hardware.moe_peak_share={share}",
-                            f"model.kernels_per_layer={k}"]
-            drop = lambda key: [x for x in base() if not x.startswith(key)]
-            lf, _ = refine(tmp, drop("hardware.layer_fixed_s"), "hardware.layer_fixed_s",
-                           [i * 4e-6 for i in range(11)], 4e-7, fixed, grid, 0, 1, "%.3g")
-            share, _ = refine(tmp, drop("hardware.moe_peak_share"), "hardware.moe_peak_share",
-                              [i / 20 for i in range(1, 21)], 0.005, past, grid, 0.005, 1, "%.3f")
-            k, table = refine(tmp, drop("model.kernels_per_layer"), "model.kernels_per_layer",
-                              list(range(20, 401, 20)), 2, eager, grid, 2, 400, "%g")
+            for key, coarse, step, buckets, lo_bound, hi_bound, fmt in plan:
+                others = [f"{x}={v}" for x, v in fit.items() if x != key]
+                fit[key], table = refine(tmp, others, key, coarse, step, buckets, grid, lo_bound, hi_bound, fmt)
+        lf, share, k = fit["hardware.layer_fixed_s"], fit["hardware.moe_peak_share"], fit["model.kernels_per_layer"]
         # the draft: the preset's forward at x = 0, and the per-token slope by least squares
         d0 = {lo: draft_forward_s(tmp, lo, ["engine.draft_token_s=0"]) for lo, _, _ in draft}
         sxy = sum((ms / 1e3 - d0[lo]) * DRAFTED * lo for lo, _, ms in draft)
