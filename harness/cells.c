@@ -336,6 +336,12 @@ static const char *default_link(const char *hw) {
  * shared file's predictions moved at most 0.4% against a quarter, and one
  * deployment's throughput 0.7% from a quarter to every token). */
 #define SAMPLE 32
+/* Each request routes every eighth of its blocks afresh and repeats its
+ * routes between (workload.route_hold; design §19): a step's requests stay
+ * independent draws, so what it pays for keeps its distribution, and the
+ * decode tokens' routes, nine tenths of a DeepSeek-V4 row's time, cost an
+ * eighth. */
+#define HOLD 8
 
 /* Stand-ins for datasets a cell names instead of lengths: the mean prompt
  * each request gets, and where that mean comes from. */
@@ -467,9 +473,9 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   snprintf(r->spec, sizeof r->spec,
            "name: cell\nbaseline: false\nmodel: %s\nhardware: %s\nparallel: {attention_tp: %d, moe_ep: %d, moe_tp: %d}\n"
            "engine: {preset: %s}\nworkload:\n  tokens_per_request: %d\n  prompt_tokens: %d\n  seed: 1\n"
-           "  prefill_schedule: chunked\n  chunk_tokens: %d\n  prefill_sample: %d\n  tree: %s\n  acceptance: %s\n  arrival: %s\n  requests: %d\n"
+           "  prefill_schedule: chunked\n  chunk_tokens: %d\n  prefill_sample: %d\n  route_hold: %d\n  tree: %s\n  acceptance: %s\n  arrival: %s\n  requests: %d\n"
            "policies: [%s]\noutput: {requests_csv: true}\n",
-           model, hwline, c->tp, ep, c->gpus / ep, engine, c->osl, isl, CHUNK, SAMPLE, tree, accept, arrival, requests, policy);
+           model, hwline, c->tp, ep, c->gpus / ep, engine, c->osl, isl, CHUNK, SAMPLE, HOLD, tree, accept, arrival, requests, policy);
   /* a format other than the preset's: its bytes by the format (expert_bytes 0) */
   if (model_extra[0]) {
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "model.weight_format=%s", model_extra);

@@ -158,6 +158,7 @@ const krow KEYS[] = {
     {"workload.tokens_per_request", T_INT, F(workload.tokens_per_request), 1, 1e9, NULL, 0, 0, 0, "a request's output tokens (open arrivals: the mean)"},
     {"workload.prompt_tokens", T_INT, F(workload.prompt_tokens), 0, 1e6, NULL, 0, 0, 0, "a request's prompt tokens (0: no prefill)"},
     {"workload.prefill_sample", T_INT, F(workload.prefill_sample), 0, 1e6, NULL, 0, 0, 0, "routed tokens, evenly spread, of a longer prompt chunk"},
+    {"workload.route_hold", T_INT, F(workload.route_hold), 0, 1024, NULL, 0, 0, 0, "a request routes every Nth block afresh and repeats its routes between (0, 1: every block)"},
     {"workload.batch", T_INT, F(workload.batch), 1, 4096, NULL, 0, 0, 0, "requests decoding at once (continuous batching)"},
     {"workload.prefill_schedule", T_ENUM, F(workload.prefill_schedule), 0, 0, amoe_prefill_schedule_names, 0, 0, 0, "separate: a prompt is its own pass; chunked: its chunks join decode passes"},
     {"workload.chunk_tokens", T_INT, F(workload.chunk_tokens), 1, 1e6, NULL, 0, 0, 0, "chunked prefill: tokens per chunk"},

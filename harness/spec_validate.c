@@ -117,6 +117,23 @@ int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag 
     amoe_policy_label(r);
     r->implicit = 1;
   }
+  if (s->workload.route_hold > 1) { /* held routes keep each pass's draw, not a request's sequence (§19) */
+    const char *hw = KW("workload.route_hold");
+    if (s->workload.source != AMOE_SRC_SYNTHETIC)
+      amoe_diag_add(d, "%s: workload.route_hold holds the generator's routes; a %s workload has its own", hw,
+                    amoe_source_kind_names[s->workload.source]);
+    if (s->offload.enabled)
+      amoe_diag_add(d, "%s: workload.route_hold repeats a request's routes, which the offload caches would reuse; "
+                    "use it without offload", hw);
+    for (int i = 0; i < s->npolicies; i++) {
+      const amoe_policy_row *r = &s->policies[i];
+      if (!amoe_verifier_table[r->verifier].all_experts || amoe_draft_table[r->draft].state_bytes ||
+          amoe_policy_reads_routes(r))
+        amoe_diag_add(d, "%s: workload.route_hold: policy %s reads a request's routes from block to block, which "
+                      "held routes repeat; it needs natural verification and a draft without state or predicted "
+                      "routes", hw, r->label);
+    }
+  }
   { /* the layout over the node's GPUs (docs/design.md §16) */
     amoe_parallel *p = &s->parallel;
     const int g = s->hw.gpus > 0 ? s->hw.gpus : 1;

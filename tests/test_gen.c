@@ -7,6 +7,7 @@
 #include "check.h"
 #include "fit.h"
 #include "inspect.h"
+#include "prepare.h"
 #include "results.h"
 #include "run.h"
 #include "source.h"
@@ -312,11 +313,84 @@ static void tree_checks(void) {
   CHECK(same_out < out / 2, "and as itself past them (%ld of %ld the same)", same_out, out);
 }
 
+/* workload.route_hold: a request routes every H-th block afresh
+ * (staggered by request) and repeats its routes between, while its trees
+ * and acceptance stay as without it; what a pass of several requests pays
+ * for keeps its distribution (the union and the busiest expert of 16
+ * requests' chains, step by step, against every block routed). */
+static void route_hold(void) {
+  enum { R = 16, S = 96, H = 8 };
+  amoe_spec o = spec_for("qwen3-30b-a3b");
+  o.workload.depth = o.workload.top_k = 1;
+  o.workload.nodes = o.workload.candidates = 2;
+  o.workload.tau = 1.7;
+  o.workload.tokens_per_request = 256;
+  o.workload.blocks = R * 256;
+  const int L = o.model.moe_layers, E = o.model.experts, k = o.model.top_k;
+  static uint8_t parents[2][R][S][2], acc[2][R][S][2];
+  static uint16_t first[R][64 * 2 * 32];
+  static uint16_t cnt[2][S][64][128];
+  long held = 0, held_same = 0, fresh = 0, fresh_moved = 0, first_same = 0;
+  for (int v = 0; v < 2; v++) {
+    o.workload.route_hold = v ? H : 0;
+    amoe_err e;
+    amoe_source *src;
+    CHECK(amoe_source_open(&src, &o.workload, &o.model, &e) == AMOE_OK, "%s", e.msg);
+    const int m = amoe_source_m(src);
+    amoe_block b;
+    amoe_block_init(&b, L, E, m);
+    static uint16_t prev[64 * 2 * 32];
+    while (amoe_source_next(src, &b, &e) == AMOE_OK && b.request < R) {
+      const int r = (int)b.request, st = (int)b.step;
+      const size_t all = (size_t)L * b.n * m;
+      if (st == 0 && v == 0) memcpy(first[r], b.ids, all * sizeof *b.ids);
+      if (st == 0 && v == 1) first_same += !memcmp(first[r], b.ids, all * sizeof *b.ids);
+      if (v == 1 && st > 0) {
+        const int same = !memcmp(prev, b.ids, all * sizeof *b.ids);
+        if ((st + r) % H) held++, held_same += same;
+        else fresh++, fresh_moved += !same;
+      }
+      memcpy(prev, b.ids, all * sizeof *b.ids);
+      if (st >= S) continue;
+      for (int t = 0; t < b.n; t++) {
+        parents[v][r][st][t] = (uint8_t)(b.parent[t] + 1);
+        acc[v][r][st][t] = b.accepted[t];
+        for (int l = 0; l < L; l++)
+          for (int j = 0; j < k; j++) cnt[v][st][l][amoe_block_ids(&b, l, t)[j]]++;
+      }
+    }
+    amoe_block_free(&b);
+    amoe_source_close(src);
+  }
+  CHECK(!memcmp(parents[0], parents[1], sizeof parents[0]) && !memcmp(acc[0], acc[1], sizeof acc[0]),
+        "held routes leave every tree and its acceptance as they were");
+  CHECK(first_same == R, "a request's first block routes as without holding (%ld of %d)", first_same, R);
+  CHECK(held > 1000 && held_same == held, "a held block repeats the last routes (%ld of %ld)", held_same, held);
+  CHECK(fresh > 100 && fresh_moved == fresh, "every %d-th block routes afresh (%ld of %ld moved)", H, fresh_moved,
+        fresh);
+  double u[2] = {0}, mx[2] = {0};
+  for (int v = 0; v < 2; v++)
+    for (int st = 0; st < S; st++)
+      for (int l = 0; l < L; l++) {
+        int n = 0, top = 0;
+        for (int x = 0; x < E; x++) n += cnt[v][st][l][x] > 0, top = cnt[v][st][l][x] > top ? cnt[v][st][l][x] : top;
+        u[v] += n / (double)(S * L);
+        mx[v] += top / (double)(S * L);
+      }
+  o.workload.route_hold = H;
+  CHECK(amoe_calibration_workload(&o).route_hold == 0,
+        "the calibration routes every block (its blocks stand for a step table's independent requests)");
+  CHECK(fabs(u[1] / u[0] - 1) < 0.01 && fabs(mx[1] / mx[0] - 1) < 0.02,
+        "a pass of %d requests pays for the same: union %.2f vs %.2f, busiest expert %.3f vs %.3f", R, u[1], u[0],
+        mx[1], mx[0]);
+}
+
 int main(int argc, char **argv) {
   const char *fixture = argc > 1 ? argv[1] : "fixtures/accept_lengths.txt";
   amoe_err e;
   test_normal();
   generic_twins();
+  route_hold();
   score_shape();
   fitted_presets();
   /* Mixtral curve (docs/design.md §5): within 3% at every W with the defaults. */

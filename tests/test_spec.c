@@ -47,6 +47,19 @@ int main(void) {
   CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_EINVAL && d.n == 4, "four errors, got %d", d.n);
   for (int i = 0; i < d.n; i++) CHECK(strstr(d.msgs[i], p) && strchr(d.msgs[i] + strlen(p), ':'), "%s", d.msgs[i]);
   amoe_diag_free(&d);
+  /* held routes: natural rows and stateless drafts, without offload; each refusal names the key's position */
+  p = check_write_tmp("model: qwen3-30b-a3b\nhardware: h200\nworkload: {route_hold: 8}\n"
+                      "policies: [natural, {draft: mtp, tokens: 2}]\n");
+  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_OK && x.base.workload.route_hold == 8, "route_hold 8: %s",
+        d.n ? d.msgs[0] : "");
+  amoe_diag_free(&d);
+  p = check_write_tmp("model: qwen3-30b-a3b\nhardware: h200\nworkload: {route_hold: 8}\n"
+                      "offload: {slots_per_layer: 32}\npolicies: [natural, {verifier: acceptmoe}, {draft: ecospec}]\n");
+  CHECK(amoe_experiment_load(&x, p, NULL, 0, &d) == AMOE_EINVAL && d.n == 3, "offload, acceptmoe and ecospec refused: %d",
+        d.n);
+  for (int i = 0; i < d.n; i++)
+    CHECK(strstr(d.msgs[i], ":3:") && strstr(d.msgs[i], "workload.route_hold"), "%s", d.msgs[i]);
+  amoe_diag_free(&d);
   remove(p);
   return check_done();
 }

@@ -81,6 +81,7 @@ typedef struct {
   amoe_routing_fit routing;
   int prompt_tokens; /* each request's prompt: one prefill pass before its blocks (0: none) */
   int prefill_sample; /* a prefill chunk longer than this routes this many of its tokens (amoe_gen_prefill; 0: all) */
+  int route_hold;     /* a request routes every route_hold-th block afresh and holds its routes between (0, 1: every block) */
   /* requests decoding at once (§17; 1: one request's blocks one after
    * another, the papers' setting); a finished request's slot goes to the
    * next request (continuous batching) */

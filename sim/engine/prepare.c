@@ -13,6 +13,7 @@ amoe_workload_spec amoe_calibration_workload(const amoe_spec *s) {
   amoe_workload_spec w = s->workload;
   w.seed = s->commitment.seed;
   w.blocks = s->commitment.blocks;
+  w.route_hold = 0; /* every block routed: its blocks stand for independent requests (a step table's batch) */
   return w;
 }
 

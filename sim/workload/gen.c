@@ -74,6 +74,12 @@ struct amoe_gen {
   int *rank;     /* [node] rank among its siblings (draft probability desc); then [node] depth */
   float *xi;    /* [node][DIM] its fresh normals */
   float *zfull, *eps;
+  /* route_hold > 1: the routes of the request's last routed block, as
+   * [layer][node][m] of its held_n nodes, and its parents */
+  uint16_t *held_ids;
+  amoe_f16 *held_z;
+  int *held_parent;
+  int held_n;
 };
 
 /* Sorts pool indices by (score desc, index asc): each as one 64-bit key
@@ -346,7 +352,10 @@ static amoe_status calibrate(amoe_gen *g, amoe_err *e) {
   BUF(rank, int, 2 * c, TREE_ON(p)) /* ranks, then depths */ \
   BUF(xi, float, c * AMOE_GEN_DIM + 16, 1) \
   BUF(zfull, float, E, 1) \
-  BUF(eps, float, E + 16, 1)
+  BUF(eps, float, E + 16, 1) \
+  BUF(held_ids, uint16_t, c * L * p->m, p->route_hold > 1) \
+  BUF(held_z, amoe_f16, c * L * p->m, p->route_hold > 1) \
+  BUF(held_parent, int, c, p->route_hold > 1)
 
 amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e) {
   *out = NULL;
@@ -507,6 +516,7 @@ void amoe_gen_begin_request(amoe_gen *g, uint32_t req) {
   g->request = req;
   g->step = 0;
   g->committed = 0;
+  g->held_n = 0;
   g->replay_start = g->p.replay ? (uint32_t)(amoe_rng_hash3(g->p.seed, req, 7) % (uint64_t)g->p.replay_n) : 0;
   gen_rng4 r4; /* the prompt's last token */
   rng4_seed(&r4, g->p.seed ^ 0x70726f6d7074ULL, req, 0);
@@ -762,6 +772,33 @@ static void tree_noise(amoe_gen *g, gen_rng4 *r, const amoe_block *b, int n, int
       g->xi[(size_t)t * D + i] = own * g->xi[(size_t)t * D + i] + shr * g->sib_xi[(size_t)b->parent[t] * D + i];
 }
 
+/* route_hold: block b's n nodes take the routes of the request's last
+ * routed block when this step is not one it routes afresh (every
+ * route_hold-th, staggered by request so that each step routes a share of
+ * the requests) and that block's first n nodes have b's parents. Returns
+ * 1 when they did. */
+static int routes_held(amoe_gen *g, amoe_block *b, int n) {
+  const int H = g->p.route_hold;
+  if (H <= 1 || n > g->held_n || (g->step + g->request) % (uint32_t)H == 0) return 0;
+  for (int t = 0; t < n; t++)
+    if (b->parent[t] != g->held_parent[t]) return 0;
+  const size_t m = (size_t)g->p.m;
+  for (int l = 0; l < g->p.layers; l++) {
+    memcpy(b->ids + (size_t)l * n * m, g->held_ids + (size_t)l * g->held_n * m, n * m * sizeof *b->ids);
+    memcpy(b->logits + (size_t)l * n * m, g->held_z + (size_t)l * g->held_n * m, n * m * sizeof *b->logits);
+  }
+  return 1;
+}
+
+/* Keeps routed block b's routes for the steps that hold them. */
+static void routes_keep(amoe_gen *g, const amoe_block *b, int n) {
+  const size_t m = (size_t)g->p.m, all = (size_t)g->p.layers * n * m;
+  memcpy(g->held_ids, b->ids, all * sizeof *b->ids);
+  memcpy(g->held_z, b->logits, all * sizeof *b->logits);
+  memcpy(g->held_parent, b->parent, (size_t)n * sizeof *b->parent);
+  g->held_n = n;
+}
+
 amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   if (g->committed >= g->p.tokens_per_request) return AMOE_END;
   int n = build_tree(g, &g->rng);
@@ -776,6 +813,11 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
     b->score[t] = pn->score;
   }
   int last = draw_accepted(g, n, b->accepted);
+  if (routes_held(g, b, n)) { /* (its routing state waits for its next routed block) */
+    g->committed += amoe_block_accepted_count(b);
+    g->step++;
+    return amoe_block_finish(b, AMOE_CHECK_TREE, e);
+  }
   /* routing */
   const int L = g->p.layers, E = g->p.experts, D = AMOE_GEN_DIM;
   const float lc = (float)g->p.layer_correlation, clc = (float)sqrt(1 - lc * (double)lc);
@@ -819,6 +861,7 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
   }
   for (int l = 0; l < L; l++)
     memcpy(g->s_last + (size_t)l * D, g->state + ((size_t)l * g->p.candidates + last) * D, D * sizeof(float));
+  if (g->p.route_hold > 1) routes_keep(g, b, n);
   const int acc = amoe_block_accepted_count(b);
   g->committed += acc;
   if (g->req_bias && g->p.drift_tokens > 0) { /* its own stream: without drift the blocks stay as they were */
@@ -827,7 +870,11 @@ amoe_status amoe_gen_next(amoe_gen *g, amoe_block *b, amoe_err *e) {
     rng4_seed(&rd, g->p.seed ^ 0x6472696674ULL, g->request, g->step);
     const int nb = L * E;
     normals16(&rd, g->drift, nb);
-    for (int i = 0; i < nb; i++) g->req_bias[i] = a * g->req_bias[i] + ca * g->req_scale[i / E] * g->drift[i];
+    for (int l = 0; l < L; l++) { /* (layer by layer: an index divided by E per expert was a third of a V4 decode) */
+      float *rb = g->req_bias + (size_t)l * E;
+      const float *dr = g->drift + (size_t)l * E, cs = ca * g->req_scale[l];
+      for (int x = 0; x < E; x++) rb[x] = a * rb[x] + cs * dr[x];
+    }
   }
   g->step++;
   return amoe_block_finish(b, AMOE_CHECK_TREE, e);

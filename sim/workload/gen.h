@@ -107,6 +107,10 @@ typedef struct {
    * spread evenly, each standing for its share of the chunk (0: every
    * token; amoe_gen_prefill) */
   int prefill_sample;
+  /* a request routes every route_hold-th of its blocks afresh (staggered
+   * by request) and between them repeats the last routed block's routes,
+   * its routing state waiting (0 or 1: every block; amoe_gen_next) */
+  int route_hold;
 } amoe_gen_params;
 
 /* A chain of k draft tokens whose mean accept length (committed tokens per

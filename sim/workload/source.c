@@ -199,6 +199,7 @@ static amoe_gen_params gen_params(const amoe_workload_spec *w, const amoe_model 
   p.drift_tokens = r.drift_tokens;
   p.tokens_per_request = w->tokens_per_request;
   p.prefill_sample = w->prefill_sample;
+  p.route_hold = w->route_hold;
   amoe_err ignored; /* (the spec loader checked the curve against the chain) */
   if (w->al.n > 0 && amoe_gen_chain_accept(w->al.v, w->al.n, w->depth, p.chain_accept, &ignored) == AMOE_OK)
     p.chain_accept_n = w->depth;
