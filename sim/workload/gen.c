@@ -40,11 +40,20 @@ typedef struct {
   float logp, score;
 } pool_node;
 
+/* The model's routing structure, read only once made: shared by the
+ * generators of one workload's slots (amoe_gen_open_sibling), so that one
+ * copy stays in the cache however many requests run. */
+typedef struct {
+  int refs;
+  float *w;    /* [layer][DIM][expert] embeddings / temperature */
+  float *bias; /* [layer][expert] popularity biases · skew */
+} gen_tables;
+
 struct amoe_gen {
   amoe_gen_params p;
   double h; /* acceptance scale */
-  float *w;    /* [layer][DIM][expert] embeddings / temperature */
-  float *bias; /* [layer][expert] popularity biases · skew */
+  gen_tables *tab;
+  const float *w, *bias; /* tab's */
   float *rho, *crho; /* [layer] locality ρ_l and sqrt(1 - ρ_l²) */
   float *req_scale;  /* [layer] request_bias of the layer */
   float *score_scale; /* [layer] the score shape's factor, or NULL (1 everywhere) */
@@ -332,8 +341,6 @@ static amoe_status calibrate(amoe_gen *g, amoe_err *e) {
   BUF(subdepth, int, P, 1) \
   BUF(verified, uint8_t, P, 1) \
   BUF(sort_keys, uint64_t, 2 * P, 1) \
-  BUF(w, float, L * E * AMOE_GEN_DIM, 1) \
-  BUF(bias, float, L * E, 1) \
   BUF(rho, float, L, 1) \
   BUF(req_scale, float, L, 1) \
   BUF(crho, float, L, 1) \
@@ -357,8 +364,49 @@ static amoe_status calibrate(amoe_gen *g, amoe_err *e) {
   BUF(held_z, amoe_f16, c * L * p->m, p->route_hold > 1) \
   BUF(held_parent, int, c, p->route_hold > 1)
 
+/* The routing structure of p's model: the same for every seed (another
+ * seed is another set of prompts on the same model). Stored
+ * [layer][dim][expert] so the logit loop runs over experts, and scaled
+ * once here (w by 1/T, b by skew) so that a logit is nine fused
+ * multiply-adds. */
+static gen_tables *tables_make(const amoe_gen_params *p) {
+  const int L = p->layers, E = p->experts;
+  gen_tables *t = calloc(1, sizeof *t);
+  float *w = malloc((size_t)L * E * AMOE_GEN_DIM * sizeof *w), *bias = malloc((size_t)L * E * sizeof *bias);
+  if (!t || !w || !bias) {
+    free(t), free(w), free(bias);
+    return NULL;
+  }
+  amoe_rng r;
+  amoe_rng_seed(&r, 0x6d6f64656cULL, (uint64_t)L << 32 | (uint64_t)E, (uint64_t)p->top_k);
+  const double ws = 1.0 / sqrt((double)AMOE_GEN_DIM) / p->temperature;
+  for (int l = 0; l < L; l++)
+    for (int x = 0; x < E; x++)
+      for (int i = 0; i < AMOE_GEN_DIM; i++) w[((size_t)l * AMOE_GEN_DIM + i) * E + x] = (float)(amoe_rng_normal(&r) * ws);
+  for (size_t i = 0; i < (size_t)L * E; i++)
+    bias[i] = (float)(amoe_rng_normal(&r) * (p->skew_layers ? p->skew_layers[i / E] : p->skew));
+  t->refs = 1;
+  t->w = w;
+  t->bias = bias;
+  return t;
+}
+
+static void tables_drop(gen_tables *t) {
+  if (!t || --t->refs > 0) return;
+  free(t->w);
+  free(t->bias);
+  free(t);
+}
+
 amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e) {
+  return amoe_gen_open_sibling(out, p, NULL, e);
+}
+
+amoe_status amoe_gen_open_sibling(amoe_gen **out, const amoe_gen_params *p, amoe_gen *like, amoe_err *e) {
   *out = NULL;
+  if (like && (like->p.layers != p->layers || like->p.experts != p->experts || like->p.top_k != p->top_k))
+    return amoe_fail(e, AMOE_EINVAL, "a sibling generator needs its model's shape (%dx%d top-%d, not %dx%d top-%d)",
+                     like->p.layers, like->p.experts, like->p.top_k, p->layers, p->experts, p->top_k);
   if (p->branch < 1 || p->branch > AMOE_MAX_TOPK)
     return amoe_fail(e, AMOE_EINVAL, "workload.tree.top_k must be in 1..%d", AMOE_MAX_TOPK);
   if (p->depth < 1 || p->depth > 16)
@@ -382,24 +430,14 @@ amoe_status amoe_gen_open(amoe_gen **out, const amoe_gen_params *p, amoe_err *e)
   if (when) ok &= (g->f = calloc((size_t)(cnt), sizeof(T))) != NULL;
   GEN_BUFFERS(GEN_ALLOC)
 #undef GEN_ALLOC
-  if (!ok) {
+  if (like) like->tab->refs++;
+  g->tab = like ? like->tab : tables_make(p);
+  if (!ok || !g->tab) {
     amoe_gen_close(g);
     return amoe_fail(e, AMOE_ENOMEM, "out of memory for the generator");
   }
-  /* The routing structure belongs to the model, not to the workload seed:
-   * another seed is another set of prompts on the same model. */
-  amoe_rng r;
-  amoe_rng_seed(&r, 0x6d6f64656cULL, (uint64_t)L << 32 | (uint64_t)E, (uint64_t)p->top_k);
-  /* stored [layer][dim][expert] so the logit loop runs over experts, and
-   * scaled once here (w by 1/T, b by skew) so that a logit is nine fused
-   * multiply-adds */
-  const double ws = 1.0 / sqrt((double)AMOE_GEN_DIM) / p->temperature;
-  for (int l = 0; l < L; l++)
-    for (int x = 0; x < E; x++)
-      for (int i = 0; i < AMOE_GEN_DIM; i++)
-        g->w[((size_t)l * AMOE_GEN_DIM + i) * E + x] = (float)(amoe_rng_normal(&r) * ws);
-  for (size_t i = 0; i < (size_t)L * E; i++)
-    g->bias[i] = (float)(amoe_rng_normal(&r) * (p->skew_layers ? p->skew_layers[i / E] : p->skew));
+  g->w = g->tab->w;
+  g->bias = g->tab->bias;
   if (p->score_scale_layers) {
     g->score_scale = malloc((size_t)L * sizeof *g->score_scale);
     if (!g->score_scale) {
@@ -443,6 +481,7 @@ void amoe_gen_close(amoe_gen *g) {
 #define GEN_FREE(f, T, cnt, when) free(g->f);
   GEN_BUFFERS(GEN_FREE)
 #undef GEN_FREE
+  tables_drop(g->tab);
   free(g->score_scale);
   free(g);
 }

@@ -130,6 +130,12 @@ double amoe_gen_default_skew(int experts);
 
 /* Creates a generator; calibrates the acceptance scale (a few ms). */
 amoe_status amoe_gen_open(amoe_gen **g, const amoe_gen_params *p, amoe_err *e);
+/* The same, sharing like's routing structure (the model's expert
+ * embeddings and biases, read only) where like is not NULL: like's params
+ * must give the same structure (its model shape, temperature and skew);
+ * the last of them to close frees it. The blocks are those amoe_gen_open
+ * would make, byte for byte. */
+amoe_status amoe_gen_open_sibling(amoe_gen **g, const amoe_gen_params *p, amoe_gen *like, amoe_err *e);
 void amoe_gen_close(amoe_gen *g);
 /* The tokens the requests begun after this decode (tokens_per_request). */
 void amoe_gen_set_tokens(amoe_gen *g, int tokens);

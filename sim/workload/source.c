@@ -562,7 +562,7 @@ amoe_status amoe_source_requests_planned(amoe_source *s, const amoe_arrival *pla
   return AMOE_OK;
 }
 
-static amoe_status open_slot(amoe_source **out, const amoe_source *s, amoe_err *e) {
+static amoe_status open_slot(amoe_source **out, amoe_source *s, amoe_err *e) {
   *out = NULL;
   AMOE_TRY(batch_source(s, e));
   amoe_source *c = calloc(1, sizeof *c);
@@ -579,7 +579,9 @@ static amoe_status open_slot(amoe_source **out, const amoe_source *s, amoe_err *
     if (st == AMOE_OK) amoe_source_want_logits(c, s->want);
   } else {
     const amoe_gen_params p = sibling_params(s); /* (the parent outlives its slots) */
-    st = amoe_gen_open(&c->gen, &p, e);
+    amoe_gen *like = s->gen; /* one routing structure for every slot: it stays in the cache */
+    for (int i = 0; !like && i < s->nslots; i++) like = s->slots[i] ? s->slots[i]->gen : NULL;
+    st = amoe_gen_open_sibling(&c->gen, &p, like, e);
   }
   if (st == AMOE_OK && !(c->prov = strdup(s->prov ? s->prov : "{}"))) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
   if (st != AMOE_OK) {
