@@ -36,7 +36,7 @@ plot pareto pareto "in='$res/figure-pareto/summary.csv'"
 plot batch batch "qwen='$res/figure-batch-qwen3/summary.csv'; deepseek='$res/figure-batch-deepseek/summary.csv'"
 plot load load "qwen='$res/figure-load-qwen3/summary.csv'; deepseek='$res/figure-load-deepseek/summary.csv'"
 # serving cells (§19): the error matrix against engines' published cells, where the shared
-# data is there (not in --quick: about 13 minutes on two cores, most of it the DeepSeek-V4-Pro rows)
+# data is there (not in --quick: about 3 minutes on two cores, most of it the DeepSeek-V4-Pro rows)
 cells_in=${CELLS:-../shared/real-data/serving/cells.csv}
 have_cells=0
 if [ $quick = 0 ] && [ -f "$cells_in" ]; then
