@@ -227,17 +227,26 @@ static void al_curve(void) {
 }
 
 /* The prefill's top-k: the one-pass version gives a repeated argmax's set
- * (ties to the lower id), and the AVX2 path gives the generic one's. */
+ * (ties to the lower id, NaN and -inf never), and the AVX2 path gives the
+ * generic one's: on logits with many ties (its scan), on logits drawn from
+ * a continuum (its counted candidates, k <= 8), and on a continuum with a
+ * few repeats, NaNs and -infs (either, as they fall). */
 static void top_k(void) {
   float z[512];
   int g[AMOE_MAX_TOPK], f[AMOE_MAX_TOPK];
   uint64_t x = 88172645463325252ULL;
-  for (int trial = 0; trial < 2000; trial++) {
-    const int E = 8 * (1 + trial % 64), k = 1 + trial % 16 < E ? 1 + trial % 16 : E;
+  for (int trial = 0; trial < 6000; trial++) {
+    const int kind = trial % 3, E = 8 * (1 + trial / 3 % 64), k = 1 + trial / 3 % 16 < E ? 1 + trial / 3 % 16 : E;
     for (int i = 0; i < E; i++) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      z[i] = (float)(x % 64) / 8; /* (many ties) */
-      if (x % 97 == 0) z[i] = -INFINITY;
+      if (kind == 0) {
+        z[i] = (float)(x % 64) / 8; /* (many ties) */
+        if (x % 97 == 0) z[i] = -INFINITY;
+      } else {
+        z[i] = (float)((double)(x >> 11) * 0x1p-53 * 20 - 10);
+        if (kind == 2 && i && x % 23 == 0) z[i] = z[(x >> 7) % (unsigned)i]; /* (a repeat) */
+        if (kind == 2 && x % 89 == 0) z[i] = x % 2 ? NAN : -INFINITY;
+      }
     }
     const int n = amoe_gen_top_k_generic(z, E, k, g);
     float zz[512]; /* the repeated argmax */
@@ -246,7 +255,7 @@ static void top_k(void) {
     for (int j = 0; j < k; j++) {
       int best = -1;
       for (int i = 0; i < E; i++)
-        if (zz[i] != -INFINITY && (best < 0 || zz[i] > zz[best])) best = i;
+        if (zz[i] > -INFINITY && (best < 0 || zz[i] > zz[best])) best = i;
       if (best < 0) break;
       ok &= m < n && g[m] == best;
       m++;

@@ -110,7 +110,7 @@ __attribute__((target("avx2,fma"))) void amoe_x86_layer_logits(const float *rest
 /* amoe_gen_top_k_generic, eight logits a step: a step none of whose
  * logits beats the k-th best so far (all of them, until k are kept) is
  * skipped whole; the rest go through the same sorted insertion. */
-__attribute__((target("avx2"))) int amoe_x86_top_k(const float *z, int E, int k, int *top) {
+__attribute__((target("avx2"))) static int top_k_scan(const float *z, int E, int k, int *top) {
   float v[AMOE_MAX_TOPK];
   int n = 0;
   for (int x0 = 0; x0 < E; x0 += 8) {
@@ -131,5 +131,78 @@ __attribute__((target("avx2"))) int amoe_x86_top_k(const float *z, int E, int k,
     }
   }
   return n;
+}
+
+/* The few logits that can be among the top k <= 8, without the scan's
+ * branches. Sixteen lanes (experts j, j + 16, ... and j + 8, j + 24, ...)
+ * each have a largest logit, its own expert, so if t is the eighth
+ * largest of those sixteen, at least eight logits reach t and the top k
+ * are among the logits >= t (about 12 of 256 logits drawn alike). They
+ * are packed in id order and each one's place is counted: the logits
+ * above it, and the equal ones before it (ties keep the lower id first,
+ * as the scan). Fewer than eight lanes with a logit above -inf, or more
+ * than 32 candidates (many ties), go to the scan. */
+#define TOPK_FEW 32
+__attribute__((target("avx2,popcnt"))) int amoe_x86_top_k(const float *z, int E, int k, int *top) {
+  if (k > 8 || E > AMOE_MAX_EXPERTS) return top_k_scan(z, E, k, top);
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  __m256 m0 = ninf, m1 = ninf;
+  int x0 = 0;
+  for (; x0 + 16 <= E; x0 += 16) { /* (a NaN: the maximum kept) */
+    m0 = _mm256_max_ps(_mm256_loadu_ps(z + x0), m0);
+    m1 = _mm256_max_ps(_mm256_loadu_ps(z + x0 + 8), m1);
+  }
+  if (x0 < E) m0 = _mm256_max_ps(_mm256_loadu_ps(z + x0), m0);
+  const __m256 mx[2] = {m0, m1};
+  float lm[16];
+  _mm256_storeu_ps(lm, mx[0]);
+  _mm256_storeu_ps(lm + 8, mx[1]);
+  __m256 reach[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}; /* −(the maxima >= each) */
+  for (int j = 0; j < 16; j++) {
+    const __m256 b = _mm256_set1_ps(lm[j]);
+    for (int h = 0; h < 2; h++)
+      reach[h] = _mm256_castsi256_ps(
+          _mm256_add_epi32(_mm256_castps_si256(reach[h]), _mm256_castps_si256(_mm256_cmp_ps(b, mx[h], _CMP_GE_OQ))));
+  }
+  __m256 tm = ninf;
+  for (int h = 0; h < 2; h++)
+    tm = _mm256_max_ps(tm, _mm256_blendv_ps(ninf, mx[h],
+                                            _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                                _mm256_set1_epi32(-7), _mm256_castps_si256(reach[h])))));
+  float lane[8];
+  _mm256_storeu_ps(lane, tm);
+  float t = lane[0];
+  for (int j = 1; j < 8; j++) t = lane[j] > t ? lane[j] : t;
+  if (!(t > -INFINITY)) return top_k_scan(z, E, k, top);
+  float cv[AMOE_MAX_EXPERTS + 8];
+  int ci[AMOE_MAX_EXPERTS + 8], c = 0;
+  const __m256i shift = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21), seven = _mm256_set1_epi32(7);
+  const __m256 tv = _mm256_set1_ps(t), iota = _mm256_castsi256_ps(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (x0 = 0; x0 < E; x0 += 8) {
+    const __m256 v = _mm256_loadu_ps(z + x0);
+    const uint32_t p = amoe_pack_table[_mm256_movemask_ps(_mm256_cmp_ps(v, tv, _CMP_GE_OQ))];
+    const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)p), shift), seven);
+    _mm256_storeu_ps(cv + c, _mm256_permutevar8x32_ps(v, idx));
+    _mm256_storeu_si256((__m256i *)(ci + c), _mm256_add_epi32(idx, _mm256_set1_epi32(x0)));
+    c += (int)(p >> 24);
+  }
+  if (c > TOPK_FEW) return top_k_scan(z, E, k, top);
+  _mm256_storeu_ps(cv + c, _mm256_set1_ps(-INFINITY)); /* (below every candidate: never counted) */
+  int place[TOPK_FEW];
+  for (int i = 0; i < c; i++) {
+    const __m256 b = _mm256_set1_ps(cv[i]);
+    const __m256i before_i = _mm256_set1_epi32(i);
+    int r = 0;
+    for (int j0 = 0; j0 < c; j0 += 8) {
+      const __m256 a = _mm256_loadu_ps(cv + j0);
+      const __m256 before = _mm256_castsi256_ps(
+          _mm256_cmpgt_epi32(before_i, _mm256_add_epi32(_mm256_castps_si256(iota), _mm256_set1_epi32(j0))));
+      const __m256 beats = _mm256_blendv_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ), _mm256_cmp_ps(a, b, _CMP_GE_OQ), before);
+      r += __builtin_popcount((unsigned)_mm256_movemask_ps(beats));
+    }
+    place[r] = ci[i]; /* (the places are 0..c-1, each once) */
+  }
+  for (int j = 0; j < k; j++) top[j] = place[j];
+  return k;
 }
 #endif

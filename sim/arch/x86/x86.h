@@ -77,8 +77,10 @@ void amoe_x86_top_by_value(const double *value, const uint8_t *cand, int experts
 /* workload/gen.c's normals16 and node_logits (gen_x86.c) */
 typedef struct gen_rng4 gen_rng4;
 void amoe_x86_normals16(gen_rng4 *r, float *out, int n);
-/* workload/gen.c's top-k of a prefill token's logits (E % 8 == 0): eight
- * logits a step against the k-th best so far (gen_x86.c) */
+/* workload/gen.c's top-k of a prefill token's logits (E % 8 == 0): for
+ * k <= 8 the few logits at or above the lanes' smallest maximum, each
+ * placed by counting; otherwise eight logits a step against the k-th best
+ * so far (gen_x86.c) */
 int amoe_x86_top_k(const float *z, int E, int k, int *top);
 void amoe_x86_node_logits(const float *w, const float *s, gen_rng4 *r, const float *bias, const float *req_bias, int E,
                           float sig, float *zf);
