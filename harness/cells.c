@@ -344,6 +344,29 @@ static const char *default_link(const char *hw) {
  * time, cost a 32nd. */
 #define HOLD 32
 
+/* The logits a row's nodes keep (workload.top_m): the model's top_k,
+ * rounded up to the eight the vector paths take, at most its experts. A
+ * row verifies with every expert its nodes route to (natural), which reads
+ * a node's top_k alone; the default's 32 or more were stored and, in held
+ * blocks, copied for nothing (a sixth of a DeepSeek-V4 row's time). The
+ * shared file's predictions are the same to the byte. 0 (the default):
+ * the preset did not load, and the run says why. */
+static int row_top_m(const char *model) {
+  amoe_spec *s = calloc(1, sizeof *s);
+  amoe_diag d = {0};
+  int m = 0;
+  if (s) {
+    amoe_spec_defaults(s);
+    if (amoe_spec_load_preset(s, 0, model, "cells", &d) == AMOE_OK && s->model.top_k > 0) {
+      m = (s->model.top_k + 7) / 8 * 8;
+      if (s->model.experts > 0 && m > s->model.experts) m = s->model.experts;
+    }
+  }
+  amoe_diag_free(&d);
+  free(s);
+  return m;
+}
+
 /* Stand-ins for datasets a cell names instead of lengths: the mean prompt
  * each request gets, and where that mean comes from. */
 static const struct {
@@ -474,9 +497,10 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   snprintf(r->spec, sizeof r->spec,
            "name: cell\nbaseline: false\nmodel: %s\nhardware: %s\nparallel: {attention_tp: %d, moe_ep: %d, moe_tp: %d}\n"
            "engine: {preset: %s}\nworkload:\n  tokens_per_request: %d\n  prompt_tokens: %d\n  seed: 1\n"
-           "  prefill_schedule: chunked\n  chunk_tokens: %d\n  prefill_sample: %d\n  route_hold: %d\n  tree: %s\n  acceptance: %s\n  arrival: %s\n  requests: %d\n"
+           "  prefill_schedule: chunked\n  chunk_tokens: %d\n  prefill_sample: %d\n  route_hold: %d\n  top_m: %d\n  tree: %s\n  acceptance: %s\n  arrival: %s\n  requests: %d\n"
            "policies: [%s]\noutput: {requests_csv: true}\n",
-           model, hwline, c->tp, ep, c->gpus / ep, engine, c->osl, isl, CHUNK, SAMPLE, HOLD, tree, accept, arrival, requests, policy);
+           model, hwline, c->tp, ep, c->gpus / ep, engine, c->osl, isl, CHUNK, SAMPLE, HOLD, row_top_m(model), tree, accept,
+           arrival, requests, policy);
   /* a format other than the preset's: its bytes by the format (expert_bytes 0) */
   if (model_extra[0]) {
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "model.weight_format=%s", model_extra);
