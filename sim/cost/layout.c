@@ -8,6 +8,11 @@ struct amoe_layout {
   int layers, experts, groups;
   uint8_t *ncopy; /* [l][e] */
   int16_t *grp;   /* [l][e][groups]: the groups holding a copy */
+  /* from ncopy and grp (index_copies): a single copy's group or -1 [l][e],
+   * and each layer's replicated experts, ascending, rep[rep_at[l]..rep_at[l + 1]) */
+  int16_t *home;
+  uint16_t *rep;
+  int *rep_at;
   double *work;   /* [groups] scratch */
   int *n;         /* [groups] scratch */
 };
@@ -20,9 +25,12 @@ amoe_layout *amoe_layout_new(int layers, int experts, int groups) {
   const size_t ne = (size_t)layers * experts;
   t->ncopy = calloc(ne, 1);
   t->grp = calloc(ne * groups, sizeof *t->grp);
+  t->home = calloc(ne, sizeof *t->home);
+  t->rep = calloc(ne, sizeof *t->rep);
+  t->rep_at = calloc((size_t)layers + 1, sizeof *t->rep_at);
   t->work = calloc((size_t)groups, sizeof *t->work);
   t->n = calloc((size_t)groups, sizeof *t->n);
-  if (!t->ncopy || !t->grp || !t->work || !t->n) {
+  if (!t->ncopy || !t->grp || !t->home || !t->rep || !t->rep_at || !t->work || !t->n) {
     amoe_layout_free(t);
     return NULL;
   }
@@ -34,12 +42,30 @@ void amoe_layout_free(amoe_layout *t) {
   if (!t) return;
   free(t->ncopy);
   free(t->grp);
+  free(t->home);
+  free(t->rep);
+  free(t->rep_at);
   free(t->work);
   free(t->n);
   free(t);
 }
 
 int amoe_layout_groups(const amoe_layout *t) { return t->groups; }
+
+/* home and the replicated experts' lists, after every change of placement */
+static void index_copies(amoe_layout *t) {
+  const int E = t->experts;
+  int r = 0;
+  for (int l = 0; l < t->layers; l++) {
+    t->rep_at[l] = r;
+    for (int x = 0; x < E; x++) {
+      const size_t k = (size_t)l * E + x;
+      t->home[k] = t->ncopy[k] == 1 ? t->grp[k * t->groups] : -1;
+      if (t->ncopy[k] > 1) t->rep[r++] = (uint16_t)x;
+    }
+  }
+  t->rep_at[t->layers] = r;
+}
 
 static void place_one(amoe_layout *t, int l, int x, int g) {
   const size_t k = (size_t)l * t->experts + x;
@@ -50,11 +76,13 @@ static void place_one(amoe_layout *t, int l, int x, int g) {
 void amoe_layout_contiguous(amoe_layout *t) {
   for (int l = 0; l < t->layers; l++)
     for (int x = 0; x < t->experts; x++) place_one(t, l, x, (int)((long)x * t->groups / t->experts));
+  index_copies(t);
 }
 
 void amoe_layout_round_robin(amoe_layout *t) {
   for (int l = 0; l < t->layers; l++)
     for (int x = 0; x < t->experts; x++) place_one(t, l, x, x % t->groups);
+  index_copies(t);
 }
 
 int amoe_layout_copies(const amoe_layout *t, int l, int x, int *g) {
@@ -118,6 +146,7 @@ amoe_status amoe_layout_balanced(amoe_layout *t, const double *load, int redunda
     }
   }
   free(copies), free(order), free(gl), free(gn);
+  index_copies(t);
   return AMOE_OK;
 }
 
@@ -154,6 +183,7 @@ amoe_status amoe_layout_read(amoe_layout *t, const char *path, amoe_err *e) {
   for (int l = 0; l < t->layers && st == AMOE_OK; l++)
     for (int x = 0; x < t->experts && st == AMOE_OK; x++)
       if (!t->ncopy[(size_t)l * t->experts + x]) st = amoe_fail(e, AMOE_EFORMAT, "%s: expert %d of layer %d has no group", path, x, l);
+  index_copies(t);
   return st;
 }
 
@@ -161,17 +191,22 @@ void amoe_layout_layer_groups(const amoe_layout *t, int l, const uint8_t *X, con
                               int moe_tp, double *work, int *n) {
   const int G = t->groups;
   for (int g = 0; g < G; g++) work[g] = 0, n[g] = 0;
-  for (int pass = 0; pass < 2; pass++) /* the single copies first: then the work a replica joins is known */
-    for (int x = 0; x < t->experts; x++) {
-      const size_t k = (size_t)l * t->experts + x;
-      if (!X[x] || (t->ncopy[k] > 1) != pass) continue;
-      const int16_t *cg = t->grp + k * G;
-      int g = cg[0];
-      for (int c = 1; c < t->ncopy[k]; c++)
-        if (work[cg[c]] < work[g] || (work[cg[c]] == work[g] && cg[c] < g)) g = cg[c];
-      work[g] += (count ? amoe_cost_expert_at(ec, count[x]) : ec.mem_s) / moe_tp;
-      n[g]++;
-    }
+  const int16_t *home = t->home + (size_t)l * t->experts;
+  for (int x = 0; x < t->experts; x++) { /* the single copies first: then the work a replica joins is known */
+    if (!X[x] || home[x] < 0) continue;
+    work[home[x]] += (count ? amoe_cost_expert_at(ec, count[x]) : ec.mem_s) / moe_tp;
+    n[home[x]]++;
+  }
+  for (int i = t->rep_at[l]; i < t->rep_at[l + 1]; i++) {
+    const int x = t->rep[i];
+    if (!X[x]) continue;
+    const int16_t *cg = t->grp + ((size_t)l * t->experts + x) * G;
+    int g = cg[0];
+    for (int c = 1; c < t->ncopy[(size_t)l * t->experts + x]; c++)
+      if (work[cg[c]] < work[g] || (work[cg[c]] == work[g] && cg[c] < g)) g = cg[c];
+    work[g] += (count ? amoe_cost_expert_at(ec, count[x]) : ec.mem_s) / moe_tp;
+    n[g]++;
+  }
 }
 
 double amoe_layout_layer(const amoe_layout *t, int l, const uint8_t *X, const int *count, amoe_expert_coef ec,
