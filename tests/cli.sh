@@ -575,6 +575,16 @@ for ep in workloads/engines/*.yaml; do
      cmp -s "$T/ep1/summary.csv" "$T/ep2/summary.csv"; then ok
   else bad "engine preset $en does not load or round-trip through spec.resolved.yaml"; fi
 done
+# every model preset loads, runs and round-trips through spec.resolved.yaml
+printf 'name: preset\nmodel: olmoe-1b-7b\nhardware: h200\npolicies: [natural]\nworkload: {blocks: 20, seed: 3, tree: {depth: 2, top_k: 2, nodes: 4}, acceptance: {tau: 2.0}}\n' >"$T/mp.yaml"
+for mp in workloads/models/*.yaml; do
+  mn=$(basename "$mp" .yaml); rm -rf "$T/mp1" "$T/mp2"
+  if "$A" run "$T/mp.yaml" --set model="$mn" --out "$T/mp1" --quiet >/dev/null 2>&1 &&
+     grep -q "name: \"$mn\"" "$T/mp1/spec.resolved.yaml" &&
+     "$A" run "$T/mp1/spec.resolved.yaml" --out "$T/mp2" --quiet >/dev/null 2>&1 &&
+     cmp -s "$T/mp1/summary.csv" "$T/mp2/summary.csv"; then ok
+  else bad "model preset $mn does not load, run or round-trip through spec.resolved.yaml"; fi
+done
 grep -q 'cycle_host_s: ' "$T/ep1/spec.resolved.yaml" && ok || bad "vllm's cycle terms are missing from its resolved spec"
 ! grep -q 'cycle_host_s' "$T/g1/spec.resolved.yaml" && ok || bad "an engine without cycle terms writes them"
 for key in draft_step_s draft_token_s draft_extend_s tree_node_s sample_s cycle_host_s moe_call_host_s; do
