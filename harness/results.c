@@ -269,7 +269,7 @@ static const col SUMMARY_LOAD[] = {
 /* requests.csv (output.requests_csv): one row per (point, policy, request). */
 typedef struct {
   const char *policy;
-  double request, arrival, admitted, first, finish, prompt, tokens, ttft, tpot, e2e;
+  double request, arrival, admitted, first, finish, prompt, tokens, ttft, tpot, e2e, preemptions;
 } request_row;
 #define RQ(f, k) k, offsetof(request_row, f)
 static const col REQUESTS[] = {
@@ -284,6 +284,7 @@ static const col REQUESTS[] = {
     {"ttft_s", RQ(ttft, 'g')},
     {"tpot_s", RQ(tpot, 'g')},
     {"e2e_s", RQ(e2e, 'g')},
+    {"preemptions", RQ(preemptions, 'n')},
 };
 
 /* Σ over passes of the requests in each (batch 1: one a pass). */
@@ -596,7 +597,7 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
       const amoe_request_stat *rq = &pt->rows[i].reqs[q];
       const request_row row = {p->label, rq->request, rq->arrival_s, rq->admitted_s, rq->first_s, rq->finish_s,
                                rq->prompt_tokens, rq->tokens, rq->first_s - rq->arrival_s, rq->tpot,
-                               rq->finish_s - rq->arrival_s};
+                               rq->finish_s - rq->arrival_s, rq->preemptions};
       fprintf(r->requests.f, "%d%s", pt->point, r->sweepvals);
       values(r->requests.f, &row, REQUESTS, NCOL(REQUESTS));
       fputc('\n', r->requests.f);

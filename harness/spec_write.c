@@ -88,14 +88,14 @@ static int swept_cycle(const amoe_experiment *x) {
 static const char *const SERVING_KEYS[] = {"hardware.peak_flops_fp8", "hardware.peak_flops_fp4", "hardware.moe_flops_tokens", "hardware.moe_peak_share",
                                            "engine.graph_capture_max_tokens", "engine.graph_capture_sizes",
                                            "engine.max_running", "engine.max_batched_tokens",
-                                           "engine.gpu_memory_utilization", "engine.memory_reserve_bytes", "engine.layer_sync_per_peer_s", "model.kv_heads", "model.attn_flops_per_key", "model.kernels_per_layer",
+                                           "engine.gpu_memory_utilization", "engine.memory_reserve_bytes", "engine.kv_allocation", "engine.layer_sync_per_peer_s", "model.kv_heads", "model.attn_flops_per_key", "model.kernels_per_layer",
                                            "workload.acceptance.al", "workload.tree.draft_passes", "workload.route_hold", NULL};
 static int unset_serving_key(const amoe_experiment *x, const char *path) {
   for (int i = 0; SERVING_KEYS[i]; i++)
     if (!strcmp(path, SERVING_KEYS[i])) {
       const krow *k = spec_find_key(path);
       const char *p = (const char *)&x->base + k->off;
-      const int unset = k->type == T_INT   ? *(const int *)(const void *)p == 0
+      const int unset = k->type == T_INT || k->type == T_ENUM ? *(const int *)(const void *)p == 0
                         : k->type == T_DBL ? *(const double *)(const void *)p == 0
                                            : ((const amoe_layer_values *)(const void *)p)->n == 0;
       return unset && !swept(x, path);

@@ -1,6 +1,7 @@
 /* Serving as engines serve (docs/design.md §19), each mechanism worked by
  * hand: CUDA-graph padding and the eager cliff, a closed loop of two
- * clients, chunked prefill under a step budget, acceptance given as an AL
+ * clients, chunked prefill under a step budget, KV held as written (and
+ * preempted) against reserved, acceptance given as an AL
  * curve, the prefill's top-k against its generic version, and the cell
  * format's parser and errors (every row of the shared file where it is). */
 #include <math.h>
@@ -181,6 +182,57 @@ static void budget(void) {
   CHECK(r.nreqs == 2 && r.tot.passes == 5, "no budget: %d requests in %g steps (by hand 2 in 5)", r.nreqs, r.tot.passes);
   CHECK(r.nreqs == 2 && r.reqs[0].first_s == r.reqs[1].first_s, "no budget: both prompts end in the same step");
   amoe_row_result_free(&r);
+}
+
+/* KV held as it is written (engine.kv_allocation: incremental, vLLM's)
+ * against reserved at admission, on a KV cache of 10 tokens: two requests
+ * of 4-token prompts and 4 output tokens, plain decoding, one chunk of 4 a
+ * step (no budget). Incremental:
+ *   step 1: both prompts (KV 4 + 4 = 8): both first tokens;
+ *   step 2: both decode (8 + 2 = 10 fits): KV 5 + 5;
+ *   step 3: 10 + 2 does not fit: request 1, the newer, is preempted (its
+ *           5 tokens freed); request 0 decodes its 2nd (KV 6);
+ *   steps 4-5: request 1 cannot return (6 + 5, then 7 + 5 > 10); request 0
+ *           decodes its 3rd and 4th and ends;
+ *   steps 6-7: request 1 recomputes its prompt and first output token (5
+ *           tokens: chunks of 4 and 1), its first token kept from step 1;
+ *   steps 8-10: its 2nd to 4th tokens.
+ * Ten steps, three prefills, one preemption. Reserved (4 + 4 = 8 tokens a
+ * request): request 1 waits for request 0's end (step 5), then prefills
+ * and decodes: ten steps, two prefills, no preemption. */
+static void kv_incremental(void) {
+  const char *w = "workload: {tokens_per_request: 4, prompt_tokens: 4, prefill_schedule: chunked, chunk_tokens: 4, "
+                  "arrival: {process: concurrency, concurrency: 2}, requests: 2}\n"
+                  "policies: [autoregressive]";
+  for (int inc = 0; inc < 2; inc++) {
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml, "engine: {gpu_memory_utilization: 1, kv_allocation: %s}\n%s", inc ? "incremental" : "reserve", w);
+    amoe_spec s = serve_spec(yaml);
+    s.model.kv_bytes_per_token_layer = 1000; /* 2 layers: 2,000 bytes a token */
+    s.engine.memory_reserve_bytes = 0;
+    const double all = amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0);
+    s.engine.memory_reserve_bytes = (all - 10) * 2000; /* (a whole number of tokens: the floor moves by it) */
+    CHECK(amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0) == 10, "KV capacity %g (want 10)",
+          amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0));
+    amoe_row_result r = run_one(&s);
+    CHECK(r.nreqs == 2 && r.tot.passes == 10 && r.tot.prefills == 2 + inc,
+          "%s: %d requests in %g steps, %g prefills (by hand 2 in 10, %d)", inc ? "incremental" : "reserve", r.nreqs,
+          r.tot.passes, r.tot.prefills, 2 + inc);
+    if (r.nreqs == 2) {
+      const amoe_request_stat *a = r.reqs[0].request == 0 ? &r.reqs[0] : &r.reqs[1], *b = a == r.reqs ? &r.reqs[1] : &r.reqs[0];
+      CHECK(a->preemptions == 0 && b->preemptions == inc, "%s: preemptions %g and %g (by hand 0 and %d)",
+            inc ? "incremental" : "reserve", a->preemptions, b->preemptions, inc);
+      CHECK(a->tokens == 4 && b->tokens == 4 && a->finish_s < b->finish_s, "%s: tokens %g, %g; request 0 ends first",
+            inc ? "incremental" : "reserve", a->tokens, b->tokens);
+      if (inc)
+        CHECK(b->admitted_s == 0 && b->first_s == a->first_s, "incremental: request 1 admitted at %g, its first token "
+              "at %g with request 0's (%g)", b->admitted_s, b->first_s, a->first_s);
+      else
+        CHECK(b->admitted_s == a->finish_s && b->first_s > a->finish_s,
+              "reserve: request 1 admitted at %g, when request 0 ends (%g)", b->admitted_s, a->finish_s);
+    }
+    amoe_row_result_free(&r);
+  }
 }
 
 /* An AL curve's per-position chances: one pinned AL (every position
@@ -367,6 +419,7 @@ int main(void) {
   capture();
   closed_loop();
   budget();
+  kv_incremental();
   al_curve();
   top_k();
   cell_format();

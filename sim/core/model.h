@@ -204,6 +204,12 @@ extern const char *const amoe_visits_names[];      /* by amoe_visits */
  * or each pass it is in. */
 typedef enum { AMOE_REQUEST_PER_TOKEN = 0, AMOE_REQUEST_PER_PASS = 1 } amoe_request_per;
 extern const char *const amoe_request_per_names[]; /* by amoe_request_per */
+/* How a request holds KV under a capacity (docs/design.md §19): its
+ * prompt and whole output from admission, or (vLLM's) its prompt at
+ * admission and each token as it is written, the newest requests preempted
+ * when a step's tokens do not fit and their KV recomputed on return. */
+typedef enum { AMOE_KV_RESERVE = 0, AMOE_KV_INCREMENTAL = 1 } amoe_kv_allocation;
+extern const char *const amoe_kv_allocation_names[]; /* by amoe_kv_allocation */
 typedef struct {
   char name[AMOE_NAME_MAX]; /* the engine preset, or "" */
   int cuda_graphs;          /* -1 until resolved: the hardware preset's */
@@ -249,6 +255,7 @@ typedef struct {
    * memory the engine takes, and what it keeps of it for activations and
    * graphs; the KV cache gets the rest after the weights */
   double gpu_memory_utilization, memory_reserve_bytes;
+  int kv_allocation; /* amoe_kv_allocation */
   /* the time per decoder layer and GPU beyond the first that the engine's
    * tensor-parallel collectives wait (0: the interconnect's
    * layer_sync_per_peer_s); an engine fits its own (docs/design.md §19) */

@@ -29,7 +29,10 @@ typedef struct {
   uint16_t *prefill;  /* [chunk][layer][E] its request's prefill counts (prompt > 0) */
   int chunk, chunks;  /* chunked prefill: the next chunk, of chunks (done: chunk == chunks) */
   int take;           /* chunked prefill: the chunks it runs this pass (engine.max_batched_tokens; else 1) */
-  double kv;          /* the KV tokens its request holds (prompt and output: open arrivals under a KV capacity) */
+  double kv;          /* the KV tokens its request holds (open arrivals under a KV capacity: reserved, or as written) */
+  int paused;         /* engine.kv_allocation incremental: preempted, its KV freed, waiting to recompute it */
+  int preempted;      /* times its request was */
+  long admit_seq;     /* the order it was last admitted or resumed in (the newest is preempted first) */
   int prompt;         /* its request's prompt tokens */
   int target;         /* open arrivals of generated requests: its output tokens, at which it ends (0: at its last block) */
   /* open arrivals (a group of one row): when its request took the slot,
@@ -52,6 +55,7 @@ typedef struct {     /* one pass's merged sets (one layer at a time) */
   amoe_dctx *dc;     /* [batch] a pass-wide draft's contexts (choose_pass) */
   int **outs;        /* [batch] where it writes each request's nodes */
   int *counts;       /* [batch] and how many */
+  int prefill_cap;   /* the tokens a slot's prefill counts have room for */
 } pass_buffers;
 
 /* pass_buffers's arrays once: (member, element type, count) in L layers, E
@@ -317,10 +321,42 @@ static amoe_status slot_release(row_state *rs, const int *rows, int nr, request_
     const int id = sl[i].req;
     const amoe_request_stat times = {.arrival_s = plan ? plan[id].arrival_s : 0, .admitted_s = sl[i].admitted_s,
                                      .first_s = sl[i].first_s, .finish_s = row_clock(y), .request = id,
-                                     .prompt_tokens = sl[i].prompt};
+                                     .prompt_tokens = sl[i].prompt, .preemptions = sl[i].preempted};
     AMOE_TRY(request_done(y->res, y->slot_committed[i], row_clock(y) - y->slot_first[i], plan ? &times : NULL, e));
   }
   sl[i].req = -1;
+  return AMOE_OK;
+}
+
+/* The running slots in slot order: those prefilling (pf) and those
+ * decoding (act); a preempted one is neither. */
+static void running_lists(const request_slot *sl, int B, int *act, int *na, int *pf, int *npf) {
+  *na = *npf = 0;
+  for (int i = 0; i < B; i++)
+    if (sl[i].req >= 0 && !sl[i].paused) {
+      if (sl[i].chunk < sl[i].chunks) pf[(*npf)++] = i;
+      else act[(*na)++] = i;
+    }
+}
+
+/* Slot x's request prefills `tokens` (its prompt; a preempted request's
+ * prompt and output so far): chunked, its chunks join the next passes and
+ * it decodes after the last; separate, its own pass now, which the running
+ * requests wait for and which gives its first token. */
+static amoe_status start_prefill(const amoe_spec *s, amoe_source *src, row_state *rs, const int *rows, int nr,
+                                 request_slot *x, uint32_t id, int tokens, int log_pass, amoe_err *e) {
+  const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
+  const int chunk = chunked ? s->workload.chunk_tokens : 0;
+  int made = 0;
+  if (tokens > 0) AMOE_TRY(amoe_source_prefill(src, id, tokens, chunk, x->prefill, &made, e));
+  x->w.prefill = x->prefill;
+  x->chunk = x->chunks = 0;
+  if (made && chunked) {
+    x->chunks = (tokens + chunk - 1) / chunk;
+    for (int r = 0; r < nr && !log_pass; r++) rs[rows[r]].res->tot.prefills += 1;
+  }
+  for (int r = 0; r < nr && made && !chunked; r++) AMOE_TRY(row_prefill(s, &rs[rows[r]], &x->w, tokens, log_pass, e));
+  if (made && !chunked && x->first_s < 0) x->first_s = row_clock(&rs[rows[0]]);
   return AMOE_OK;
 }
 
@@ -432,13 +468,19 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
   int sent = loop ? (s->workload.concurrency < nrq ? s->workload.concurrency : nrq) : 0;
   for (int i = sent; loop && i < nrq; i++) plan[i].arrival_s = INFINITY; /* (each row's schedule starts over) */
   /* KV capacity (§19): a request is admitted while its prompt and output
-   * fit beside the running requests' (alone, it is admitted regardless) */
+   * fit beside the running requests' (alone, it is admitted regardless);
+   * incremental (vLLM's): while its prompt fits, its KV growing with its
+   * tokens, and when a pass's tokens do not fit the newest running
+   * requests are preempted (their KV freed, recomputed when they return,
+   * the last preempted first, before any new request) */
   const double kv_cap = plan ? amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel, !one_token) : 0;
   if (kv_cap < 0)
     return amoe_fail(e, AMOE_EINVAL, "engine.gpu_memory_utilization %g: the weights of %s leave no KV cache on %d %s",
                      s->engine.gpu_memory_utilization, s->model.name, s->hw.gpus, s->hw.name);
+  const int incremental = kv_cap > 0 && s->engine.kv_allocation == AMOE_KV_INCREMENTAL;
   double kv_used = 0;
-  int running = 0;
+  int running = 0, held[AMOE_MAX_BATCH], nheld = 0; /* held: the preempted slots, the last on top */
+  long seq = 0;
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
   const int budget = chunked ? s->engine.max_batched_tokens : 0;
   int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
@@ -449,16 +491,26 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
   double waited_to = 0; /* the arrival the clock last waited for (it is the clock's, up to rounding) */
   for (;;) {
     const double now = plan ? fmax(row_clock(&rs[rows[0]]), waited_to) : 0;
-    for (int i = 0; i < B && next < nrq; i++) { /* continuous batching: a free slot takes the next request */
+    while (nheld > 0) { /* the preempted return first, their prompt and output so far recomputed */
+      request_slot *x = &sl[held[nheld - 1]];
+      const double need = x->prompt + rs[rows[0]].slot_committed[held[nheld - 1]];
+      if (running > 0 && kv_used + need > kv_cap) break;
+      nheld--;
+      x->paused = 0, x->kv = need, kv_used += need, running++, x->admit_seq = seq++;
+      const int redo = need < bp->prefill_cap ? (int)need : bp->prefill_cap; /* (a trace's request may outrun its plan) */
+      AMOE_TRY(start_prefill(s, src, rs, rows, nr, x, rq[x->req].id, redo, log_pass, e));
+    }
+    for (int i = 0; i < B && next < nrq && nheld == 0; i++) { /* continuous batching: a free slot takes the next request */
       request_slot *x = &sl[i];
       if (x->req >= 0) continue;
       if (plan && plan[next].arrival_s > now) break; /* not arrived yet */
       const int P = plan ? plan[next].prompt_tokens : s->workload.prompt_tokens;
-      const double need = plan ? (double)P + plan[next].output_tokens : 0;
+      const double need = plan ? (double)P + (incremental ? 0 : plan[next].output_tokens) : 0;
       if (kv_cap > 0 && running > 0 && kv_used + need > kv_cap) break; /* no KV for it yet */
       x->kv = need;
       kv_used += need;
       running++;
+      x->paused = x->preempted = 0, x->admit_seq = seq++;
       x->prompt = P;
       x->admitted_s = plan ? fmax(row_clock(&rs[rows[0]]), plan[next].arrival_s) : 0;
       x->first_s = -1;
@@ -475,23 +527,21 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       x->req = next++;
       x->fresh = 1;
       for (int r = 0; r < nr; r++) rs[rows[r]].slot_committed[i] = 0;
-      int made = 0;
-      const int chunk = chunked ? s->workload.chunk_tokens : 0;
-      if (P > 0) AMOE_TRY(amoe_source_prefill(src, rq[x->req].id, P, chunk, x->prefill, &made, e));
-      x->w.prefill = x->prefill;
-      x->chunk = x->chunks = 0;
-      if (made && chunked) { /* its chunks join the next passes; it decodes after the last */
-        x->chunks = (P + chunk - 1) / chunk;
-        for (int r = 0; r < nr && !log_pass; r++) rs[rows[r]].res->tot.prefills += 1;
-      }
-      for (int r = 0; r < nr && made && !chunked; r++) /* separate: its own pass, which the running requests wait for */
-        AMOE_TRY(row_prefill(s, &rs[rows[r]], &x->w, P, log_pass, e));
-      if (made && !chunked) x->first_s = row_clock(&rs[rows[0]]); /* its prefill gives its first token */
+      AMOE_TRY(start_prefill(s, src, rs, rows, nr, x, rq[x->req].id, P, log_pass, e));
     }
     int na = 0, npf = 0;
-    for (int i = 0; i < B; i++)
-      if (sl[i].req >= 0 && sl[i].chunk < sl[i].chunks) pf[npf++] = i;
-      else if (sl[i].req >= 0) act[na++] = i;
+    running_lists(sl, B, act, &na, pf, &npf);
+    /* incremental KV: the pass's decode tokens (as the token budget counts
+     * them) must fit; else the newest running request gives its KV back */
+    while (incremental && running > 1 && kv_used + na * (one_token ? 1 : s->workload.nodes) > kv_cap) {
+      int v = -1;
+      for (int i = 0; i < B; i++)
+        if (sl[i].req >= 0 && !sl[i].paused && (v < 0 || sl[i].admit_seq > sl[v].admit_seq)) v = i;
+      sl[v].paused = 1, sl[v].preempted++, kv_used -= sl[v].kv, sl[v].kv = 0, running--;
+      sl[v].chunk = sl[v].chunks = 0; /* (a prompt it was prefilling is recomputed whole) */
+      held[nheld++] = v;
+      running_lists(sl, B, act, &na, pf, &npf);
+    }
     for (int q = 0; q < npf; q++) sl[pf[q]].take = 1;
     if (budget > 0 && npf > 0) npf = budget_chunks(s, sl, one_token, na, pf, npf);
     if (na + npf == 0 && plan && next < nrq) { /* nothing running: wait for the next arrival */
@@ -510,8 +560,13 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
     }
     const double end = row_clock(&rs[rows[0]]);
     for (int q = 0; q < npf; q++)
-      if ((sl[pf[q]].chunk += sl[pf[q]].take) == sl[pf[q]].chunks)
+      if ((sl[pf[q]].chunk += sl[pf[q]].take) == sl[pf[q]].chunks && sl[pf[q]].first_s < 0)
         sl[pf[q]].first_s = end; /* its last chunk gives its first token */
+    for (int q = 0; q < na && incremental; q++) { /* the KV its tokens wrote */
+      request_slot *x = &sl[act[q]];
+      const double now_kv = x->prompt + rs[rows[0]].slot_committed[act[q]];
+      kv_used += now_kv - x->kv, x->kv = now_kv;
+    }
     int nt = 0;
     for (int q = 0; q < na; q++) { /* the slots whose block is done */
       request_slot *x = &sl[act[q]];
@@ -569,7 +624,10 @@ amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe
     free(rq);
     return rst;
   }
-  for (int i = 0; plan && i < nrq; i++) maxp = plan[i].prompt_tokens > maxp ? plan[i].prompt_tokens : maxp;
+  for (int i = 0; plan && i < nrq; i++) { /* (incremental KV: a preempted request recomputes its output too) */
+    const int p = plan[i].prompt_tokens + (s->engine.kv_allocation == AMOE_KV_INCREMENTAL ? plan[i].output_tokens : 0);
+    maxp = p > maxp ? p : maxp;
+  }
   request_slot *sl = calloc((size_t)B, sizeof *sl);
   pass_buffers bp;
   memset(&bp, 0, sizeof bp);
@@ -579,6 +637,7 @@ amoe_status amoe_run_batch(const amoe_spec *s, const amoe_offline *offline, amoe
 #undef BPASS_ALLOC
   amoe_status st = ok ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   for (int l = 0; l < L && bp.cov; l++) bp.covl[l] = bp.cov + (size_t)l * E;
+  bp.prefill_cap = maxp;
   int routes = 0; /* a row that sizes by predicted routes: the slots keep the last committed one */
   for (int i = 0; i < s->npolicies; i++) routes |= amoe_policy_reads_routes(&s->policies[i]);
   for (int i = 0; i < B && st == AMOE_OK; i++) {

@@ -63,6 +63,7 @@ typedef struct {
    * first decode pass without a prompt) and finished; its index and prompt */
   double arrival_s, admitted_s, first_s, finish_s;
   double request, prompt_tokens;
+  double preemptions; /* engine.kv_allocation incremental: times its KV was taken back */
 } amoe_request_stat;
 
 typedef struct {
