@@ -1,5 +1,6 @@
 /* The generator's top-m of a node-layer's logits (core/block.c,
- * set_full_plain) with AVX2 and F16C: pair keys sorted by bitonic networks.
+ * set_full_plain) with AVX2 and F16C: pair keys sorted by bitonic networks,
+ * or for m <= 8 the few keys at or above sixteen lanes' eighth largest maximum.
  * Tested against the plain version by tests/test_block.c. */
 #include "x86.h"
 
@@ -299,10 +300,73 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void set_full_
   store_pairs32(id, z, m, acc);
 }
 
+/* The top m <= 8 without the networks: the pair keys are distinct, and
+ * each of sixteen lanes' largest key (registers alternating) is its own
+ * expert's, so the top m are among the keys at or above the eighth largest
+ * of those sixteen (about 12 of 384 keys drawn alike). They are packed,
+ * each placed by the keys above it, and the first m stored. More than 32
+ * of them: the networks. Returns 0 there, having stored nothing. */
+#define FEW 32
+__attribute__((target("avx2,f16c,popcnt"), always_inline)) static inline int set_few(uint16_t *id, amoe_f16 *z,
+                                                                                   int E, int m,
+                                                                                   const float *zfull) {
+  int32_t keys[AMOE_MAX_EXPERTS];
+  __m256i m0 = _mm256_set1_epi32(INT32_MIN), m1 = m0;
+  for (int e = 0; e < E; e += 32) {
+    __m256i g[4];
+    pair_keys32(zfull, e, g);
+    m0 = _mm256_max_epi32(m0, _mm256_max_epi32(g[0], g[2]));
+    m1 = _mm256_max_epi32(m1, _mm256_max_epi32(g[1], g[3]));
+    for (int r = 0; r < 4; r++) _mm256_storeu_si256((__m256i *)(void *)(keys + e + 8 * r), g[r]);
+  }
+  int32_t lm[16];
+  _mm256_storeu_si256((__m256i *)(void *)lm, m0);
+  _mm256_storeu_si256((__m256i *)(void *)(lm + 8), m1);
+  __m256i reach0 = _mm256_setzero_si256(), reach1 = reach0; /* −(the maxima at or above each) */
+  for (int j = 0; j < 16; j++) {
+    const __m256i b = _mm256_set1_epi32(lm[j]);
+    reach0 = _mm256_sub_epi32(reach0, _mm256_andnot_si256(_mm256_cmpgt_epi32(m0, b), _mm256_set1_epi32(1)));
+    reach1 = _mm256_sub_epi32(reach1, _mm256_andnot_si256(_mm256_cmpgt_epi32(m1, b), _mm256_set1_epi32(1)));
+  }
+  /* the eighth largest has eight maxima at or above it (itself among them) */
+  const __m256i eight = _mm256_set1_epi32(-8), none = _mm256_set1_epi32(INT32_MIN);
+  const __m256i t8 = _mm256_max_epi32(_mm256_blendv_epi8(none, m0, _mm256_cmpeq_epi32(reach0, eight)),
+                                      _mm256_blendv_epi8(none, m1, _mm256_cmpeq_epi32(reach1, eight)));
+  int32_t tl[8];
+  _mm256_storeu_si256((__m256i *)(void *)tl, t8);
+  int32_t t = tl[0];
+  for (int j = 1; j < 8; j++) t = tl[j] > t ? tl[j] : t;
+  int32_t cand[AMOE_MAX_EXPERTS + 8];
+  int c = 0;
+  const __m256i tv = _mm256_set1_epi32(t - 1); /* (keys > t − 1: at or above t; t is a key, above INT32_MIN) */
+  for (int e = 0; e < E; e += 8) {
+    const __m256i k = _mm256_loadu_si256((const __m256i *)(const void *)(keys + e));
+    c += amoe_left_pack(cand + c, k, _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k, tv))));
+  }
+  if (c > FEW) return 0;
+  for (int j = c; j < c + 8; j++) cand[j] = INT32_MIN; /* (below every key: never counted) */
+  int32_t placed[FEW];
+  for (int i = 0; i < c; i++) {
+    const __m256i b = _mm256_set1_epi32(cand[i]);
+    int r = 0;
+    for (int j = 0; j < c; j += 8)
+      r += __builtin_popcount((unsigned)_mm256_movemask_ps(
+          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(cand + j)), b))));
+    placed[r] = cand[i];
+  }
+  for (int i = 0; i < m; i++) { /* id = 0xffff − the low half; the logit, the key's inverse of the high half */
+    const int16_t kh = (int16_t)(placed[i] >> 16);
+    id[i] = (uint16_t)(~(uint32_t)placed[i] & 0xffff);
+    z[i] = (amoe_f16)(uint16_t)(kh ^ ((kh >> 15) & 0x7fff));
+  }
+  return 1;
+}
+
 /* The top m <= 32 of E (a multiple of 32) by (f16 logit desc, id asc),
  * sorted: amoe_block_set_full's plain version (core/block.c) to the bit. */
-__attribute__((target("avx2,f16c"))) void amoe_x86_set_full(uint16_t *id, amoe_f16 *z, int E, int m,
-                                                                  const float *zfull) {
+__attribute__((target("avx2,f16c,popcnt"))) void amoe_x86_set_full(uint16_t *id, amoe_f16 *z, int E, int m,
+                                                                         const float *zfull) {
+  if (m <= 8 && set_few(id, z, E, m, zfull)) return;
   set_full_net(id, z, E, m, zfull);
 }
 #endif
