@@ -176,15 +176,14 @@ __attribute__((target("avx2,popcnt"))) int amoe_x86_top_k(const float *z, int E,
   if (!(t > -INFINITY)) return top_k_scan(z, E, k, top);
   float cv[AMOE_MAX_EXPERTS + 8];
   int ci[AMOE_MAX_EXPERTS + 8], c = 0;
-  const __m256i shift = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21), seven = _mm256_set1_epi32(7);
   const __m256 tv = _mm256_set1_ps(t), iota = _mm256_castsi256_ps(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   for (x0 = 0; x0 < E; x0 += 8) {
     const __m256 v = _mm256_loadu_ps(z + x0);
-    const uint32_t p = amoe_pack_table[_mm256_movemask_ps(_mm256_cmp_ps(v, tv, _CMP_GE_OQ))];
-    const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)p), shift), seven);
+    int n;
+    const __m256i idx = amoe_left_pack_index(_mm256_movemask_ps(_mm256_cmp_ps(v, tv, _CMP_GE_OQ)), &n);
     _mm256_storeu_ps(cv + c, _mm256_permutevar8x32_ps(v, idx));
     _mm256_storeu_si256((__m256i *)(ci + c), _mm256_add_epi32(idx, _mm256_set1_epi32(x0)));
-    c += (int)(p >> 24);
+    c += n;
   }
   if (c > TOPK_FEW) return top_k_scan(z, E, k, top);
   _mm256_storeu_ps(cv + c, _mm256_set1_ps(-INFINITY)); /* (below every candidate: never counted) */

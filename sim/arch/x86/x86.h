@@ -38,15 +38,20 @@ void *amoe_x86_stream_copy(void *dst, const void *src, size_t bytes);
 /* 1 when this CPU runs the paths (cpu_x86.c) */
 extern int amoe_x86_avx2;
 
-/* Stores the 32-bit lanes of v set in `mask` (8 bits, one per lane), in
- * order, at out (room for 8 lanes), and returns how many it stored. */
-__attribute__((target("avx2"))) static inline int amoe_left_pack(void *out, __m256i v, int mask) {
+/* The permutation that packs the lanes set in `mask` (8 bits, one per
+ * lane) to the front, in order; *n: how many they are. */
+__attribute__((target("avx2"))) static inline __m256i amoe_left_pack_index(int mask, int *n) {
   const uint32_t t = amoe_pack_table[mask];
-  const __m256i idx = _mm256_and_si256(
-      _mm256_srlv_epi32(_mm256_set1_epi32((int)t), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21)),
-      _mm256_set1_epi32(7));
-  _mm256_storeu_si256((__m256i *)out, _mm256_permutevar8x32_epi32(v, idx));
-  return (int)(t >> 24);
+  *n = (int)(t >> 24);
+  return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)t), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21)),
+                          _mm256_set1_epi32(7));
+}
+/* Stores the 32-bit lanes of v set in `mask`, in order, at out (room for
+ * 8 lanes), and returns how many it stored. */
+__attribute__((target("avx2"))) static inline int amoe_left_pack(void *out, __m256i v, int mask) {
+  int n;
+  _mm256_storeu_si256((__m256i *)out, _mm256_permutevar8x32_epi32(v, amoe_left_pack_index(mask, &n)));
+  return n;
 }
 
 /* core/block.c's top-m of E logits (E % 32 == 0, m <= 32), sorted (topm_x86.c) */
