@@ -554,7 +554,7 @@ static amoe_status read_run(const char *dir, cell_run *r, amoe_err *e) {
   snprintf(path, sizeof path, "%.1000s/summary.csv", dir);
   const int n = csv_first_row(path, hdr, row, 256);
   if (n == 0) return amoe_fail(e, AMOE_EIO, "%s: no result row", path);
-  const double committed = column(hdr, row, n, "committed_tokens"), dur = column(hdr, row, n, "duration_s");
+  const double dur = column(hdr, row, n, "duration_s");
   const char *policy = NULL;
   for (int i = 0; i < n; i++)
     if (!strcmp(hdr[i], "policy")) policy = row[i];
@@ -562,31 +562,39 @@ static amoe_status read_run(const char *dir, cell_run *r, amoe_err *e) {
   r->tpot_mean_s = column(hdr, row, n, "tpot_mean_s");
   r->tpot_p50_s = column(hdr, row, n, "tpot_p50_s");
   r->ttft_p50_s = column(hdr, row, n, "ttft_p50_s");
-  double prompt = 0;
+  /* the requests' prompt and output tokens (the output: committed tokens and
+   * the first token each prefill gave), as a benchmark counts them */
+  double prompt = 0, output = 0;
   snprintf(path, sizeof path, "%.1000s/requests.csv", dir);
   FILE *f = fopen(path, "r");
   if (!f) return amoe_fail(e, AMOE_EIO, "%s: cannot read: %s", path, strerror(errno));
   char line[4096];
-  int pcol = -1, lcol = 0;
+  int pcol = -1, ocol = -1, lcol = 0;
   if (fgets(line, sizeof line, f)) { /* policy,request,arrival_s,admitted_s,first_token_s,finish_s,prompt_tokens,... */
     line[strcspn(line, "\r\n")] = 0;
     int i = 0;
     for (char *s, *t = strtok_r(line, ",", &s); t; t = strtok_r(NULL, ",", &s), i++) {
       if (!strcmp(t, "prompt_tokens")) pcol = i;
+      if (!strcmp(t, "output_tokens")) ocol = i;
       if (!strcmp(t, "policy")) lcol = i;
     }
   }
-  while (pcol >= 0 && fgets(line, sizeof line, f)) {
+  if (pcol < 0 || ocol < 0) {
+    fclose(f);
+    return amoe_fail(e, AMOE_EIO, "%s: no prompt_tokens or output_tokens column", path);
+  }
+  while (fgets(line, sizeof line, f)) {
     line[strcspn(line, "\r\n")] = 0;
     int i = 0, mine = 0;
     for (char *s, *t = strtok_r(line, ",", &s); t; t = strtok_r(NULL, ",", &s), i++) {
       if (i == lcol) mine = !strcmp(t, policy);
       if (i == pcol && mine) prompt += strtod(t, NULL);
+      if (i == ocol && mine) output += strtod(t, NULL);
     }
   }
   fclose(f);
-  r->output_tok_s = committed / dur;
-  r->total_tok_s = (committed + prompt) / dur;
+  r->output_tok_s = output / dur;
+  r->total_tok_s = (output + prompt) / dur;
   return AMOE_OK;
 }
 

@@ -323,7 +323,7 @@ static void batch_of(const amoe_spec *s, const amoe_row_result *r, double ar_tok
     free(v);
   }
   const double wall = t->t_total + t->t_prefill + t->t_idle;
-  o->wall_tokens_per_s = wall > 0 ? t->committed / wall : 0;
+  o->wall_tokens_per_s = wall > 0 ? (t->committed + t->first_tokens) / wall : 0;
   o->speedup_ar = ar_tokens_per_s > 0 ? tokens_per_s / ar_tokens_per_s : 0;
 }
 

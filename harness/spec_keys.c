@@ -178,7 +178,7 @@ const krow KEYS[] = {
     {"workload.arrival.output_max", T_INT, F(workload.output_max), 0, 1e9, NULL, 0, 0, 0, "normal: the longest output (0: no clip)"},
     {"workload.requests", T_INT, F(workload.requests), 1, 1e8, NULL, 0, 0, 0, "open arrivals: requests to run"},
     {"workload.max_running", T_INT, F(workload.max_running), 0, 4096, NULL, 0, 0, 0, "open arrivals: running requests at most (0: workload.batch)"},
-    {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0, 0, "KV context every pass's attention reads, tokens"},
+    {"workload.context_tokens", T_INT, F(workload.context_tokens), 0, 1e8, NULL, 0, 0, 0, "KV context a pass's attention reads at batch 1, and before each request without a prompt at batch > 1, tokens"},
     {"workload.seed", T_U64, F(workload.seed), 0, 0, NULL, 0, 0, 0, "the generator's seed"},
     {"workload.top_m", T_INT, F(workload.top_m), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, AUTO_BY_MODEL, "logits stored per node (0: max(4·top_k, 32), at most the experts)"},
     {"workload.tree.depth", T_INT, F(workload.depth), 1, 16, NULL, 0, 0, 0, "the draft tree's depth"},

@@ -200,8 +200,10 @@ static void committed_once(void) {
                   r->reqs[q].admitted_s, r->reqs[q].first_s, r->reqs[q].finish_s, r->reqs[q].tokens,
                   plan[q].output_tokens);
       }
-      CHECK(!bad && tokens == r->tot.committed, "row %d rate %s: %d requests, %g tokens of %g", i, k ? "high" : "low",
-            r->nreqs, tokens, r->tot.committed);
+      /* (the output tokens: each prefill's first token and the committed ones after it) */
+      CHECK(!bad && tokens == r->tot.committed + r->tot.first_tokens && r->tot.first_tokens == N,
+            "row %d rate %s: %d requests, %g tokens of %g + %g first", i, k ? "high" : "low", r->nreqs, tokens,
+            r->tot.committed, r->tot.first_tokens);
     }
     int diff = 0;
     for (int q = 0; q < N && lo[i].nreqs == N && hi[i].nreqs == N; q++) diff += lo[i].reqs[q].tokens != hi[i].reqs[q].tokens;
@@ -424,7 +426,7 @@ static void route_predictors(void) {
       for (int q = 0; q < 2; q++) {
         scratch[q] = calloc(1, amoe_draft_scratch_bytes(b[q].n, L, E));
         c[q] = (amoe_dctx){&b[q], &s, &s.policies[row], &offline, s.workload.nodes, NULL, NULL, scratch[q],
-                           NULL, NULL, NULL, q ? previous : NULL};
+                           NULL, NULL, NULL, q ? previous : NULL, 0};
         outs[q] = chosen[poisoned][q];
       }
       amoe_draft_adaptive_pass(c, 2, outs, count[poisoned]);

@@ -154,14 +154,14 @@ static amoe_spec serve_spec(const char *extra) {
 
 /* Two requests of 10-token prompts arrive together; chunks of 4 tokens,
  * a budget of 12 tokens a step, plain decoding (one token a request a step),
- * 2 output tokens each:
+ * 2 output tokens each, the first given by the prefill (as engines count):
  *   step 1: no decodes; request 0's chunks 4 + 4 + 2 = 10 fit, request 1's
  *           first 4 do not (2 left): request 0's first token;
- *   step 2: request 0 decodes 1; request 1's 10 fit in the 11 left: its
- *           first token;
- *   step 3: both decode; request 0 is done;  step 4: request 1 is done.
+ *   step 2: request 0 decodes its second and is done; request 1's 10 fit
+ *           in the 11 left: its first token;
+ *   step 3: request 1 decodes its second and is done.
  * Without the budget every prefilling request runs one chunk a step: the
- * chunks take three steps, then two of decoding: 5 steps. */
+ * chunks take three steps, then one of decoding: 4 steps. */
 static void budget(void) {
   const char *w = "workload: {tokens_per_request: 2, prompt_tokens: 10, prefill_schedule: chunked, chunk_tokens: 4, "
                   "arrival: {process: concurrency, concurrency: 2}, requests: 2}\n"
@@ -170,7 +170,7 @@ static void budget(void) {
   snprintf(with, sizeof with, "engine: {max_batched_tokens: 12}\n%s", w);
   amoe_spec s = serve_spec(with);
   amoe_row_result r = run_one(&s);
-  CHECK(r.nreqs == 2 && r.tot.passes == 4, "budget 12: %d requests in %g steps (by hand 2 in 4)", r.nreqs, r.tot.passes);
+  CHECK(r.nreqs == 2 && r.tot.passes == 3, "budget 12: %d requests in %g steps (by hand 2 in 3)", r.nreqs, r.tot.passes);
   if (r.nreqs == 2) {
     const amoe_request_stat *a = r.reqs[0].request == 0 ? &r.reqs[0] : &r.reqs[1], *b = a == r.reqs ? &r.reqs[1] : &r.reqs[0];
     CHECK(a->first_s < b->first_s && a->finish_s < b->finish_s, "request 0's first token (%g) and end (%g) come first",
@@ -179,27 +179,78 @@ static void budget(void) {
   amoe_row_result_free(&r);
   amoe_spec u = serve_spec(w);
   r = run_one(&u);
-  CHECK(r.nreqs == 2 && r.tot.passes == 5, "no budget: %d requests in %g steps (by hand 2 in 5)", r.nreqs, r.tot.passes);
+  CHECK(r.nreqs == 2 && r.tot.passes == 4, "no budget: %d requests in %g steps (by hand 2 in 4)", r.nreqs, r.tot.passes);
   CHECK(r.nreqs == 2 && r.reqs[0].first_s == r.reqs[1].first_s, "no budget: both prompts end in the same step");
+  amoe_row_result_free(&r);
+}
+
+/* TPOT as engines report it (vLLM's benchmark: (end - first token) /
+ * (output tokens - 1)), on a log worked by hand: two requests of 4-token
+ * prompts arrive together, each prompt its own pass (separate), plain
+ * decoding, 3 output tokens each:
+ *   prefill of request 0: its first token at f0;
+ *   prefill of request 1: its first token at f1 > f0 (request 0 waits);
+ *   two decode steps of both: each request's 2nd and 3rd, both ending at
+ *   the run's end T.
+ * Request 0's TPOT is (T - f0) / 2: request 1's prefill between its first
+ * token and its first decode counts, as it does for a served request (the
+ * clock from its first decode pass over its tokens, the old figure, left it
+ * out). A request of one output token ends with its prefill: TPOT 0, no
+ * decode pass. */
+static void tpot_engine(void) {
+  const char *w = "workload: {tokens_per_request: 3, prompt_tokens: 4, prefill_schedule: separate, "
+                  "arrival: {process: concurrency, concurrency: 2}, requests: 2}\n"
+                  "policies: [autoregressive]";
+  amoe_spec s = serve_spec(w);
+  amoe_row_result r = run_one(&s);
+  const double T = r.tot.t_total + r.tot.t_prefill + r.tot.t_idle;
+  CHECK(r.nreqs == 2 && r.tot.passes == 2 && r.tot.prefills == 2 && r.tot.first_tokens == 2,
+        "%d requests, %g decode steps, %g prefills, %g first tokens (by hand 2, 2, 2, 2)", r.nreqs, r.tot.passes,
+        r.tot.prefills, r.tot.first_tokens);
+  if (r.nreqs == 2) {
+    const amoe_request_stat *a = r.reqs[0].request == 0 ? &r.reqs[0] : &r.reqs[1], *b = a == r.reqs ? &r.reqs[1] : &r.reqs[0];
+    CHECK(a->first_s > 0 && b->first_s > a->first_s && a->finish_s == T && b->finish_s == T,
+          "first tokens %g < %g, both end at %g (%g, %g)", a->first_s, b->first_s, T, a->finish_s, b->finish_s);
+    CHECK(a->tokens == 3 && b->tokens == 3, "output tokens %g and %g (3 each)", a->tokens, b->tokens);
+    CHECK(a->tpot == (T - a->first_s) / 2 && b->tpot == (T - b->first_s) / 2, "TPOT %g and %g (by hand %g and %g)",
+          a->tpot, b->tpot, (T - a->first_s) / 2, (T - b->first_s) / 2);
+    CHECK(a->tpot > b->tpot, "request 0's TPOT (%g) holds request 1's prefill, request 1's (%g) does not", a->tpot,
+          b->tpot);
+  }
+  amoe_row_result_free(&r);
+  const char *one = "workload: {tokens_per_request: 1, prompt_tokens: 4, prefill_schedule: separate, "
+                    "arrival: {process: concurrency, concurrency: 1}, requests: 2}\n"
+                    "policies: [autoregressive]";
+  amoe_spec u = serve_spec(one);
+  r = run_one(&u);
+  CHECK(r.nreqs == 2 && r.tot.passes == 0 && r.tot.prefills == 2 && r.tot.committed == 0,
+        "one output token: %d requests, %g decode steps, %g prefills, %g committed (by hand 2, 0, 2, 0)", r.nreqs,
+        r.tot.passes, r.tot.prefills, r.tot.committed);
+  for (int i = 0; i < r.nreqs; i++)
+    CHECK(r.reqs[i].tokens == 1 && r.reqs[i].tpot == 0 && r.reqs[i].finish_s == r.reqs[i].first_s,
+          "one output token: request %g has %g tokens, TPOT %g, ends at %g (its first token %g)", r.reqs[i].request,
+          r.reqs[i].tokens, r.reqs[i].tpot, r.reqs[i].finish_s, r.reqs[i].first_s);
   amoe_row_result_free(&r);
 }
 
 /* KV held as it is written (engine.kv_allocation: incremental, vLLM's)
  * against reserved at admission, on a KV cache of 10 tokens: two requests
- * of 4-token prompts and 4 output tokens, plain decoding, one chunk of 4 a
- * step (no budget). Incremental:
+ * of 4-token prompts and 4 output tokens (the first given by the prefill,
+ * three decoded; a token's KV is written when it is fed, the step after it
+ * is sampled), plain decoding, one chunk of 4 a step (no budget).
+ * Incremental:
  *   step 1: both prompts (KV 4 + 4 = 8): both first tokens;
- *   step 2: both decode (8 + 2 = 10 fits): KV 5 + 5;
+ *   step 2: both decode (8 + 2 = 10 fits) their 2nd: KV 5 + 5;
  *   step 3: 10 + 2 does not fit: request 1, the newer, is preempted (its
- *           5 tokens freed); request 0 decodes its 2nd (KV 6);
- *   steps 4-5: request 1 cannot return (6 + 5, then 7 + 5 > 10); request 0
- *           decodes its 3rd and 4th and ends;
- *   steps 6-7: request 1 recomputes its prompt and first output token (5
+ *           5 tokens freed); request 0 decodes its 3rd (KV 6);
+ *   step 4: request 1 cannot return (6 + 5 > 10); request 0 decodes its
+ *           4th and ends;
+ *   steps 5-6: request 1 recomputes its prompt and first output token (5
  *           tokens: chunks of 4 and 1), its first token kept from step 1;
- *   steps 8-10: its 2nd to 4th tokens.
- * Ten steps, three prefills, one preemption. Reserved (4 + 4 = 8 tokens a
- * request): request 1 waits for request 0's end (step 5), then prefills
- * and decodes: ten steps, two prefills, no preemption. */
+ *   steps 7-8: its 3rd and 4th tokens.
+ * Eight steps, three prefills, one preemption. Reserved (4 + 4 = 8 tokens
+ * a request): request 1 waits for request 0's end (step 4), then prefills
+ * and decodes: eight steps, two prefills, no preemption. */
 static void kv_incremental(void) {
   const char *w = "workload: {tokens_per_request: 4, prompt_tokens: 4, prefill_schedule: chunked, chunk_tokens: 4, "
                   "arrival: {process: concurrency, concurrency: 2}, requests: 2}\n"
@@ -215,8 +266,8 @@ static void kv_incremental(void) {
     CHECK(amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0) == 10, "KV capacity %g (want 10)",
           amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0));
     amoe_row_result r = run_one(&s);
-    CHECK(r.nreqs == 2 && r.tot.passes == 10 && r.tot.prefills == 2 + inc,
-          "%s: %d requests in %g steps, %g prefills (by hand 2 in 10, %d)", inc ? "incremental" : "reserve", r.nreqs,
+    CHECK(r.nreqs == 2 && r.tot.passes == 8 && r.tot.prefills == 2 + inc,
+          "%s: %d requests in %g steps, %g prefills (by hand 2 in 8, %d)", inc ? "incremental" : "reserve", r.nreqs,
           r.tot.passes, r.tot.prefills, 2 + inc);
     if (r.nreqs == 2) {
       const amoe_request_stat *a = r.reqs[0].request == 0 ? &r.reqs[0] : &r.reqs[1], *b = a == r.reqs ? &r.reqs[1] : &r.reqs[0];
@@ -419,6 +470,7 @@ int main(void) {
   capture();
   closed_loop();
   budget();
+  tpot_engine();
   kv_incremental();
   al_curve();
   top_k();

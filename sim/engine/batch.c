@@ -34,7 +34,9 @@ typedef struct {
   int preempted;      /* times its request was */
   long admit_seq;     /* the order it was last admitted or resumed in (the newest is preempted first) */
   int prompt;         /* its request's prompt tokens */
-  int target;         /* open arrivals of generated requests: its output tokens, at which it ends (0: at its last block) */
+  int target;         /* open arrivals of generated requests: the decode tokens at which it ends, its output tokens
+                       less the first its prefill gave (-1: at its last block) */
+  int gave_first;     /* open arrivals: its prefill gave its first token, an output token beside its committed ones */
   /* open arrivals (a group of one row): when its request took the slot,
    * and its first token (-1: not yet) */
   double admitted_s, first_s;
@@ -80,6 +82,15 @@ static double row_clock(const row_state *rs) {
   return rs->res->tot.t_total + rs->res->tot.t_prefill + rs->res->tot.t_idle;
 }
 
+/* The KV a decoding request's attention reads: a request with a prompt,
+ * its own tokens (the prompt, the first token its prefill gave and what it
+ * has committed since); without one, workload.context_tokens stands for
+ * the context before it, and its committed tokens add to it. */
+static double request_context(const amoe_spec *s, const request_slot *x, double committed) {
+  if (x->prompt > 0) return x->prompt + x->gave_first + committed;
+  return s->workload.context_tokens + committed;
+}
+
 /* A batched pass's shape, summed over its requests and prompt chunks. */
 typedef struct {
   int tokens, decoded, maxd, candidates; /* decoded: the requests' verified tokens (tokens: and the prompt chunks') */
@@ -103,7 +114,7 @@ static pass_shape_sums batch_open(const amoe_spec *s, const amoe_offline *offlin
       request_slot *x = &sl[act[q]];
       bp->dc[q] = (amoe_dctx){&x->b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL,
                               rs->draft_state, x->w.dscratch, q ? NULL : &rs->predicted, rs->layout, NULL,
-                              x->have_prev ? x->prev : NULL};
+                              x->have_prev ? x->prev : NULL, request_context(s, x, rs->slot_committed[act[q]])};
       bp->outs[q] = x->w.nodes;
     }
     rs->predicted = (amoe_draft_prediction){0, 0};
@@ -127,7 +138,7 @@ static pass_shape_sums batch_open(const amoe_spec *s, const amoe_offline *offlin
           const uint16_t *id = amoe_block_ids(b, l, w->nodes[i]);
           for (int j = 0; j < k; j++) bp->cov[(size_t)l * E + id[j]] = 1;
         }
-    const double ctx = s->workload.context_tokens + x->prompt + rs->slot_committed[act[q]]; /* (its prompt's KV too) */
+    const double ctx = request_context(s, x, rs->slot_committed[act[q]]);
     o.kv += ctx;
     o.attn += nn * ctx;
     o.tokens += nn;
@@ -241,7 +252,7 @@ static void batch_accept(const amoe_spec *s, row_state *rs, request_slot *sl, co
     const amoe_accept_result ar = pass_accept(s, &x->b, &x->w, x->nn, one_token);
     int tau = ar.tau;
     tt->blocks += one_token ? x->pos + 1 == x->len : 1;
-    if (x->target > 0) { /* the engine stops at the request's length: what runs past it is not committed */
+    if (x->target >= 0) { /* the engine stops at the request's length: what runs past it is not committed */
       const int left = x->target - (int)rs->slot_committed[act[q]];
       tau = tau < left ? tau : left;
     }
@@ -321,8 +332,10 @@ static amoe_status slot_release(row_state *rs, const int *rows, int nr, request_
     const int id = sl[i].req;
     const amoe_request_stat times = {.arrival_s = plan ? plan[id].arrival_s : 0, .admitted_s = sl[i].admitted_s,
                                      .first_s = sl[i].first_s, .finish_s = row_clock(y), .request = id,
-                                     .prompt_tokens = sl[i].prompt, .preemptions = sl[i].preempted};
-    AMOE_TRY(request_done(y->res, y->slot_committed[i], row_clock(y) - y->slot_first[i], plan ? &times : NULL, e));
+                                     .prompt_tokens = sl[i].prompt, .preemptions = sl[i].preempted,
+                                     .first_tokens = sl[i].gave_first};
+    if (plan) AMOE_TRY(request_logged(y->res, y->slot_committed[i], &times, e));
+    else AMOE_TRY(request_done(y->res, y->slot_committed[i], row_clock(y) - y->slot_first[i], NULL, e));
   }
   sl[i].req = -1;
   return AMOE_OK;
@@ -356,6 +369,7 @@ static amoe_status start_prefill(const amoe_spec *s, amoe_source *src, row_state
     for (int r = 0; r < nr && !log_pass; r++) rs[rows[r]].res->tot.prefills += 1;
   }
   for (int r = 0; r < nr && made && !chunked; r++) AMOE_TRY(row_prefill(s, &rs[rows[r]], &x->w, tokens, log_pass, e));
+  if (made && x->first_s < 0) x->gave_first = 1; /* (a request preempted before its first token prefills again) */
   if (made && !chunked && x->first_s < 0) x->first_s = row_clock(&rs[rows[0]]);
   return AMOE_OK;
 }
@@ -408,7 +422,7 @@ static amoe_status slot_next(const amoe_spec *s, const amoe_offline *offline, co
   memset(x->w.ldone, 0, (size_t)x->b.layers);
   x->pos = 0;
   if (one_token) {
-    const amoe_dctx dc = {&x->b, s, rs0->row, offline, s->workload.nodes, NULL, NULL, x->w.dscratch, NULL, NULL, NULL, NULL};
+    const amoe_dctx dc = {&x->b, s, rs0->row, offline, s->workload.nodes, NULL, NULL, x->w.dscratch, NULL, NULL, NULL, NULL, 0};
     x->len = rs0->draft->choose(&dc, x->w.nodes);
     memcpy(x->w.seq, x->w.nodes, (size_t)x->len * sizeof *x->w.seq);
   }
@@ -514,10 +528,11 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       x->prompt = P;
       x->admitted_s = plan ? fmax(row_clock(&rs[rows[0]]), plan[next].arrival_s) : 0;
       x->first_s = -1;
+      x->gave_first = 0;
       amoe_source_request at = rq[next];
-      x->target = 0;
+      x->target = -1;
       if (plan && s->workload.source == AMOE_SRC_SYNTHETIC) { /* blocks until its tokens are committed */
-        x->target = plan[next].output_tokens;
+        x->target = plan[next].output_tokens - (P > 0); /* (a prompt's prefill gives the first, as engines count) */
         at.blocks = at.tokens = INT_MAX;
       }
       AMOE_TRY(amoe_source_seek(x->src, &at, e));
@@ -528,7 +543,14 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       x->fresh = 1;
       for (int r = 0; r < nr; r++) rs[rows[r]].slot_committed[i] = 0;
       AMOE_TRY(start_prefill(s, src, rs, rows, nr, x, rq[x->req].id, P, log_pass, e));
+      if (!plan) x->gave_first = 0; /* (closed batches count decode tokens alone) */
     }
+    for (int i = 0; i < B; i++) /* a one-token request whose prefill gave its token: done */
+      if (sl[i].req >= 0 && !sl[i].paused && sl[i].target == 0 && sl[i].chunk == sl[i].chunks && sl[i].first_s >= 0) {
+        AMOE_TRY(slot_release(rs, rows, nr, sl, i, plan, log_pass, e));
+        kv_used -= sl[i].kv, running--;
+        if (loop && sent < nrq) plan[sent++].arrival_s = row_clock(&rs[rows[0]]);
+      }
     int na = 0, npf = 0;
     running_lists(sl, B, act, &na, pf, &npf);
     /* incremental KV: the pass's decode tokens (as the token budget counts
@@ -564,7 +586,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         sl[pf[q]].first_s = end; /* its last chunk gives its first token */
     for (int q = 0; q < na && incremental; q++) { /* the KV its tokens wrote */
       request_slot *x = &sl[act[q]];
-      const double now_kv = x->prompt + rs[rows[0]].slot_committed[act[q]];
+      const double now_kv = x->prompt + rs[rows[0]].slot_committed[act[q]]; /* (its newest token's KV is written when it is fed) */
       kv_used += now_kv - x->kv, x->kv = now_kv;
     }
     int nt = 0;
@@ -572,7 +594,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       request_slot *x = &sl[act[q]];
       x->fresh = 0;
       if (x->first_s < 0) x->first_s = end; /* no prompt: its first decode pass gives its first token */
-      if (x->target > 0 && rs[rows[0]].slot_committed[act[q]] >= x->target) { /* (one row) */
+      if (x->target >= 0 && rs[rows[0]].slot_committed[act[q]] >= x->target) { /* (one row) */
         AMOE_TRY(slot_release(rs, rows, nr, sl, act[q], plan, log_pass, e));
         kv_used -= sl[act[q]].kv, running--;
         if (loop && sent < nrq) plan[sent++].arrival_s = end;

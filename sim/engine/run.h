@@ -46,6 +46,9 @@ typedef struct {
   /* open arrivals (§18): time no request was running, waiting for the next
    * to arrive (in the run's duration, in no pass) */
   double t_idle;
+  /* open arrivals: the requests' first tokens their prefills gave (output
+   * tokens beside the committed decode tokens) */
+  double first_tokens;
 } amoe_totals;
 
 typedef struct {
@@ -53,11 +56,16 @@ typedef struct {
   double busiest_sum; /* executed experts on the group the layer waits for (one GPU: executed_sum) */
 } amoe_layer_totals;
 
-/* One request of a row: its committed tokens, and its time per output
- * token (the clock from its first decode pass to its last, prefills of
- * other requests in between included, over its tokens). */
+/* One request of a row: its output tokens, and its time per output
+ * token. Open arrivals: as engines report it, from its first token to its
+ * last over its output tokens after the first; its output tokens count the
+ * first token its prefill gave (first_tokens: 1) beside its committed ones.
+ * Closed batches: its committed tokens, and the clock from its first
+ * decode pass to its last (prefills of other requests in between
+ * included) over them. */
 typedef struct {
   double tokens, tpot;
+  double first_tokens; /* open arrivals: 1 where its prefill gave its first token, else 0 */
   /* open arrivals (§18), in seconds from the run's start: when it arrived,
    * took a slot, had its first token (the end of its prefill, or of its
    * first decode pass without a prompt) and finished; its index and prompt */

@@ -492,7 +492,7 @@ static inline int block_draft(const amoe_spec *s, const amoe_offline *offline, r
   if (rs->cache)
     for (int l = 0; l < b->layers; l++) res_layers[l] = amoe_cache_resident(rs->cache, l);
   amoe_dctx dc = {b, s, rs->row, offline, s->workload.nodes, rs->cache ? res_layers : NULL, rs->draft_state,
-                  w->dscratch, &rs->predicted, rs->layout, covered, previous};
+                  w->dscratch, &rs->predicted, rs->layout, covered, previous, 0};
   rs->predicted = (amoe_draft_prediction){0, 0};
   return rs->draft->choose(&dc, w->nodes);
 }
@@ -564,6 +564,27 @@ static inline amoe_status request_done(amoe_row_result *r, double tokens, double
   amoe_request_stat q = times ? *times : (amoe_request_stat){0};
   q.tokens = tokens;
   q.tpot = time / tokens;
+  v[r->nreqs++] = q;
+  return AMOE_OK;
+}
+
+/* A request of open arrivals is done (its times in *times): into the
+ * row's list with its output tokens (the first token its prefill gave, if
+ * it did, and the `committed` decode tokens after it) and its time per
+ * output token as engines report it (vLLM's benchmark): the time from its
+ * first token to its last over the output tokens after the first (0 with
+ * one output token). */
+static inline amoe_status request_logged(amoe_row_result *r, double committed, const amoe_request_stat *times,
+                                         amoe_err *e) {
+  const double tokens = committed + times->first_tokens;
+  if (!(tokens > 0)) return AMOE_OK;
+  amoe_request_stat *v = amoe_grow(r->reqs, &r->reqs_cap, (size_t)r->nreqs + 1, sizeof *v, 64);
+  if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  r->reqs = v;
+  amoe_request_stat q = *times;
+  q.tokens = tokens;
+  q.tpot = tokens > 1 ? (q.finish_s - q.first_s) / (tokens - 1) : 0;
+  r->tot.first_tokens += times->first_tokens;
   v[r->nreqs++] = q;
   return AMOE_OK;
 }

@@ -103,6 +103,7 @@ typedef struct {
   int *count;     /* [L][E] */
   double *u, *f;  /* [L] */
   double *work;   /* [L][G] expert time per group (G = 1: the layer's) */
+  double kv, attn; /* the pass's KV tokens, and Σ over its nodes of their request's context */
 } expert_state;
 
 /* The predictor's k experts for node t at layer l: each slot's true
@@ -208,19 +209,24 @@ static int popularity_tables(expert_state *x, const double *pop) {
   return 1;
 }
 
+/* A request's context: its own (c->context), else workload.context_tokens. */
+static double context_of(const amoe_dctx *c) {
+  return c->context > 0 ? c->context : c->spec->workload.context_tokens;
+}
+
 /* The pass's shape for `requests` requests verifying `tokens` nodes, the
- * deepest at depth maxd. */
-static amoe_pass_shape shape_of(const amoe_spec *s, int requests, int tokens, int maxd) {
-  const double ctx = s->workload.context_tokens;
+ * deepest at depth maxd, its attention reading kv tokens of KV (over the
+ * requests) and attn (over the nodes), as the run charges it. */
+static amoe_pass_shape shape_of(const amoe_spec *s, int requests, int tokens, int maxd, double kv, double attn) {
   amoe_pass_shape sh = amoe_spec_pass_shape(s, tokens, maxd);
   sh.branch = s->workload.top_k * requests, sh.accepted = requests;
-  sh.kv_tokens = requests * ctx, sh.attn_tokens = tokens * ctx, sh.requests = requests;
+  sh.kv_tokens = kv, sh.attn_tokens = attn, sh.requests = requests;
   return sh;
 }
 
 static double experts_time(const expert_state *x, int requests, int tokens, int maxd) {
   amoe_cost_pass_ctx pc;
-  amoe_pass_shape sh = shape_of(x->s, requests, tokens, maxd);
+  amoe_pass_shape sh = shape_of(x->s, requests, tokens, maxd, x->kv, x->attn);
   amoe_cost_pass_init(&pc, &sh);
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const int slots = x->s->offload.slots_per_layer;
@@ -259,7 +265,7 @@ int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *co
     x.k = s->model.top_k;
     x.G = x.layout ? amoe_layout_groups(x.layout) : 1;
     amoe_cost_pass_ctx pc;
-    amoe_pass_shape sh = shape_of(s, 1, 1, 0);
+    amoe_pass_shape sh = shape_of(s, 1, 1, 0, 0, 0);
     amoe_cost_pass_init(&pc, &sh);
     x.moe_tp = pc.moe_tp > 0 ? pc.moe_tp : 1;
     x.count = calloc((size_t)x.L * x.E, sizeof *x.count);
@@ -282,6 +288,8 @@ int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *co
         cv[m++] = (cand){run, q, i};
       }
       if (by_experts) add_node(&x, &c[q], order[0]);
+      x.kv += context_of(&c[q]);
+      x.attn += context_of(&c[q]);
     }
     qsort(cv, (size_t)total, sizeof *cv, by_gain);
     /* K = 0: the roots alone; then one candidate more at a time */
@@ -294,6 +302,7 @@ int amoe_draft_adaptive_pass(const amoe_dctx *c, int R, int *const *out, int *co
         gain += a->gain;
         maxd = c[a->q].b->depth[t] > maxd ? c[a->q].b->depth[t] : maxd;
         if (by_experts) add_node(&x, &c[a->q], t);
+        x.attn += context_of(&c[a->q]);
       }
       /* experts: the pass as the cost function prices it before acceptance
        * (the prediction), and for the decision the engine's host work per

@@ -121,6 +121,9 @@ typedef struct {
    * previous block's last naturally accepted node: an engine has it from
    * the last pass), or NULL at a request's first block */
   const uint16_t *previous;
+  /* the KV context the request's attention reads (a batched request's own,
+   * batch.c's request_context), or 0: workload.context_tokens */
+  double context;
 } amoe_dctx;
 
 typedef struct {
