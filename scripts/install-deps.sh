@@ -11,7 +11,7 @@ if [ "${1:-}" != main ]; then
   # converter's), the benchmarks (Google Benchmark), the figures (gnuplot), HIP-CPU's TBB
   pkgs+=(clang time parallel slurm-wlm munge python3-torch libbenchmark-dev gnuplot-nox libtbb-dev python3-venv
     python3-regex python3-tqdm python3-filelock python3-yaml python3-requests python3-packaging python3-fsspec
-    python3-typing-extensions)
+    python3-typing-extensions python3-numpy)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -39,6 +39,17 @@ if ! .venv/bin/python -c "import transformers, tokenizers, safetensors, huggingf
   /usr/bin/python3 -m venv --system-site-packages .venv &&
     .venv/bin/pip install -q --no-deps "${PYPI[@]}" ||
     echo "install-deps: could not install ${PYPI[*]} into .venv (the hf capture test will skip)" >&2
+fi
+
+# NVIDIA AIConfigurator's measured kernel tables (docs/design.md §20; scripts/aic-import.py turns
+# them into the CSV tables acceptmoe reads) and pyarrow, to read its parquet: pinned, without their
+# other dependencies (numpy is Debian's, above; the import needs nothing else of the package).
+AIC=(aiconfigurator-core==0.12.0 pyarrow==17.0.0)
+if ! .venv/bin/python -c "import aiconfigurator_core, pyarrow" 2>/dev/null ||
+  [ "$(.venv/bin/python -c 'from importlib import metadata; print(metadata.version("aiconfigurator-core"))' 2>/dev/null)" != 0.12.0 ]; then
+  [ -x .venv/bin/pip ] || /usr/bin/python3 -m venv --system-site-packages .venv
+  .venv/bin/pip install -q --no-deps "${AIC[@]}" ||
+    echo "install-deps: could not install ${AIC[*]} into .venv (the kernel tables cannot be imported)" >&2
 fi
 
 # cuobjdump, which the CUDA toolkit here lacks, to read the built module's
