@@ -447,6 +447,8 @@ amoe_status amoe_results_open(amoe_results **out, const amoe_results_opts *o, am
 void amoe_results_begin_point(amoe_results *r, int point, const amoe_spec *s) {
   r->point = point;
   r->s = s;
+  if (s->kernels_note[0]) /* (every point's hardware is one preset's) */
+    json_object_set_new(r->meta_json, "kernels", json_string(s->kernels_note));
   /* the point's value of each sweep key: the last key varies fastest */
   const amoe_experiment *x = r->o.x;
   r->sweepvals[0] = 0;

@@ -138,6 +138,16 @@ typedef struct {
   double layer_fixed_s;   /* per decoder layer: its ~8-10 small dense kernels */
   double moe_t0_s;        /* per fused-MoE call (per wave) */
   double moe_eta;         /* share of hbm_bw that expert streaming reaches */
+  /* an expert's time as a measured kernel table gives it for the model's
+   * shape and format (docs/design.md §20; hardware.kernels fills them):
+   * max(moe_expert_s, moe_token_s · its tokens) in place of the bytes over
+   * moe_eta · hbm_bw and the FLOPs at moe_flops (0: those) */
+  double moe_expert_s, moe_token_s;
+  /* the measured kernel table the MoE terms come from, as
+   * aic:GPU:ENGINE:VERSION (AIConfigurator's, imported by
+   * scripts/aic-import.py and fitted by scripts/fit_aic_moe.py); empty:
+   * the analytic terms */
+  char kernels[AMOE_NAME_MAX];
   double draft_step_fixed_s; /* per draft step, beside the draft head's bytes */
   double copy_latency_s;  /* per host-to-device expert copy */
   /* the engine around the kernels (docs/design.md §9) */

@@ -152,6 +152,9 @@ typedef struct {
     int requests_csv; /* open arrivals: requests.csv, a row per (point, policy, request) */
     char dump_selection[AMOE_PATH_MAX];
   } output;
+  /* what hardware.kernels resolved to (the table's row taken, or why the
+   * analytic terms stayed), for meta.json; empty without it */
+  char kernels_note[AMOE_PATH_MAX + 256];
 } amoe_spec;
 
 #endif

@@ -52,6 +52,8 @@ static inline amoe_expert_coef amoe_cost_expert_coef(const amoe_model *m, const 
   amoe_expert_coef c = {amoe_model_expert_bytes(m) / (hw->moe_eta * hw->hbm_bw),
                         flop / (hw->moe_flops > 0 ? hw->moe_flops : peak),
                         hw->moe_flops > 0 ? hw->moe_flops_tokens : 0, flop / peak};
+  if (hw->moe_expert_s > 0) c.mem_s = hw->moe_expert_s; /* a measured table's terms (§20): one slope */
+  if (hw->moe_token_s > 0) c.per_token_s = hw->moe_token_s, c.sat_tokens = 0;
   return c;
 }
 static inline double amoe_cost_expert_at(amoe_expert_coef c, int n) {
