@@ -17,10 +17,11 @@ predict the power-law rows through the union as the simulator forms it
 seeded draws), which says how much of the balanced/power-law difference
 the union of the experts and their tokens accounts for.
 
-  .venv/bin/python scripts/fit_aic_moe.py [KERNELS_DIR] [--shapes preset|all] [-o moe-terms.csv]
+  .venv/bin/python scripts/fit_aic_moe.py [KERNELS_DIR] [--shapes preset|all] [--tables GPU/ENGINE/VERSION,...]
 
 KERNELS_DIR (default build/kernels) holds the imported tables; --shapes
-preset (the default) fits the shapes of workloads/models/*.yaml only. Writes
+preset (the default) fits the shapes of workloads/models/*.yaml only;
+--tables fits those tables' directories only (default: every one). Writes
 KERNELS_DIR/<gpu>/<engine>/<version>/moe-terms.csv (columns below, seconds),
 which `hardware.kernels` names, and prints a summary per (GPU, dtype).
 Needs numpy.
@@ -213,11 +214,14 @@ def write_terms(path, rows):
 
 
 def main(argv):
-    args = [a for a in argv if not a.startswith("--")]
-    shapes_all = "--shapes=all" in argv or ("--shapes" in argv and argv[argv.index("--shapes") + 1] == "all")
-    if "--shapes" in argv:
-        args = [a for a in args if a not in ("all", "preset")]
-    kdir = args[0] if args else "build/kernels"
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("kernels", nargs="?", default="build/kernels")
+    ap.add_argument("--shapes", choices=["preset", "all"], default="preset")
+    ap.add_argument("--tables", default="", help="GPU/ENGINE/VERSION,... (default: every table)")
+    a = ap.parse_args(argv)
+    kdir, shapes_all = a.kernels, a.shapes == "all"
+    only = set(t for t in a.tables.split(",") if t)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     meta_path = os.path.join(kdir, "meta.json")
     if not os.path.isfile(meta_path):
@@ -227,9 +231,12 @@ def main(argv):
     shapes = None if shapes_all else model_shapes(repo)
     by_dir = {}
     for rel, t in sorted(meta["tables"].items()):
-        if not os.path.basename(rel).startswith("moe-"):
+        if not os.path.basename(rel).startswith("moe-") or (only and os.path.dirname(rel) not in only):
             continue
         by_dir.setdefault(os.path.dirname(rel), []).extend(fit_table(os.path.join(kdir, rel), t.get("kernels"), shapes))
+    if only - set(by_dir):
+        print("fit_aic_moe: no moe table in %s for %s" % (kdir, ", ".join(sorted(only - set(by_dir)))), file=sys.stderr)
+        return 2
     print("| table | dtype | groups | fit MAPE | held MAPE | power-law MAPE |")
     print("|---|---|---|---|---|---|")
     for d, rows in sorted(by_dir.items()):

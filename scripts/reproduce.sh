@@ -41,6 +41,8 @@ cells_in=${CELLS:-../shared/real-data/serving/cells.csv}
 have_cells=0
 if [ $quick = 0 ] && [ -f "$cells_in" ]; then
   have_cells=1
+  # the measured kernel tables the hardware presets name, beside the binary (docs/design.md §20)
+  [ -f "$(dirname "$A")/kernels/meta.json" ] || scripts/kernel-tables.sh "$(dirname "$A")/kernels" >/dev/null
   mkdir -p "$res/cells"
   echo "== cells"
   "$A" cells "$cells_in" --csv "$res/cells/cells.csv" --quiet >"$res/cells/matrix.md"
