@@ -351,8 +351,9 @@ static __attribute__((noinline, unused)) double mtp_draft_s(const amoe_spec *s, 
   const amoe_model *M = &s->model;
   const int E = b->experts, k = M->top_k, tp = s->parallel.attention_tp > 1 ? s->parallel.attention_tp : 1;
   amoe_cost_pass_ctx one;
-  amoe_cost_pass_init(&one, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
-      .tokens = 1, .context = s->workload.context_tokens});
+  amoe_pass_shape sh = amoe_spec_pass_shape(s, 1, 0);
+  sh.offload = sh.fetch_overlap = sh.draft_passes = 0; /* (one resident forward of the module, no draft of its own) */
+  amoe_cost_pass_init(&one, &sh);
   double t = 0;
   if (b->layers < 1) /* a dense target: the module is one dense decoder layer and the head */
     return (nn - 1) * (amoe_cost_dense(M, &s->hw, 1, s->workload.context_tokens, 0, tp) + amoe_cost_head(M, &s->hw, 1, tp));
@@ -508,9 +509,9 @@ static inline amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w
   const amoe_model *M = &s->model;
   const int L = M->moe_layers, E = M->experts;
   amoe_cost_pass_ctx pc;
-  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = M, .hw = &s->hw, .engine = &s->engine, .parallel = &s->parallel,
-      .offload = rs->cache != NULL, .fetch_overlap = s->offload.overlap, .tokens = tokens,
-      .context = s->workload.context_tokens});
+  amoe_pass_shape sh = amoe_spec_pass_shape(s, tokens, 0);
+  sh.offload = rs->cache != NULL, sh.draft_passes = 0; /* (a prompt: no draft) */
+  amoe_cost_pass_init(&pc, &sh);
   const int through = rs->cache && s->offload.prefill == AMOE_PREFILL_THROUGH;
   double fetched = 0;
   for (int l = 0; l < L; l++) {
