@@ -943,7 +943,8 @@ if grep -qE '^\| on \| off \| output_tok_s \| 1\.042 \| [0-9.]+ \|' "$T/cells.md
    grep -q "^| dataset | .* ok, prompts 161 tokens, ShareGPT's mean" "$T/cells.md" &&
    grep -q "^| curve | .* ok, al from qwen3-32b-0101's thinking_on curve" "$T/cells.md" &&
    grep -q "the run failed: --set engine.nonsense=1: unknown key" "$T/cells.md" &&
-   [ "$(wc -l <"$T/cells.csv")" -eq 14 ] && [ "$(grep -c ',ok$' "$T/cells.csv")" -eq 10 ] &&
+   [ "$(wc -l <"$T/cells.csv")" -eq 15 ] && [ "$(grep -c ',ok$' "$T/cells.csv")" -eq 11 ] &&
+   awk -F, '$1 == "off-ttft" && $2 > 0 && $5 == "ok" { f = 1 } END { exit !f }' "$T/cells.csv" &&
    head -1 "$T/cells.csv" | grep -qx 'id,predicted,measured,error,status'; then ok
 else bad "cells: $(cat "$T/cells.err") $(head -c 600 "$T/cells.md")"; fi
 "$A" cells tests/fixtures/cells.csv --only on,off --quiet >"$T/cells2.md" 2>&1
