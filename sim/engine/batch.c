@@ -5,6 +5,7 @@
 #include <math.h>
 #include <pthread.h>
 
+#include "schedule.h"
 #include "stages.h"
 
 /*
@@ -22,18 +23,11 @@ typedef struct {
   amoe_source *src;   /* the slot's own reader */
   amoe_block b;       /* its request's current block */
   work w;             /* its scratch, and the block's router probabilities for every row */
-  int req;            /* index into the request list; -1: free */
+  amoe_sched_slot q;  /* what the scheduler knows of it (schedule.h): its request, KV, chunks */
   int fresh;          /* its request has not had a decode pass yet */
   int pos, len;       /* one-token rows: the block's tokens decoded so far, of len (in w.seq) */
   int nn;             /* this pass: the nodes it verifies */
   uint16_t *prefill;  /* [chunk][layer][E] its request's prefill counts (prompt > 0) */
-  int chunk, chunks;  /* chunked prefill: the next chunk, of chunks (done: chunk == chunks) */
-  int take;           /* chunked prefill: the chunks it runs this pass (engine.max_batched_tokens; else 1) */
-  double kv;          /* the KV tokens its request holds (open arrivals under a KV capacity: reserved, or as written) */
-  int paused;         /* engine.kv_allocation incremental: preempted, its KV freed, waiting to recompute it */
-  int preempted;      /* times its request was */
-  long admit_seq;     /* the order it was last admitted or resumed in (the newest is preempted first) */
-  int prompt;         /* its request's prompt tokens */
   int target;         /* open arrivals of generated requests: the decode tokens at which it ends, its output tokens
                        less the first its prefill gave (-1: at its last block) */
   int gave_first;     /* open arrivals: its prefill gave its first token, an output token beside its committed ones */
@@ -87,7 +81,7 @@ static double row_clock(const row_state *rs) {
  * has committed since); without one, workload.context_tokens stands for
  * the context before it, and its committed tokens add to it. */
 static double request_context(const amoe_spec *s, const request_slot *x, double committed) {
-  if (x->prompt > 0) return x->prompt + x->gave_first + committed;
+  if (x->q.prompt > 0) return x->q.prompt + x->gave_first + committed;
   return s->workload.context_tokens + committed;
 }
 
@@ -150,8 +144,8 @@ static pass_shape_sums batch_open(const amoe_spec *s, const amoe_offline *offlin
   }
   o.decoded = o.tokens;
   for (int q = 0; q < npf; q++) { /* its chunks attend to the prompt before them and to themselves (causal) */
-    const int P = sl[pf[q]].prompt, c = s->workload.chunk_tokens, done = sl[pf[q]].chunk * c;
-    const int upto = (sl[pf[q]].chunk + sl[pf[q]].take) * c, n = (P < upto ? P : upto) - done;
+    const int P = sl[pf[q]].q.prompt, c = s->workload.chunk_tokens, done = sl[pf[q]].q.chunk * c;
+    const int upto = (sl[pf[q]].q.chunk + sl[pf[q]].q.take) * c, n = (P < upto ? P : upto) - done;
     o.tokens += n;
     o.kv += done + n;
     o.attn += n * (done + 0.5 * n);
@@ -228,7 +222,7 @@ static double batch_layer_sets(const amoe_spec *s, const amoe_offline *offline, 
       for (int y = 0; y < E; y++) pX[y] |= X[y];
   }
   for (int q = 0; q < npf; q++) /* the prompt chunks' experts, natural */
-    for (int ch = sl[pf[q]].chunk; ch < sl[pf[q]].chunk + sl[pf[q]].take; ch++) {
+    for (int ch = sl[pf[q]].q.chunk; ch < sl[pf[q]].q.chunk + sl[pf[q]].q.take; ch++) {
       const uint16_t *pc_l = sl[pf[q]].prefill + ((size_t)ch * L + l) * E;
       for (int y = 0; y < E; y++) {
         const uint8_t run = pc_l[y] > 0;
@@ -324,32 +318,20 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
 }
 
 /* Slot i's request is done: into every row's list, and (open arrivals,
- * one row) with its times; the slot is free. */
+ * one row) with its times (the scheduler then frees the slot). */
 static amoe_status slot_release(row_state *rs, const int *rows, int nr, request_slot *sl, int i,
                                 const amoe_arrival *plan, int log_pass, amoe_err *e) {
   for (int r = 0; r < nr && !log_pass; r++) {
     row_state *y = &rs[rows[r]];
-    const int id = sl[i].req;
+    const int id = sl[i].q.req;
     const amoe_request_stat times = {.arrival_s = plan ? plan[id].arrival_s : 0, .admitted_s = sl[i].admitted_s,
                                      .first_s = sl[i].first_s, .finish_s = row_clock(y), .request = id,
-                                     .prompt_tokens = sl[i].prompt, .preemptions = sl[i].preempted,
+                                     .prompt_tokens = sl[i].q.prompt, .preemptions = sl[i].q.preempted,
                                      .first_tokens = sl[i].gave_first};
     if (plan) AMOE_TRY(request_logged(y->res, y->slot_committed[i], &times, e));
     else AMOE_TRY(request_done(y->res, y->slot_committed[i], row_clock(y) - y->slot_first[i], NULL, e));
   }
-  sl[i].req = -1;
   return AMOE_OK;
-}
-
-/* The running slots in slot order: those prefilling (pf) and those
- * decoding (act); a preempted one is neither. */
-static void running_lists(const request_slot *sl, int B, int *act, int *na, int *pf, int *npf) {
-  *na = *npf = 0;
-  for (int i = 0; i < B; i++)
-    if (sl[i].req >= 0 && !sl[i].paused) {
-      if (sl[i].chunk < sl[i].chunks) pf[(*npf)++] = i;
-      else act[(*na)++] = i;
-    }
 }
 
 /* Slot x's request prefills `tokens` (its prompt; a preempted request's
@@ -363,44 +345,15 @@ static amoe_status start_prefill(const amoe_spec *s, amoe_source *src, row_state
   int made = 0;
   if (tokens > 0) AMOE_TRY(amoe_source_prefill(src, id, tokens, chunk, x->prefill, &made, e));
   x->w.prefill = x->prefill;
-  x->chunk = x->chunks = 0;
+  x->q.chunk = x->q.chunks = 0;
   if (made && chunked) {
-    x->chunks = (tokens + chunk - 1) / chunk;
+    x->q.chunks = (tokens + chunk - 1) / chunk;
     for (int r = 0; r < nr && !log_pass; r++) rs[rows[r]].res->tot.prefills += 1;
   }
   for (int r = 0; r < nr && made && !chunked; r++) AMOE_TRY(row_prefill(s, &rs[rows[r]], &x->w, tokens, log_pass, e));
   if (made && x->first_s < 0) x->gave_first = 1; /* (a request preempted before its first token prefills again) */
   if (made && !chunked && x->first_s < 0) x->first_s = row_clock(&rs[rows[0]]);
   return AMOE_OK;
-}
-
-/* engine.max_batched_tokens (§19): the pass's decoding requests' tokens
- * first, then the prefilling requests' chunks, first come first served,
- * while they fit (whole chunks of workload.chunk_tokens; a request's last
- * chunk may be shorter). Sets each prefilling slot's take and returns how
- * many of pf[0..npf) run (kept in order); with nothing decoding, the first
- * runs one chunk even if it alone is over the budget. */
-static int budget_chunks(const amoe_spec *s, request_slot *sl, int one_token, int na, int *pf, int npf) {
-  const int c = s->workload.chunk_tokens;
-  int left = s->engine.max_batched_tokens - na * (one_token ? 1 : s->workload.nodes), kept = 0;
-  for (int q = 1; q < npf; q++) /* first come first served: by request */
-    for (int j = q; j > 0 && sl[pf[j]].req < sl[pf[j - 1]].req; j--) {
-      const int t = pf[j];
-      pf[j] = pf[j - 1];
-      pf[j - 1] = t;
-    }
-  for (int q = 0; q < npf; q++) {
-    request_slot *x = &sl[pf[q]];
-    x->take = 0;
-    for (int ch = x->chunk; ch < x->chunks; ch++) {
-      const int n = (x->prompt < (ch + 1) * c ? x->prompt : (ch + 1) * c) - ch * c;
-      if (n > left && !(na == 0 && kept == 0 && x->take == 0)) break;
-      left -= n;
-      x->take++;
-    }
-    if (x->take > 0) pf[kept++] = pf[q];
-  }
-  return kept;
 }
 
 /* The slot's next block into x->b (AMOE_END: its request is done); a
@@ -476,56 +429,42 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
                                amoe_arrival *plan, request_slot *sl, pass_buffers *bp, const amoe_run_hooks *h,
                                int log_pass, int group, int groups, amoe_err *e) {
   const int B = amoe_workload_slots(&s->workload);
-  /* a closed loop: each client sends its next request when its last one
-   * ends, so request j >= C arrives when the (j - C)-th request finishes */
-  const int loop = plan && s->workload.arrival == AMOE_ARRIVAL_CONCURRENCY;
-  int sent = loop ? (s->workload.concurrency < nrq ? s->workload.concurrency : nrq) : 0;
-  for (int i = sent; loop && i < nrq; i++) plan[i].arrival_s = INFINITY; /* (each row's schedule starts over) */
-  /* KV capacity (§19): a request is admitted while its prompt and output
-   * fit beside the running requests' (alone, it is admitted regardless);
-   * incremental (vLLM's): while its prompt fits, its KV growing with its
-   * tokens, and when a pass's tokens do not fit the newest running
-   * requests are preempted (their KV freed, recomputed when they return,
-   * the last preempted first, before any new request) */
+  /* a closed loop (each row's schedule starts it over) */
+  amoe_closed_loop loop = {0};
+  if (plan && s->workload.arrival == AMOE_ARRIVAL_CONCURRENCY) amoe_arrival_loop_start(&loop, plan, nrq, s->workload.concurrency);
+  /* the scheduler (schedule.h) over the slots, under the KV capacity (§19) */
   const double kv_cap = plan ? amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel, !one_token) : 0;
   if (kv_cap < 0)
     return amoe_fail(e, AMOE_EINVAL, "engine.gpu_memory_utilization %g: the weights of %s leave no KV cache on %d %s",
                      s->engine.gpu_memory_utilization, s->model.name, s->hw.gpus, s->hw.name);
   const int incremental = kv_cap > 0 && s->engine.kv_allocation == AMOE_KV_INCREMENTAL;
-  double kv_used = 0;
-  int running = 0, held[AMOE_MAX_BATCH], nheld = 0; /* held: the preempted slots, the last on top */
-  long seq = 0;
+  amoe_sched_slot *qs[AMOE_MAX_BATCH];
+  for (int i = 0; i < B; i++) qs[i] = &sl[i].q;
+  amoe_sched sch;
+  amoe_sched_init(&sch, qs, B, kv_cap, incremental);
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
   const int budget = chunked ? s->engine.max_batched_tokens : 0;
   int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
   uint64_t done = 0, total = 0;
   for (int i = 0; i < nrq; i++) total += (uint64_t)rq[i].blocks;
-  for (int i = 0; i < B; i++) sl[i].req = -1;
   for (int r = 0; r < nr; r++) rs[rows[r]].have_prev = 0;
   double waited_to = 0; /* the arrival the clock last waited for (it is the clock's, up to rounding) */
   for (;;) {
     const double now = plan ? fmax(row_clock(&rs[rows[0]]), waited_to) : 0;
-    while (nheld > 0) { /* the preempted return first, their prompt and output so far recomputed */
-      request_slot *x = &sl[held[nheld - 1]];
-      const double need = x->prompt + rs[rows[0]].slot_committed[held[nheld - 1]];
-      if (running > 0 && kv_used + need > kv_cap) break;
-      nheld--;
-      x->paused = 0, x->kv = need, kv_used += need, running++, x->admit_seq = seq++;
-      const int redo = need < bp->prefill_cap ? (int)need : bp->prefill_cap; /* (a trace's request may outrun its plan) */
-      AMOE_TRY(start_prefill(s, src, rs, rows, nr, x, rq[x->req].id, redo, log_pass, e));
-    }
-    for (int i = 0; i < B && next < nrq && nheld == 0; i++) { /* continuous batching: a free slot takes the next request */
+    for (int i; (i = amoe_sched_resume(&sch, rs[rows[0]].slot_committed)) >= 0;) {
+      /* the preempted return first, their prompt and output so far recomputed */
       request_slot *x = &sl[i];
-      if (x->req >= 0) continue;
+      const int redo = x->q.kv < bp->prefill_cap ? (int)x->q.kv : bp->prefill_cap; /* (a trace's request may outrun its plan) */
+      AMOE_TRY(start_prefill(s, src, rs, rows, nr, x, rq[x->q.req].id, redo, log_pass, e));
+    }
+    for (int i = 0; i < B && next < nrq && sch.nheld == 0; i++) { /* continuous batching: a free slot takes the next request */
+      request_slot *x = &sl[i];
+      if (x->q.req >= 0) continue;
       if (plan && plan[next].arrival_s > now) break; /* not arrived yet */
       const int P = plan ? plan[next].prompt_tokens : s->workload.prompt_tokens;
       const double need = plan ? (double)P + (incremental ? 0 : plan[next].output_tokens) : 0;
-      if (kv_cap > 0 && running > 0 && kv_used + need > kv_cap) break; /* no KV for it yet */
-      x->kv = need;
-      kv_used += need;
-      running++;
-      x->paused = x->preempted = 0, x->admit_seq = seq++;
-      x->prompt = P;
+      if (!amoe_sched_fits(&sch, need)) break; /* no KV for it yet */
+      amoe_sched_admit(&sch, i, next, P, need);
       x->admitted_s = plan ? fmax(row_clock(&rs[rows[0]]), plan[next].arrival_s) : 0;
       x->first_s = -1;
       x->gave_first = 0;
@@ -539,33 +478,26 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       const amoe_status rc = slot_next(s, offline, &rs[rows[0]], one_token, 0, x, e);
       if (rc == AMOE_END) return amoe_fail(e, AMOE_EINVAL, "request %u has no blocks", rq[next].id);
       AMOE_TRY(rc);
-      x->req = next++;
+      next++;
       x->fresh = 1;
       for (int r = 0; r < nr; r++) rs[rows[r]].slot_committed[i] = 0;
-      AMOE_TRY(start_prefill(s, src, rs, rows, nr, x, rq[x->req].id, P, log_pass, e));
+      AMOE_TRY(start_prefill(s, src, rs, rows, nr, x, rq[x->q.req].id, P, log_pass, e));
       if (!plan) x->gave_first = 0; /* (closed batches count decode tokens alone) */
     }
     for (int i = 0; i < B; i++) /* a one-token request whose prefill gave its token: done */
-      if (sl[i].req >= 0 && !sl[i].paused && sl[i].target == 0 && sl[i].chunk == sl[i].chunks && sl[i].first_s >= 0) {
+      if (sl[i].q.req >= 0 && !sl[i].q.paused && sl[i].target == 0 && sl[i].q.chunk == sl[i].q.chunks && sl[i].first_s >= 0) {
         AMOE_TRY(slot_release(rs, rows, nr, sl, i, plan, log_pass, e));
-        kv_used -= sl[i].kv, running--;
-        if (loop && sent < nrq) plan[sent++].arrival_s = row_clock(&rs[rows[0]]);
+        amoe_sched_release(&sch, i);
+        amoe_arrival_sent(&loop, row_clock(&rs[rows[0]]));
       }
-    int na = 0, npf = 0;
-    running_lists(sl, B, act, &na, pf, &npf);
     /* incremental KV: the pass's decode tokens (as the token budget counts
      * them) must fit; else the newest running request gives its KV back */
-    while (incremental && running > 1 && kv_used + na * (one_token ? 1 : s->workload.nodes) > kv_cap) {
-      int v = -1;
-      for (int i = 0; i < B; i++)
-        if (sl[i].req >= 0 && !sl[i].paused && (v < 0 || sl[i].admit_seq > sl[v].admit_seq)) v = i;
-      sl[v].paused = 1, sl[v].preempted++, kv_used -= sl[v].kv, sl[v].kv = 0, running--;
-      sl[v].chunk = sl[v].chunks = 0; /* (a prompt it was prefilling is recomputed whole) */
-      held[nheld++] = v;
-      running_lists(sl, B, act, &na, pf, &npf);
-    }
-    for (int q = 0; q < npf; q++) sl[pf[q]].take = 1;
-    if (budget > 0 && npf > 0) npf = budget_chunks(s, sl, one_token, na, pf, npf);
+    const int per = one_token ? 1 : s->workload.nodes;
+    amoe_sched_preempt(&sch, per);
+    int na = 0, npf = 0;
+    amoe_sched_running(&sch, act, &na, pf, &npf);
+    for (int q = 0; q < npf; q++) sl[pf[q]].q.take = 1;
+    if (budget > 0 && npf > 0) npf = amoe_sched_budget(&sch, budget - na * per, s->workload.chunk_tokens, na, pf, npf);
     if (na + npf == 0 && plan && next < nrq) { /* nothing running: wait for the next arrival */
       const double gap = plan[next].arrival_s - now;
       if (gap > 0 && !log_pass) rs[rows[0]].res->tot.t_idle += gap;
@@ -582,12 +514,12 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
     }
     const double end = row_clock(&rs[rows[0]]);
     for (int q = 0; q < npf; q++)
-      if ((sl[pf[q]].chunk += sl[pf[q]].take) == sl[pf[q]].chunks && sl[pf[q]].first_s < 0)
+      if ((sl[pf[q]].q.chunk += sl[pf[q]].q.take) == sl[pf[q]].q.chunks && sl[pf[q]].first_s < 0)
         sl[pf[q]].first_s = end; /* its last chunk gives its first token */
     for (int q = 0; q < na && incremental; q++) { /* the KV its tokens wrote */
       request_slot *x = &sl[act[q]];
-      const double now_kv = x->prompt + rs[rows[0]].slot_committed[act[q]]; /* (its newest token's KV is written when it is fed) */
-      kv_used += now_kv - x->kv, x->kv = now_kv;
+      const double now_kv = x->q.prompt + rs[rows[0]].slot_committed[act[q]]; /* (its newest token's KV is written when it is fed) */
+      amoe_sched_wrote(&sch, act[q], now_kv);
     }
     int nt = 0;
     for (int q = 0; q < na; q++) { /* the slots whose block is done */
@@ -596,8 +528,8 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
       if (x->first_s < 0) x->first_s = end; /* no prompt: its first decode pass gives its first token */
       if (x->target >= 0 && rs[rows[0]].slot_committed[act[q]] >= x->target) { /* (one row) */
         AMOE_TRY(slot_release(rs, rows, nr, sl, act[q], plan, log_pass, e));
-        kv_used -= sl[act[q]].kv, running--;
-        if (loop && sent < nrq) plan[sent++].arrival_s = end;
+        amoe_sched_release(&sch, act[q]);
+        amoe_arrival_sent(&loop, end);
         continue;
       }
       if (one_token && ++x->pos < x->len) continue;
@@ -613,8 +545,8 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
         return bp->rc[q];
       }
       AMOE_TRY(slot_release(rs, rows, nr, sl, i, plan, log_pass, e)); /* its last block */
-      kv_used -= sl[i].kv, running--;
-      if (loop && sent < nrq) plan[sent++].arrival_s = end;
+      amoe_sched_release(&sch, i);
+      amoe_arrival_sent(&loop, end);
     }
     if (h && h->on_progress && !log_pass) /* (the groups' shares of the blocks, one after another) */
       h->on_progress(h->ctx, (group * total + (done < total ? done : total)) / (uint64_t)groups);

@@ -197,3 +197,14 @@ amoe_status amoe_arrival_plan(const amoe_workload_spec *w, amoe_arrival **out, i
   *n = w->requests;
   return AMOE_OK;
 }
+
+void amoe_arrival_loop_start(amoe_closed_loop *lp, amoe_arrival *plan, int n, int concurrency) {
+  lp->plan = plan;
+  lp->n = n;
+  lp->sent = concurrency < n ? concurrency : n;
+  for (int i = 0; i < n; i++) plan[i].arrival_s = i < lp->sent ? 0 : INFINITY;
+}
+
+void amoe_arrival_sent(amoe_closed_loop *lp, double t) {
+  if (lp->plan && lp->sent < lp->n) lp->plan[lp->sent++].arrival_s = t;
+}

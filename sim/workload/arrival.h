@@ -27,6 +27,20 @@ typedef struct {
  * arrivals (0); the others are INFINITY until the schedule sends them. */
 amoe_status amoe_arrival_plan(const amoe_workload_spec *w, amoe_arrival **out, int *n, amoe_err *e);
 
+/* A closed loop's sends (workload.arrival.process concurrency): C clients
+ * each send their next request when their last one ends, so request j >= C
+ * arrives when the (j - C)-th request to finish does. */
+typedef struct {
+  amoe_arrival *plan;
+  int n, sent; /* plan[0..n); plan[0..sent) have been sent */
+} amoe_closed_loop;
+/* (Re)starts the loop over plan[0..n): the first min(C, n) requests sent
+ * at 0, the rest not yet (arrival INFINITY). */
+void amoe_arrival_loop_start(amoe_closed_loop *lp, amoe_arrival *plan, int n, int concurrency);
+/* A request ended at t: the next request is sent then (nothing once every
+ * one is sent, or without a loop: plan NULL). */
+void amoe_arrival_sent(amoe_closed_loop *lp, double t);
+
 /* One gamma-distributed draw of mean 1 and coefficient of variation cv
  * from u, a stream (Marsaglia and Tsang; cv 1: exponential). Exposed for
  * tests of the distribution. */
