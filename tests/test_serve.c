@@ -103,16 +103,17 @@ static void closed_loop(void) {
   /* KV capacity for 3 tokens: the hand model's weights are 22.12 MB (ten
    * 1 MB experts and 2 MB of attention in the MoE layer, 2.12 MB in the
    * dense one, the head and the embedding 8 MB) and the draft head 3 MB; a
-   * token's KV 2 x 1000 bytes. Each request holds its 2 output tokens, so
+   * token's KV 3 x 1000 bytes (two layers and the draft head's, for a row
+   * that speculates). Each request holds its 2 output tokens, so
    * one runs at a time: request 1 waits for request 0 (T0), request 2, sent
    * when request 0 ends, waits for request 1. */
   s.engine.gpu_memory_utilization = 1;
-  s.hw.memory_bytes = 22.12e6 + 3e6 + 3 * 2000;
+  s.hw.memory_bytes = 22.12e6 + 3e6 + 3 * 3000;
   s.hw.gpus = 1;
   CHECK(amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 1) == 3, "KV capacity %g tokens (by hand 3)",
         amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 1));
-  CHECK(amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0) == 1503,
-        "plain decoding loads no draft: %g tokens (by hand (3e6 + 6000) / 2000 = 1503)",
+  CHECK(amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0) == 1504,
+        "plain decoding loads no draft: %g tokens (by hand (3e6 + 9000) / 2000 = 1504)",
         amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0));
   const double T0 = common + 2 * (3e-3 + 1e-6) + (12e-3 + 1e-6);
   r = run_one(&s);
@@ -284,6 +285,26 @@ static void kv_incremental(void) {
     }
     amoe_row_result_free(&r);
   }
+}
+
+/* A speculating row's KV capacity by hand: a 2-layer model of 1,000 bytes
+ * of KV per token and layer, a 1,000-byte draft head, 24,000 bytes left
+ * after the weights. Plain decoding: 24,000 / 2,000 = 12 tokens. Drafted:
+ * the head's weights (23,000 left) and its one layer's KV (3,000 a token):
+ * 7 tokens. So two requests of 3 + 3 tokens reserved fit beside each other
+ * plain (12) and not drafted (7): the second waits. */
+static void draft_kv(void) {
+  amoe_spec s = serve_spec("engine: {gpu_memory_utilization: 1}\npolicies: [autoregressive]");
+  s.model.kv_bytes_per_token_layer = 1000;
+  s.model.draft_head_bytes = 1000;
+  s.engine.memory_reserve_bytes = 0;
+  const double free0 = amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0) * 2000;
+  s.engine.memory_reserve_bytes = free0 - 24000; /* (whole tokens both ways) */
+  const double plain = amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0),
+               drafted = amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 1);
+  CHECK(plain == 12 && drafted == 7, "KV capacity %g plain, %g drafted (by hand 12 and 7)", plain, drafted);
+  s.model.draft_head_bytes = 0; /* no draft head modelled: nothing of its own */
+  CHECK(amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 1) == 12, "no head: 12");
 }
 
 /* An AL curve's per-position chances: one pinned AL (every position
@@ -472,6 +493,7 @@ int main(void) {
   budget();
   tpot_engine();
   kv_incremental();
+  draft_kv();
   al_curve();
   top_k();
   cell_format();

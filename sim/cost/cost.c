@@ -63,7 +63,10 @@ double amoe_cost_kv_tokens(const amoe_model *m, const amoe_hw *hw, const amoe_en
   const int gpus = hw->gpus > 0 ? hw->gpus : 1, tp = par && par->attention_tp > 1 ? par->attention_tp : 1;
   const double weights = m->moe_layers * ((double)m->experts * amoe_model_expert_bytes(m) + dense_weights(m, 1)) +
                          (m->layers - m->moe_layers) * dense_weights(m, 0) + 2 * m->lm_head_bytes;
-  const double per_token = m->kv_bytes_per_token_layer * m->layers / (m->kv_heads > 0 ? (tp < m->kv_heads ? tp : m->kv_heads) : 1);
+  /* a speculating row's draft head is one decoder layer (EAGLE's, an MTP
+   * module) whose KV the engine keeps in the same pool, per token */
+  const int kv_layers = m->layers + (drafted && m->draft_head_bytes > 0);
+  const double per_token = m->kv_bytes_per_token_layer * kv_layers / (m->kv_heads > 0 ? (tp < m->kv_heads ? tp : m->kv_heads) : 1);
   const double free = hw->memory_bytes * eng->gpu_memory_utilization - weights / gpus - (drafted ? m->draft_head_bytes : 0) -
                       eng->memory_reserve_bytes;
   if (!(per_token > 0)) return 0;

@@ -98,7 +98,8 @@ int amoe_cost_captured_tokens(const amoe_engine *eng, int tokens);
  * the weights (every expert, shared expert, dense layer, attention, head and
  * embedding) split evenly over the GPUs, the draft head whole on each
  * (drafted: a row that speculates; plain decoding loads no draft), and a
- * token's KV over min(attention ranks, kv_heads) (MLA's latent: on each). 0:
+ * token's KV over min(attention ranks, kv_heads) (MLA's latent: on each),
+ * in every layer and, drafted, the draft head's one layer as well. 0:
  * no limit; a negative number: the weights alone do not fit. */
 double amoe_cost_kv_tokens(const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng, const amoe_parallel *par,
                            int drafted);
