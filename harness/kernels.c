@@ -98,9 +98,10 @@ amoe_status amoe_kernels_apply(const amoe_model *m, amoe_hw *hw, char *note, siz
   best_row b = {.rank = INT_MAX};
   for (int ln = 2; fgets(line, sizeof line, f); ln++) {
     line[strcspn(line, "\r\n")] = 0;
-    if (split(line, fld, 32) != nf) {
+    const int got = split(line, fld, 32);
+    if (got != nf) {
       fclose(f);
-      return amoe_fail(e, AMOE_EINVAL, "%s:%d: %d fields, the header has %d", path, ln, split(line, fld, 32), nf);
+      return amoe_fail(e, AMOE_EINVAL, "%s:%d: %d fields, the header has %d", path, ln, got, nf);
     }
     if (atoi(fld[col[C_HIDDEN]]) != m->hidden || atoi(fld[col[C_INTER]]) != m->moe_intermediate ||
         atoi(fld[col[C_TOPK]]) != m->top_k || atoi(fld[col[C_EXPERTS]]) != m->experts ||

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(spec amt blocks routing commitment targets safetensors placement replay arrivals cells)
+[ ${#targets[@]} -eq 0 ] && targets=(spec amt blocks routing commitment targets safetensors placement replay arrivals cells kernels)
 command -v clang >/dev/null || { echo "fuzz.sh: needs clang (Debian package clang)" >&2; exit 2; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAMOE_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}")

@@ -13,6 +13,8 @@
  *   replay     a workload.acceptance.replay file of accept lengths
  *   arrivals   a workload.arrival.path CSV of arrival_s,prompt_tokens,output_tokens
  *   cells      a serving-cell CSV (`acceptmoe cells`; docs/spec.md "Serving cells")
+ *   kernels    a measured kernel table's moe-terms.csv (hardware.kernels), read for a
+ *              tiny fp8 model from a kernels directory of its own
  * Each writes the input to a private temporary file (the readers take
  * paths) and reads it as the command would; any crash, leak or sanitizer
  * report is a finding. Build and run: scripts/fuzz.sh. */
@@ -20,9 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cells.h"
+#include "kernels.h"
 #include "fit.h"
 #include "layout.h"
 #include "source.h"
@@ -39,6 +43,7 @@
 #define FMT_REPLAY 9
 #define FMT_ARRIVALS 10
 #define FMT_CELLS 11
+#define FMT_KERNELS 12
 
 static const char *tmp_path(void) {
   static char p[128];
@@ -153,6 +158,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     int rows = 0;
     amoe_err e;
     (void)amoe_cells_parse(path, &rows, &e);
+    break;
+  }
+  case FMT_KERNELS: { /* the input as DIR/gx/vllm/1.0/moe-terms.csv */
+    char dir[160], sub[224], file[256];
+    snprintf(dir, sizeof dir, "%s.d", path);
+    snprintf(sub, sizeof sub, "%s/gx", dir);
+    mkdir(dir, 0700);
+    mkdir(sub, 0700);
+    snprintf(sub, sizeof sub, "%s/gx/vllm", dir);
+    mkdir(sub, 0700);
+    snprintf(sub, sizeof sub, "%s/gx/vllm/1.0", dir);
+    mkdir(sub, 0700);
+    snprintf(file, sizeof file, "%s/moe-terms.csv", sub);
+    if (write_file(file, d, n)) {
+      setenv("ACCEPTMOE_KERNELS", dir, 1);
+      amoe_model m = {.name = "tiny", .hidden = 64, .moe_intermediate = 32, .top_k = 2, .experts = 16,
+                      .weight_format = AMOE_FMT_FP8_BLOCK128};
+      amoe_hw hw = {.name = "gx", .hbm_bw = 1e12, .peak_flops = 1e14, .moe_eta = 1};
+      snprintf(hw.kernels, sizeof hw.kernels, "aic:gx:vllm:1.0");
+      char note[512];
+      amoe_err e;
+      (void)amoe_kernels_apply(&m, &hw, note, sizeof note, &e);
+      remove(file);
+    }
     break;
   }
   case FMT_REPLAY: {
