@@ -75,7 +75,7 @@ amoe_status amoe_kernels_apply(const amoe_model *m, amoe_hw *hw, char *note, siz
   snprintf(path, sizeof path, "%s/%s", dir, rel);
   FILE *f = fopen(path, "r");
   if (!f) {
-    snprintf(note, n, "no table %s in the kernels directory (scripts/aic-import.py, then scripts/fit_aic_moe.py): the "
+    snprintf(note, n, "no table %s in the kernels directory (scripts/kernel-tables.sh imports and fits it): the "
              "analytic MoE terms", rel);
     return AMOE_OK;
   }

@@ -449,6 +449,11 @@ void amoe_results_begin_point(amoe_results *r, int point, const amoe_spec *s) {
   r->s = s;
   if (s->kernels_note[0]) /* (every point's hardware is one preset's) */
     json_object_set_new(r->meta_json, "kernels", json_string(s->kernels_note));
+  static int warned; /* a table the hardware names but this machine lacks: said once a process */
+  if (!warned && s->kernels_note[0] && strstr(s->kernels_note, "the analytic MoE terms")) {
+    warned = 1;
+    fprintf(stderr, "acceptmoe: hardware.kernels %s: %s\n", s->hw.kernels, s->kernels_note);
+  }
   /* the point's value of each sweep key: the last key varies fastest */
   const amoe_experiment *x = r->o.x;
   r->sweepvals[0] = 0;
