@@ -329,7 +329,7 @@ static amoe_status slot_release(row_state *rs, const int *rows, int nr, request_
                                      .prompt_tokens = sl[i].q.prompt, .preemptions = sl[i].q.preempted,
                                      .first_tokens = sl[i].gave_first};
     if (plan) AMOE_TRY(request_logged(y->res, y->slot_committed[i], &times, e));
-    else AMOE_TRY(request_done(y->res, y->slot_committed[i], row_clock(y) - y->slot_first[i], NULL, e));
+    else AMOE_TRY(request_done(y->res, y->slot_committed[i], row_clock(y) - y->slot_first[i], e));
   }
   return AMOE_OK;
 }

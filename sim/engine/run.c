@@ -151,7 +151,7 @@ static amoe_status row_block(const amoe_spec *s, const amoe_offline *offline, ro
   if (b->experts < 1) return amoe_fail(e, AMOE_EINVAL, "a block with no experts"); /* (and sizes below are positive) */
   const int first = (int64_t)b->request != rs->request; /* a request's first block */
   if (first && !log_pass) { /* the request it was decoding is done */
-    AMOE_TRY(request_done(rs->res, rs->req_committed, rs->req_time, NULL, e));
+    AMOE_TRY(request_done(rs->res, rs->req_committed, rs->req_time, e));
     rs->req_time = rs->req_committed = 0;
   }
   if (first) rs->have_prev = rs->have_prev_route = 0;
@@ -214,7 +214,7 @@ static amoe_status run_sweep(const amoe_spec *s, const amoe_offline *offline, am
   }
   if (st == AMOE_OK && rc != AMOE_END) st = rc;
   for (int i = 0; i < s->npolicies && st == AMOE_OK && !log_pass; i++)
-    st = request_done(rs[i].res, rs[i].req_committed, rs[i].req_time, NULL, e);
+    st = request_done(rs[i].res, rs[i].req_committed, rs[i].req_time, e);
   free(prefill);
   work_free(&w);
   amoe_block_free(&b);

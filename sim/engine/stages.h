@@ -553,20 +553,21 @@ static inline amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w
   return AMOE_OK;
 }
 
-/* A request is done: into the row's list with its tokens and its time over
- * them (nothing when it committed none); `times` (open arrivals, else NULL)
- * gives when it arrived, took a slot, had its first token and finished. */
-static inline amoe_status request_done(amoe_row_result *r, double tokens, double time, const amoe_request_stat *times,
-                                       amoe_err *e) {
-  if (!(tokens > 0)) return AMOE_OK;
+/* q into the row's list of requests. */
+static inline amoe_status request_push(amoe_row_result *r, const amoe_request_stat *q, amoe_err *e) {
   amoe_request_stat *v = amoe_grow(r->reqs, &r->reqs_cap, (size_t)r->nreqs + 1, sizeof *v, 64);
   if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
   r->reqs = v;
-  amoe_request_stat q = times ? *times : (amoe_request_stat){0};
-  q.tokens = tokens;
-  q.tpot = time / tokens;
-  v[r->nreqs++] = q;
+  v[r->nreqs++] = *q;
   return AMOE_OK;
+}
+
+/* A request of a closed batch (or batch 1) is done: into the row's list
+ * with its committed tokens and its time over them (nothing when it
+ * committed none). */
+static inline amoe_status request_done(amoe_row_result *r, double tokens, double time, amoe_err *e) {
+  if (!(tokens > 0)) return AMOE_OK;
+  return request_push(r, &(amoe_request_stat){.tokens = tokens, .tpot = time / tokens}, e);
 }
 
 /* A request of open arrivals is done (its times in *times): into the
@@ -579,15 +580,11 @@ static inline amoe_status request_logged(amoe_row_result *r, double committed, c
                                          amoe_err *e) {
   const double tokens = committed + times->first_tokens;
   if (!(tokens > 0)) return AMOE_OK;
-  amoe_request_stat *v = amoe_grow(r->reqs, &r->reqs_cap, (size_t)r->nreqs + 1, sizeof *v, 64);
-  if (!v) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  r->reqs = v;
   amoe_request_stat q = *times;
   q.tokens = tokens;
   q.tpot = tokens > 1 ? (q.finish_s - q.first_s) / (tokens - 1) : 0;
   r->tot.first_tokens += times->first_tokens;
-  v[r->nreqs++] = q;
-  return AMOE_OK;
+  return request_push(r, &q, e);
 }
 
 /* A pass opens on its nodes w->nodes[0..nn), batch 1 or one request of a
