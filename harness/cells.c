@@ -2,7 +2,7 @@
  * draft) once, print prediction against measurement (docs/design.md §19;
  * the format: docs/spec.md "Serving cells"). */
 #define _XOPEN_SOURCE 700 /* nftw */
-#include "cells.h"
+#include "cells_internal.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -18,31 +18,12 @@
 
 /* ------------------------------------------------------------ the file */
 
-enum { C_ID, C_SOURCE, C_GRADE, C_MODEL, C_HW, C_GPUS, C_TP, C_EP, C_ENGINE, C_WEIGHTS, C_DRAFT, C_K, C_AL, C_ISL,
-       C_OSL, C_LENGTHS, C_LOAD, C_REQUESTS, C_METRIC, C_VALUE, NCOLS };
 static const char *const COLS[NCOLS + 1] = {"id", "source", "grade", "model", "hardware", "gpus", "tp", "ep", "engine",
                                         "weights", "draft", "k", "al", "isl", "osl", "lengths", "load", "requests",
                                         "metric", "value", NULL};
 static const char *const METRICS[] = {"output_tok_s", "total_tok_s", "output_tok_s_per_gpu", "tpot_ms", "tpot_ms_p50",
                                       "ttft_ms_p50", "ttft_ms", NULL};
 static const char *const DRAFTS[] = {"none", "mtp", "eagle3", "dspark", "dspark-adaptive", NULL};
-
-#define FIELD_MAX 512
-typedef struct {
-  char f[NCOLS][FIELD_MAX];
-  int line;
-  int gpus, tp, ep, k, requests, isl, osl; /* -1: not stated (gpus, tp, ep); isl, osl 0: a dataset's */
-  double al, value;
-  int metric, draft;
-  int run;                /* index into the runs, or -1: skipped */
-  char why[256];          /* the reason it is skipped */
-  double predicted;
-} cell;
-
-typedef struct {
-  cell *rows;
-  int n, cap;
-} cell_file;
 
 static int name_index(const char *const *names, const char *s) {
   for (int i = 0; names[i]; i++)
@@ -148,7 +129,6 @@ static amoe_status parse_file(const char *path, cell_file *cf, amoe_err *e) {
     cell *r = &cf->rows[cf->n];
     memset(r, 0, sizeof *r);
     r->line = lineno;
-    r->run = -1;
     int cols_at[NCOLS] = {0};
     while (st == AMOE_OK && next_field(line, &p, buf, &col, &bad)) {
       if (bad == 1) {
@@ -236,11 +216,6 @@ amoe_status amoe_cells_parse(const char *path, int *rows, amoe_err *e) {
 
 /* ------------------------------------------------------------ acceptance curves */
 
-typedef struct {
-  char name[64], model[64], draft[32], mode[32];
-  double al[8];
-} curve;
-
 /* acceptance_curves.csv (curve,model,draft,mode,k1..k8,source); a missing
  * file is no curves. */
 static amoe_status read_curves(const char *path, curve **out, int *n, amoe_err *e) {
@@ -294,11 +269,13 @@ static amoe_status read_curves(const char *path, curve **out, int *n, amoe_err *
 /* ------------------------------------------------------------ rows to runs */
 
 /* What a row runs: its deployment, load and draft, as spec text and
- * overrides. Rows that share it share one run. */
+ * overrides (the cell's own, then a round's: a calibration's terms). Rows
+ * that share it share one run. */
+#define RUN_SETS 12
 typedef struct {
-  char key[2048];
+  char key[4096];
   char spec[4096];
-  char sets[8][256];
+  char sets[RUN_SETS][256];
   int nset, gpus;
   char policy_note[256]; /* what the row's run stands on beyond the cell */
   int done, failed;
@@ -319,7 +296,7 @@ static int preset_exists(const char *kind, const char *name) {
 
 /* The node's link where the hardware preset names none: NVIDIA's NVLink of
  * that generation. */
-static const char *default_link(const char *hw) {
+const char *cells_default_link(const char *hw) {
   static const char *const L[][2] = {{"h100", "nvlink4"}, {"h200", "nvlink4"}, {"h20", "nvlink4"}, {"b200", "nvlink5"}};
   for (size_t i = 0; i < sizeof L / sizeof L[0]; i++)
     if (!strcmp(L[i][0], hw)) return L[i][1];
@@ -490,7 +467,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     if (!fmt) return snprintf(why, wn, "weights '%.80s': bf16, fp8, nvfp4 or mxfp4", c->f[C_WEIGHTS]), 0;
     snprintf(model_extra, sizeof model_extra, "%s", fmt);
   }
-  const char *link = default_link(hw);
+  const char *link = cells_default_link(hw);
   char hwline[256];
   snprintf(hwline, sizeof hwline, "{preset: %.80s, gpus: %d%.80s%.80s}", hw, c->gpus, link && c->gpus > 1 ? ", interconnect: " : "",
            link && c->gpus > 1 ? link : "");
@@ -508,13 +485,11 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   }
   if (passes) snprintf(r->sets[r->nset++], sizeof r->sets[0], "workload.tree.draft_passes=1");
   for (char *tok = ov ? strtok(ov, ";") : NULL; tok; tok = strtok(NULL, ";")) {
-    if (r->nset == 8) return snprintf(why, wn, "more than %d overrides", 8 - 3), 0;
+    if (r->nset == 8) return snprintf(why, wn, "more than %d overrides", 8 - 3), 0; /* (a round's extra after) */
     if (!strchr(tok, '=')) return snprintf(why, wn, "override '%.80s' is not KEY=VALUE", tok), 0;
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "%s", tok);
   }
   r->gpus = c->gpus;
-  int n = snprintf(r->key, sizeof r->key, "%s", r->spec);
-  for (int i = 0; i < r->nset; i++) n += snprintf(r->key + n, sizeof r->key - (size_t)n, "|%s", r->sets[i]);
   return 1;
 }
 
@@ -619,7 +594,7 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
   return remove(p);
 }
 
-static int wanted(const char *only, const char *id) {
+int cells_wanted(const char *only, const char *id) {
   if (!only) return 1;
   const size_t n = strlen(id);
   for (const char *p = only; (p = strstr(p, id)); p += n)
@@ -627,17 +602,22 @@ static int wanted(const char *only, const char *id) {
   return 0;
 }
 
-/* The rows' deployment and load without the draft: what an on row's off
- * row shares. */
-static void base_key(const cell *c, char *out, size_t n) {
-  snprintf(out, n, "%.64s|%.32s|%.8s|%.8s|%.8s|%.300s|%.16s|%.16s|%.16s|%.100s|%.64s|%.16s|%.32s", c->f[C_MODEL], c->f[C_HW], c->f[C_GPUS], c->f[C_TP],
-           c->f[C_EP], c->f[C_ENGINE], c->f[C_WEIGHTS], c->f[C_ISL], c->f[C_OSL], c->f[C_LENGTHS], c->f[C_LOAD],
-           c->f[C_REQUESTS], c->f[C_METRIC]);
+void cells_deployment_key(const cell *c, char *out, size_t n) {
+  snprintf(out, n, "%.64s|%.32s|%.8s|%.8s|%.8s|%.300s|%.16s", c->f[C_MODEL], c->f[C_HW], c->f[C_GPUS], c->f[C_TP],
+           c->f[C_EP], c->f[C_ENGINE], c->f[C_WEIGHTS]);
 }
 
-amoe_status amoe_cells(const amoe_cells_opts *o, amoe_err *e) {
-  cell_file cf;
-  AMOE_TRY(parse_file(o->path, &cf, e));
+void cells_base_key(const cell *c, char *out, size_t n) {
+  char d[512];
+  cells_deployment_key(c, d, sizeof d);
+  snprintf(out, n, "%.500s|%.16s|%.16s|%.100s|%.64s|%.16s|%.32s", d, c->f[C_ISL], c->f[C_OSL], c->f[C_LENGTHS],
+           c->f[C_LOAD], c->f[C_REQUESTS], c->f[C_METRIC]);
+}
+
+amoe_status cells_open(cells_ctx *x, const amoe_cells_opts *o, amoe_err *e) {
+  memset(x, 0, sizeof *x);
+  x->o = o;
+  AMOE_TRY(parse_file(o->path, &x->cf, e));
   char cpath[AMOE_PATH_MAX + 64];
   if (o->curves) snprintf(cpath, sizeof cpath, "%s", o->curves);
   else {
@@ -645,41 +625,59 @@ amoe_status amoe_cells(const amoe_cells_opts *o, amoe_err *e) {
     char *slash = strrchr(cpath, '/');
     snprintf(slash ? slash + 1 : cpath, sizeof cpath - (size_t)(slash ? slash + 1 - cpath : 0), "acceptance_curves.csv");
   }
-  curve *cv = NULL;
-  int ncv = 0;
-  amoe_status st = read_curves(cpath, &cv, &ncv, e);
-  cell_run *runs = st == AMOE_OK ? calloc((size_t)(cf.n ? cf.n : 1), sizeof *runs) : NULL;
-  int nruns = 0;
-  if (st == AMOE_OK && !runs) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-  for (int i = 0; i < cf.n && st == AMOE_OK; i++) { /* rows to runs; a skipped row says why */
-    cell *c = &cf.rows[i];
-    if (!wanted(o->only, c->f[C_ID])) {
-      snprintf(c->why, sizeof c->why, "not in --only");
+  amoe_status st = read_curves(cpath, &x->cv, &x->ncv, e);
+  if (st == AMOE_OK && o->work_dir) {
+    snprintf(x->base, sizeof x->base, "%s", o->work_dir);
+    st = amoe_mkdirs(x->base, e);
+  } else if (st == AMOE_OK) {
+    const char *t = getenv("TMPDIR");
+    snprintf(x->base, sizeof x->base, "%s/acceptmoe-cells-XXXXXX", t && t[0] ? t : "/tmp");
+    if (!mkdtemp(x->base)) st = amoe_fail(e, AMOE_EIO, "%s: cannot make a temporary folder: %s", x->base, strerror(errno));
+    else x->made_tmp = 1;
+  }
+  for (int i = 0; i < x->cf.n; i++) x->cf.rows[i].predicted = NAN;
+  if (st != AMOE_OK) cells_close(x);
+  return st;
+}
+
+void cells_close(cells_ctx *x) {
+  if (x->made_tmp) nftw(x->base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  free(x->cv), free(x->cf.rows);
+  memset(x, 0, sizeof *x);
+}
+
+amoe_status cells_predict(cells_ctx *x, const unsigned char *pick, char *const *extra, int nextra, double *pred,
+                          int record, amoe_err *e) {
+  const cell_file *cf = &x->cf;
+  cell_run *runs = calloc((size_t)(cf->n ? cf->n : 1), sizeof *runs);
+  int *of = calloc((size_t)(cf->n ? cf->n : 1), sizeof *of), nruns = 0;
+  amoe_status st = runs && of ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  for (int i = 0; i < cf->n && st == AMOE_OK; i++) { /* rows to runs; a skipped row says why */
+    cell *c = &cf->rows[i];
+    pred[i] = NAN;
+    of[i] = -1;
+    if (!pick[i]) continue;
+    cell_run r;
+    char why[256];
+    if (!row_run(c, x->cv, x->ncv, &r, why, sizeof why) ||
+        (r.nset + nextra > RUN_SETS && snprintf(why, sizeof why, "more than %d overrides", RUN_SETS) > 0)) {
+      if (record) snprintf(c->why, sizeof c->why, "%s", why);
       continue;
     }
-    cell_run r;
-    if (!row_run(c, cv, ncv, &r, c->why, sizeof c->why)) continue;
+    for (int k = 0; k < nextra; k++) snprintf(r.sets[r.nset++], sizeof r.sets[0], "%s", extra[k]);
+    int n = snprintf(r.key, sizeof r.key, "%s", r.spec);
+    for (int k = 0; k < r.nset; k++) n += snprintf(r.key + n, sizeof r.key - (size_t)n, "|%s", r.sets[k]);
     int j = 0;
     while (j < nruns && strcmp(runs[j].key, r.key)) j++;
     if (j == nruns) runs[nruns++] = r;
-    c->run = j;
+    of[i] = j;
   }
-  /* the runs, in a folder of their own each */
-  char base[AMOE_PATH_MAX];
-  int made_tmp = 0;
-  if (st == AMOE_OK && o->work_dir) {
-    snprintf(base, sizeof base, "%s", o->work_dir);
-    st = amoe_mkdirs(base, e);
-  } else if (st == AMOE_OK) {
-    const char *t = getenv("TMPDIR");
-    snprintf(base, sizeof base, "%s/acceptmoe-cells-XXXXXX", t && t[0] ? t : "/tmp");
-    if (!mkdtemp(base)) st = amoe_fail(e, AMOE_EIO, "%s: cannot make a temporary folder: %s", base, strerror(errno));
-    else made_tmp = 1;
-  }
+  /* the runs, in a folder of their own each (the first round's as run%03d) */
   for (int j = 0; j < nruns && st == AMOE_OK; j++) {
     cell_run *r = &runs[j];
-    char dir[AMOE_PATH_MAX + 32], spec[AMOE_PATH_MAX + 64];
-    snprintf(dir, sizeof dir, "%s/run%03d", base, j);
+    char dir[AMOE_PATH_MAX + 48], spec[AMOE_PATH_MAX + 64];
+    if (x->round) snprintf(dir, sizeof dir, "%s/round%03d/run%03d", x->base, x->round, j);
+    else snprintf(dir, sizeof dir, "%s/run%03d", x->base, j);
     snprintf(spec, sizeof spec, "%s/spec.yaml", dir);
     if ((st = amoe_mkdirs(dir, e))) break;
     FILE *f = fopen(spec, "w");
@@ -687,11 +685,11 @@ amoe_status amoe_cells(const amoe_cells_opts *o, amoe_err *e) {
       st = amoe_fail(e, AMOE_EIO, "%s: cannot write", spec);
       break;
     }
-    if (!o->quiet) fprintf(stderr, "cells: run %d of %d\n", j + 1, nruns);
-    char *sets[8];
+    if (record && !x->o->quiet) fprintf(stderr, "cells: run %d of %d\n", j + 1, nruns);
+    char *sets[RUN_SETS];
     for (int i = 0; i < r->nset; i++) sets[i] = r->sets[i];
     amoe_err re = {{0}};
-    const amoe_status rs = o->run(o->ctx, spec, sets, r->nset, dir, &re);
+    const amoe_status rs = x->o->run(x->o->ctx, spec, sets, r->nset, dir, &re);
     if (rs == AMOE_EINTR) {
       st = amoe_fail(e, AMOE_EINTR, "interrupted");
       break;
@@ -702,95 +700,134 @@ amoe_status amoe_cells(const amoe_cells_opts *o, amoe_err *e) {
       snprintf(r->why, sizeof r->why, "the run failed: %.220s", re.msg[0] ? re.msg : "see its errors above");
     }
   }
-  if (made_tmp) nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-  if (st != AMOE_OK) {
-    free(runs), free(cv), free(cf.rows);
-    return st;
+  x->round++;
+  for (int i = 0; i < cf->n && st == AMOE_OK; i++) {
+    if (of[i] < 0) continue;
+    const cell_run *r = &runs[of[i]];
+    cell *c = &cf->rows[i];
+    if (r->done) pred[i] = metric_of(r, c->metric);
+    if (record && r->failed) snprintf(c->why, sizeof c->why, "%s", r->why);
+    if (record && r->done) snprintf(c->note, sizeof c->note, "%s", r->policy_note);
   }
-  /* the matrix: every row, then the MAPE per metric and per source, then the ratios */
-  FILE *out = o->out;
+  free(runs), free(of);
+  return st;
+}
+
+/* ------------------------------------------------------------ the report */
+
+static double ape(const cell *c, double predicted) { return fabs(predicted - c->value) / c->value; }
+
+/* The matrix: every row, then the MAPE per metric and per source, then the ratios. */
+static void report(FILE *out, const cell_file *cf) {
   fprintf(out, "| id | metric | predicted | measured | error | status |\n|---|---|---|---|---|---|\n");
-  for (int i = 0; i < cf.n; i++) {
-    cell *c = &cf.rows[i];
-    if (c->run >= 0 && runs[c->run].failed) snprintf(c->why, sizeof c->why, "%s", runs[c->run].why);
-    if (c->run >= 0 && runs[c->run].done) {
-      c->predicted = metric_of(&runs[c->run], c->metric);
+  for (int i = 0; i < cf->n; i++) {
+    const cell *c = &cf->rows[i];
+    if (c->ok)
       fprintf(out, "| %s | %s | %.4g | %.4g | %+.1f%% | ok%s%s |\n", c->f[C_ID], c->f[C_METRIC], c->predicted, c->value,
-              100 * (c->predicted - c->value) / c->value, runs[c->run].policy_note[0] ? ", " : "",
-              runs[c->run].policy_note);
-    } else {
-      c->run = -1;
-      if (strcmp(c->why, "not in --only")) fprintf(out, "| %s | %s | | %.4g | | skipped: %s |\n", c->f[C_ID], c->f[C_METRIC], c->value, c->why);
-    }
+              100 * (c->predicted - c->value) / c->value, c->note[0] ? ", " : "", c->note);
+    else if (strcmp(c->why, "not in --only"))
+      fprintf(out, "| %s | %s | | %.4g | | skipped: %s |\n", c->f[C_ID], c->f[C_METRIC], c->value, c->why);
   }
   fprintf(out, "\nMean absolute percentage error:\n\n| by | group | rows | MAPE |\n|---|---|---|---|\n");
   {
     double s = 0;
     int n = 0;
-    for (int i = 0; i < cf.n; i++)
-      if (cf.rows[i].run >= 0) s += fabs(cf.rows[i].predicted - cf.rows[i].value) / cf.rows[i].value, n++;
+    for (int i = 0; i < cf->n; i++)
+      if (cf->rows[i].ok) s += ape(&cf->rows[i], cf->rows[i].predicted), n++;
     if (n) fprintf(out, "| all | every row run | %d | %.1f%% |\n", n, 100 * s / n);
   }
   for (int by = 0; by < 2; by++) {
-    for (int i = 0; i < cf.n; i++) {
+    for (int i = 0; i < cf->n; i++) {
       const int col = by ? C_SOURCE : C_METRIC;
-      if (cf.rows[i].run < 0) continue;
+      if (!cf->rows[i].ok) continue;
       int first = 1;
-      for (int j = 0; j < i && first; j++)
-        first = !(cf.rows[j].run >= 0 && !strcmp(cf.rows[j].f[col], cf.rows[i].f[col]));
+      for (int j = 0; j < i && first; j++) first = !(cf->rows[j].ok && !strcmp(cf->rows[j].f[col], cf->rows[i].f[col]));
       if (!first) continue;
       double s = 0;
       int n = 0;
-      for (int j = i; j < cf.n; j++)
-        if (cf.rows[j].run >= 0 && !strcmp(cf.rows[j].f[col], cf.rows[i].f[col]))
-          s += fabs(cf.rows[j].predicted - cf.rows[j].value) / cf.rows[j].value, n++;
-      fprintf(out, "| %s | %s | %d | %.1f%% |\n", by ? "source" : "metric", cf.rows[i].f[col], n, 100 * s / n);
+      for (int j = i; j < cf->n; j++)
+        if (cf->rows[j].ok && !strcmp(cf->rows[j].f[col], cf->rows[i].f[col]))
+          s += ape(&cf->rows[j], cf->rows[j].predicted), n++;
+      fprintf(out, "| %s | %s | %d | %.1f%% |\n", by ? "source" : "metric", cf->rows[i].f[col], n, 100 * s / n);
     }
   }
-
   double rs = 0;
   int rn = 0;
-  for (int i = 0; i < cf.n; i++) {
-    const cell *on = &cf.rows[i];
-    if (on->draft == 0 || on->run < 0) continue;
-    char ka[1024], kb[1024];
-    base_key(on, ka, sizeof ka);
-    for (int j = 0; j < cf.n; j++) {
-      const cell *off = &cf.rows[j];
-      if (off->draft != 0 || off->run < 0) continue;
-      base_key(off, kb, sizeof kb);
-      if (strcmp(ka, kb)) continue;
-      const double m = on->value / off->value, p = on->predicted / off->predicted;
-      if (!rn) fprintf(out, "\nSpeculation on over off (the headline):\n\n| on | off | metric | measured | predicted | error |\n"
-                            "|---|---|---|---|---|---|\n");
-      fprintf(out, "| %s | %s | %s | %.3f | %.3f | %+.1f%% |\n", on->f[C_ID], off->f[C_ID], on->f[C_METRIC], m, p,
-              100 * (p - m) / m);
-      rs += fabs(p - m) / m;
-      rn++;
-      break;
-    }
+  for (int i = 0; i < cf->n; i++) {
+    const int j = cells_partner(cf, i);
+    if (j < 0) continue;
+    const cell *on = &cf->rows[i], *off = &cf->rows[j];
+    const double m = on->value / off->value, p = on->predicted / off->predicted;
+    if (!rn) fprintf(out, "\nSpeculation on over off (the headline):\n\n| on | off | metric | measured | predicted | error |\n"
+                          "|---|---|---|---|---|---|\n");
+    fprintf(out, "| %s | %s | %s | %.3f | %.3f | %+.1f%% |\n", on->f[C_ID], off->f[C_ID], on->f[C_METRIC], m, p,
+            100 * (p - m) / m);
+    rs += fabs(p - m) / m;
+    rn++;
   }
   if (rn) fprintf(out, "\nRatio MAPE: %.1f%% over %d pairs\n", 100 * rs / rn, rn);
   else fprintf(out, "\nNo (deployment, load) was run with speculation both off and on.\n");
-  if (o->csv_out) { /* one line per input row */
-    amoe_afile a;
-    st = amoe_afile_open(&a, o->csv_out, e);
-    if (st == AMOE_OK) {
-      fprintf(a.f, "id,predicted,measured,error,status\n");
-      for (int i = 0; i < cf.n; i++) {
-        const cell *c = &cf.rows[i];
-        char why[300];
-        snprintf(why, sizeof why, "%s", c->why);
-        for (char *p = why; *p; p++)
-          if (*p == ',' || *p == '"') *p = ';';
-        if (c->run >= 0)
-          fprintf(a.f, "%s,%.9g,%.9g,%.6f,ok\n", c->f[C_ID], c->predicted, c->value, (c->predicted - c->value) / c->value);
-        else
-          fprintf(a.f, "%s,,%.9g,,%s\n", c->f[C_ID], c->value, why);
-      }
-      st = amoe_afile_commit(&a, e);
-    }
+}
+
+int cells_partner(const cell_file *cf, int i) {
+  const cell *on = &cf->rows[i];
+  if (on->draft == 0 || !on->ok) return -1;
+  char ka[1024], kb[1024];
+  cells_base_key(on, ka, sizeof ka);
+  for (int j = 0; j < cf->n; j++) {
+    const cell *off = &cf->rows[j];
+    if (off->draft != 0 || !off->ok) continue;
+    cells_base_key(off, kb, sizeof kb);
+    if (!strcmp(ka, kb)) return j;
   }
-  free(runs), free(cv), free(cf.rows);
+  return -1;
+}
+
+/* One line per input row (id,predicted,measured,error,status; with the
+ * calibration, its prediction and error after them). */
+static amoe_status write_csv(const char *path, const cell_file *cf, int calibrated, amoe_err *e) {
+  amoe_afile a;
+  AMOE_TRY(amoe_afile_open(&a, path, e));
+  fprintf(a.f, "id,predicted,measured,error,status%s\n", calibrated ? ",calibrated,calibrated_error" : "");
+  for (int i = 0; i < cf->n; i++) {
+    const cell *c = &cf->rows[i];
+    char why[300];
+    snprintf(why, sizeof why, "%s", c->why);
+    for (char *p = why; *p; p++)
+      if (*p == ',' || *p == '"') *p = ';';
+    if (c->ok)
+      fprintf(a.f, "%s,%.9g,%.9g,%.6f,ok", c->f[C_ID], c->predicted, c->value, (c->predicted - c->value) / c->value);
+    else
+      fprintf(a.f, "%s,,%.9g,,%s", c->f[C_ID], c->value, why);
+    if (calibrated && isfinite(c->calibrated))
+      fprintf(a.f, ",%.9g,%.6f", c->calibrated, (c->calibrated - c->value) / c->value);
+    else if (calibrated)
+      fputs(",,", a.f);
+    fputc('\n', a.f);
+  }
+  return amoe_afile_commit(&a, e);
+}
+
+amoe_status amoe_cells(const amoe_cells_opts *o, amoe_err *e) {
+  cells_ctx x;
+  AMOE_TRY(cells_open(&x, o, e));
+  cell_file *cf = &x.cf;
+  unsigned char *pick = calloc((size_t)(cf->n ? cf->n : 1), 1);
+  double *pred = calloc((size_t)(cf->n ? cf->n : 1), sizeof *pred);
+  amoe_status st = pick && pred ? AMOE_OK : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  for (int i = 0; i < cf->n && st == AMOE_OK; i++) {
+    pick[i] = (unsigned char)cells_wanted(o->only, cf->rows[i].f[C_ID]);
+    if (!pick[i]) snprintf(cf->rows[i].why, sizeof cf->rows[i].why, "not in --only");
+  }
+  if (st == AMOE_OK) st = cells_predict(&x, pick, NULL, 0, pred, 1, e);
+  for (int i = 0; i < cf->n && st == AMOE_OK; i++) {
+    cf->rows[i].predicted = pred[i];
+    cf->rows[i].ok = isfinite(pred[i]);
+  }
+  if (st == AMOE_OK) report(o->out, cf);
+  if (st == AMOE_OK && o->calibrated) st = cells_calibrated(&x, o->out, e);
+  if (st == AMOE_OK && o->csv_out) st = write_csv(o->csv_out, cf, o->calibrated, e);
+  free(pick), free(pred);
+  cells_close(&x);
   return st;
 }

@@ -28,7 +28,7 @@ int cli_interrupted(void *ctx) {
 int cli_report(amoe_status st, const amoe_err *e) {
   if (st == AMOE_OK) return 0;
   if (st == AMOE_EINTR) {
-    fprintf(stderr, "acceptmoe: cli_interrupted; no results were written (earlier ones are left as they were)\n");
+    fprintf(stderr, "acceptmoe: interrupted; no results were written (earlier ones are left as they were)\n");
     return 130;
   }
   fprintf(stderr, "acceptmoe: %s\n", e->msg);
@@ -96,6 +96,10 @@ int cli_parse(int argc, char **argv, cli_opts *o) {
       if (!(o->only = NEXT())) return cli_usage_error("%s needs ID,ID,...", a);
     } else if (!strcmp(a, "--csv")) {
       if (!(o->csv = NEXT())) return cli_usage_error("%s needs a path", a);
+    } else if (!strcmp(a, "--cells")) {
+      if (!(o->cells = NEXT())) return cli_usage_error("%s needs a cell file (CSV)", a);
+    } else if (!strcmp(a, "--calibrated")) {
+      o->calibrated = 1;
     } else if (!strcmp(a, "--curves")) {
       if (!(o->curves = NEXT())) return cli_usage_error("%s needs a path", a);
     } else if (!strcmp(a, "--trace")) {

@@ -29,9 +29,9 @@ int cli_interrupted(void *ctx);
 
 /* Every option any command takes; a command reads its own. */
 typedef struct {
-  const char *out, *dump, *format, *model, *input, *backend, *compute, *target, *trace, *only, *csv, *curves;
+  const char *out, *dump, *format, *model, *input, *backend, *compute, *target, *trace, *only, *csv, *curves, *cells;
   char *sets[64];
-  int nset, blocks_csv, quiet, json, markdown, window, repeats, profile, cold, threads, hybrid, blocks, keep_drift, keep_noise;
+  int nset, blocks_csv, quiet, json, markdown, window, repeats, profile, cold, threads, hybrid, blocks, keep_drift, keep_noise, calibrated;
   int shard_i, shard_n; /* run --shard I/N: the sweep points p with p mod N = I */
 } cli_opts;
 int cli_parse(int argc, char **argv, cli_opts *o);

@@ -101,9 +101,21 @@ static int cmd_cells(int argc, char **argv) {
   int rc = cli_parse(argc, argv, &o);
   if (rc) return rc;
   if (!o.input) return cli_usage_error("cells needs a cell file (CSV; docs/spec.md \"Serving cells\")%s", "");
-  const amoe_cells_opts co = {o.input, o.only, o.csv, o.curves, o.out, o.quiet, stdout, cells_run, NULL};
+  const amoe_cells_opts co = {o.input, o.only, o.csv, o.curves, o.out, o.quiet, o.calibrated, stdout, cells_run, NULL};
   amoe_err e = {{0}};
   return cli_report(amoe_cells(&co, &e), &e);
+}
+
+/* fit --cells: each deployment's residual terms from its speculation-off
+ * cells, a deployment preset each (docs/design.md §20). */
+static int cmd_fit_cells(const cli_opts *o) {
+  if (o->input) return cli_usage_error("fit --cells takes no spec (the cells name their deployments): '%s'", o->input);
+  if (o->target || o->trace || o->nset || o->blocks || o->keep_drift || o->keep_noise)
+    return cli_usage_error("fit --cells takes --only, --curves, -o DIR and --quiet%s", "");
+  const char *dir = o->out ? o->out : "workloads/deployments";
+  const amoe_cells_opts co = {o->cells, o->only, NULL, o->curves, NULL, o->quiet, 0, stdout, cells_run, NULL};
+  amoe_err e = {{0}};
+  return cli_report(amoe_cells_fit(&co, dir, &e), &e);
 }
 
 /* ------------------------------------------------------------ gen, import */
@@ -201,6 +213,12 @@ static int cmd_merge(int argc, char **argv) {
 }
 
 static int cmd_fit(int argc, char **argv) {
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--cells")) {
+      cli_opts o;
+      const int rc = cli_parse(argc, argv, &o);
+      return rc ? rc : cmd_fit_cells(&o);
+    }
   cli_command c;
   int rc = cli_begin(&c, argc, argv, -1);
   const cli_opts o = c.o;
@@ -398,15 +416,24 @@ static const struct {
      "--format --model --window --hybrid --json --set --threads --quiet -q"},
     {"fit", cmd_fit,
      "SPEC.yaml (--target TARGETS.yaml | --trace FILE [--format blocks-jsonl|routing-jsonl|...] [--window W])\n"
-     "               [--blocks N] [--keep-drift] [--keep-noise] [--set KEY=VALUE]... [-o FILE]",
+     "               [--blocks N] [--keep-drift] [--keep-noise] [--set KEY=VALUE]... [-o FILE]\n"
+     "  fit --cells CELLS.csv [--only ID,...] [--curves CURVES.csv] [-o DIR] [--quiet]",
      "fit the spec's model's routing structure (locality per layer, request\n"
      "concentration and its drift, popularity, score shape, the draft tree's own\n"
      "concentration) to target statistics or to a real trace's; prints achieved vs\n"
      "target and the `routing:` section for the model preset.\n"
      "--keep-drift keeps the model's drift_tokens instead of fitting it to\n"
      "reuse_within_8 (which reruns every round at each of 8 drift trials);\n"
-     "--keep-noise keeps its noise instead of setting it by its rule",
-     "--target --trace --format --window --blocks --keep-drift --keep-noise --set --out -o --quiet -q --threads"},
+     "--keep-noise keeps its noise instead of setting it by its rule.\n"
+     "--cells: calibrate each deployment of the cell file (docs/spec.md\n"
+     "\"Serving cells\") to its speculation-off rows alone: per-pass host time\n"
+     "(hardware.step_s), per-request scheduler cost (engine.request_s) and one\n"
+     "device efficiency (engine.efficiency), each drawn weakly to its preset's\n"
+     "value; prints the terms and each deployment's error before and after, and\n"
+     "writes a deployment preset per deployment into DIR (default\n"
+     "workloads/deployments), which a spec names as `deployment: NAME`",
+     "--target --trace --format --window --blocks --keep-drift --keep-noise --set --out -o --quiet -q --threads "
+     "--cells --only --curves"},
     {"calibrate", cmd_calibrate, "SPEC.yaml [--set KEY=VALUE]... [--quiet] [-o FILE]",
      "estimate the commitment table p_d on the spec's calibration workload", "--set --out -o --threads --quiet -q"},
     {"costtable", cmd_costtable, "SPEC.yaml [--set KEY=VALUE]... [--quiet] [-o FILE]",
@@ -425,7 +452,8 @@ static const struct {
      "results/calibration/<hw>.yaml\n"
      "(used by later runs; ACCEPTMOE_CALIBRATION=off ignores it)",
      "--set --backend --compute-backend --out -o"},
-    {"cells", cmd_cells, "CELLS.csv [--only ID,...] [--csv OUT.csv] [--curves CURVES.csv] [--out DIR] [--quiet]",
+    {"cells", cmd_cells,
+     "CELLS.csv [--only ID,...] [--calibrated] [--csv OUT.csv] [--curves CURVES.csv] [--out DIR] [--quiet]",
      "run every serving cell of the file (docs/spec.md \"Serving cells\") once\n"
      "per deployment, load and draft, and print each row's prediction, its\n"
      "measurement and the signed error, the MAPE per metric and per source,\n"
@@ -433,8 +461,12 @@ static const struct {
      "measured and predicted ratio of on to off. A row that cannot run is\n"
      "listed with its reason. --csv writes id,predicted,measured,error,status;\n"
      "--curves: acceptance curves for rows without an al (default: the\n"
-     "acceptance_curves.csv beside the file); --out keeps each run's files",
-     "--only --csv --curves --out -o --quiet -q"},
+     "acceptance_curves.csv beside the file); --out keeps each run's files.\n"
+     "--calibrated: also each deployment calibrated first to its speculation-off\n"
+     "rows (as fit --cells does), every row of it predicted again, and the\n"
+     "errors and on/off ratios both ways (presets alone; calibrated); --csv\n"
+     "gains calibrated,calibrated_error",
+     "--only --calibrated --csv --curves --out -o --quiet -q"},
     {"presets", cmd_presets, "", "list model, hardware, interconnect and engine presets", ""},
     {"keys", cmd_keys, "[--markdown]", "list every spec key with its type, range and what it is (--markdown: as\n"
      "docs/spec.md's key list)", "--markdown"},

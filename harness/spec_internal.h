@@ -93,6 +93,9 @@ typedef struct {
 int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag *d);
 /* An engine section with nothing set: the mode left to the hardware preset. */
 void spec_engine_defaults(amoe_engine *e);
+/* A deployment preset (NAME in workloads/deployments/, or a path) walked
+ * into s as a spec's first keys; 0 with its messages in d. */
+int spec_load_deployment(amoe_spec *s, const char *name, const char *where, const char *spec_path, amoe_diag *d);
 void spec_walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int preset);
 
 #endif

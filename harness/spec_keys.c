@@ -153,6 +153,7 @@ const krow KEYS[] = {
     {"engine.gpu_memory_utilization", T_DBL, F(engine.gpu_memory_utilization), 0, 1, NULL, 0, 0, 0, "the share of GPU memory the engine takes (KV gets the rest after weights)"},
     {"engine.memory_reserve_bytes", T_DBL, F(engine.memory_reserve_bytes), 0, BIG, NULL, 0, 0, 0, "memory kept back from KV: activations and graphs, bytes"},
     {"engine.kv_allocation", T_ENUM, F(engine.kv_allocation), 0, 0, amoe_kv_allocation_names, 0, 0, 0, "reserve: a request's prompt and output KV from admission; incremental: as written, the newest preempted"},
+    {"engine.efficiency", T_DBL, F(engine.efficiency), 0, 20, NULL, 0, 0, 0, "the share of the modelled device speed the engine reaches (0: 1); a calibrated deployment's"},
     {"engine.layer_sync_per_peer_s", T_DBL, F(engine.layer_sync_per_peer_s), 0, 1, NULL, 0, 0, 0, "the engine's own TP wait per layer and peer, s (0: the interconnect's)"},
     {"workload.source", T_ENUM, F(workload.source), 0, 0, amoe_source_kind_names, 0, 0, 0, "where blocks come from: the generator, a trace or a routing capture"},
     {"workload.path", T_STR, F(workload.path), 0, 0, NULL, 1, 0, 0, "the trace or capture file"},

@@ -1,5 +1,6 @@
 /* Presets: where they live, and the one loader of a model, hardware,
- * interconnect or engine preset (and a hardware calibration over it). */
+ * interconnect or engine preset (and a hardware calibration over it); a
+ * deployment preset, the four sections together. */
 #include "spec_internal.h"
 
 #include <errno.h>
@@ -124,5 +125,51 @@ int spec_load_preset(amoe_spec *s, const char *section, const char *name, const 
   char *nm = (char *)s + SECTIONS[i].name_off;
   if (!nm[0]) snprintf(nm, AMOE_NAME_MAX, "%s", name);
   if (!strcmp(section, "hardware") && d->n == before && !apply_calibration(s, name, d)) return 0;
+  return d->n == before;
+}
+
+/* A deployment (docs/design.md §20): model, hardware, parallel and engine
+ * as one preset of workloads/deployments/ (or a file path), as `acceptmoe
+ * fit --cells` writes them; walked as a spec's own keys would be. */
+int spec_load_deployment(amoe_spec *s, const char *name, const char *where, const char *spec_path, amoe_diag *d) {
+  char dir[AMOE_PATH_MAX], path[AMOE_PATH_MAX + 160];
+  const size_t n = strlen(name);
+  if (strchr(name, '/') || (n > 5 && !strcmp(name + n - 5, ".yaml"))) {
+    snprintf(path, sizeof path, "%s", name);
+  } else {
+    for (const char *c = name; *c; c++)
+      if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+            *c == '_' || *c == '.') || (c == name && *c == '.')) {
+        amoe_diag_add(d, "%s: '%s' is not a deployment preset name or a path", where, name);
+        return 0;
+      }
+    amoe_presets_dir(dir, sizeof dir, "deployments", spec_path);
+    snprintf(path, sizeof path, "%s/%s.yaml", dir, name);
+  }
+  struct stat sb;
+  if (!name[0] || stat(path, &sb) != 0) {
+    amoe_diag_add(d, "%s: unknown deployment '%s' (no %s; `acceptmoe fit --cells` writes them)", where, name, path);
+    return 0;
+  }
+  ydoc y;
+  const int before = d->n;
+  if (!spec_load_file(&y, path, d)) return 0;
+  yaml_node_t *root = yaml_document_get_root_node(&y.doc);
+  if (!root || root->type != YAML_MAPPING_NODE) {
+    amoe_diag_add(d, "%s: a deployment must be a mapping", path);
+  } else {
+    static const char *const OK[] = {"model", "hardware", "parallel", "engine", "source", "sources", "notes", "measured"};
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+      yaml_node_t *k = yaml_document_get_node(&y.doc, p->key);
+      size_t i = 0;
+      while (k->type == YAML_SCALAR_NODE && i < sizeof OK / sizeof OK[0] && strcmp(OK[i], spec_scalar(k))) i++;
+      if (k->type != YAML_SCALAR_NODE || i == sizeof OK / sizeof OK[0])
+        amoe_diag_add(d, "%s:%lu:%lu: a deployment sets model, hardware, parallel and engine only, not '%s'", path,
+                      (unsigned long)k->start_mark.line + 1, (unsigned long)k->start_mark.column + 1,
+                      k->type == YAML_SCALAR_NODE ? spec_scalar(k) : "?");
+    }
+    if (d->n == before) spec_walk(&y, root, "", s, 1);
+  }
+  yaml_document_delete(&y.doc);
   return d->n == before;
 }

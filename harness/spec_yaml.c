@@ -394,6 +394,16 @@ void spec_walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int 
       parse_preset_node(y, v, s, path);
       continue;
     }
+    if (!strcmp(path, "deployment")) { /* the spec's first key: what follows is set over it */
+      at(y, v, w, sizeof w);
+      if (preset || p != map->data.mapping.pairs.start)
+        amoe_diag_add(y->d, "%s: deployment must be a spec's first key (the keys after it are set over it)", w);
+      else if (v->type != YAML_SCALAR_NODE)
+        amoe_diag_add(y->d, "%s: deployment must be a preset name or a path", w);
+      else
+        spec_load_deployment(s, spec_scalar(v), w, y->file, y->d);
+      continue;
+    }
     if (!strcmp(path, "policies")) {
       parse_policies(y, v, s);
       continue;

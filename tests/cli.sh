@@ -955,6 +955,48 @@ if [ -f "$REAL/serving/cells.csv" ]; then
   expect 0 'dsv4-mi350x-off-c4 .* skipped: the layout is not stated' -- "$A" cells "$REAL/serving/cells.csv" --only dsv4-mi350x-off-c4,qwen3-32b-h200-off-q1 --quiet
 fi
 
+# calibrated deployments (§20): fit --cells fits each deployment to its
+# speculation-off rows alone, so poisoning every speculation row (its
+# measurement, its acceptance length) writes the same bytes; a spec names the
+# preset as its first key; cells --calibrated reports both ways
+mkdir -p "$T/fa" "$T/fb"
+cp tests/fixtures/cells.csv tests/fixtures/acceptance_curves.csv "$T/fa/"
+cp tests/fixtures/acceptance_curves.csv "$T/fb/"
+awk -F, 'NR > 1 && $11 != "none" { $NF = $NF * 10 + 7; if ($13 != "") $13 = 1.01 } { print }' OFS=, \
+  tests/fixtures/cells.csv >"$T/fb/cells.csv"
+(cd "$T/fa" && "$A" fit --cells cells.csv -o dep --quiet >fit.md 2>fit.err)
+(cd "$T/fb" && "$A" fit --cells cells.csv -o dep --quiet >fit.md 2>fit.err)
+D1="$T/fa/dep/qwen3-32b-h200-2x-tp2-ep1-vllm-bf16.yaml"
+if [ -f "$D1" ] && ! cmp -s "$T/fa/cells.csv" "$T/fb/cells.csv" &&
+   [ "$(ls "$T/fa/dep" | wc -l)" -eq 2 ] && cmp -s "$T/fa/fit.md" "$T/fb/fit.md" && diff -r "$T/fa/dep" "$T/fb/dep" >/dev/null &&
+   grep -q '^# of cells.csv: off off-tpot dataset offc8 off-ttft$' "$D1" &&
+   grep -qE '^engine: \{preset: vllm, request_s: [0-9.e-]+, efficiency: [0-9.]+\}$' "$D1" &&
+   grep -qE '^engine: \{preset: vllm, graph_capture_max_tokens: 64, request_s' "$T/fa/dep/"*-ebf94cce.yaml &&
+   grep -qE '^\| qwen3-32b-h200-2x-tp2-ep1-vllm-bf16 \| 5 \| 0.0002 -> ' "$T/fa/fit.md"; then ok
+else bad "fit --cells: $(cat "$T/fa/fit.err" "$T/fa/fit.md") $(diff -r "$T/fa/dep" "$T/fb/dep")"; fi
+eff=$(sed -n 's/^engine: .*efficiency: \([0-9.]*\)}$/\1/p' "$D1")
+printf 'deployment: %s\nname: d\nworkload: {tokens_per_request: 8, blocks: 20}\n' "$D1" >"$T/dep.yaml"
+if [ -n "$eff" ] && "$A" run "$T/dep.yaml" --out "$T/deprun" --quiet >/dev/null &&
+   awk -v e="$eff" '/^  efficiency: / { f = ($2 - e) * ($2 - e) < 1e-20 } END { exit !f }' "$T/deprun/spec.resolved.yaml" &&
+   grep -q '^  moe_ep: 1$' "$T/deprun/spec.resolved.yaml" && grep -q '^  name: "qwen3-32b"$' "$T/deprun/spec.resolved.yaml"; then ok
+else bad "a spec naming a deployment: efficiency $eff not in $T/deprun/spec.resolved.yaml"; fi
+printf 'name: d\ndeployment: %s\n' "$D1" >"$T/dep-late.yaml"
+expect 2 "dep-late.yaml:2:13: deployment must be a spec's first key" -- "$A" run "$T/dep-late.yaml" --out "$T/bad" --quiet
+printf 'deployment: nowhere-at-all\n' >"$T/dep-none.yaml"
+expect 2 "unknown deployment 'nowhere-at-all'" -- "$A" run "$T/dep-none.yaml" --out "$T/bad" --quiet
+{ cat "$D1"; printf 'workload: {blocks: 5}\n'; } >"$T/dep-wl.yaml"
+printf 'deployment: %s\n' "$T/dep-wl.yaml" >"$T/dep-wl-spec.yaml"
+expect 2 "dep-wl.yaml:11:1: a deployment sets model, hardware, parallel and engine only, not 'workload'" -- \
+  "$A" run "$T/dep-wl-spec.yaml" --out "$T/bad" --quiet
+"$A" cells tests/fixtures/cells.csv --calibrated --csv "$T/calcells.csv" --quiet >"$T/cal.md" 2>"$T/cal.err"
+if grep -q '^Calibrated deployments' "$T/cal.md" && grep -qE '^\| on \| off \| output_tok_s \| 1\.042 \| 1\.044 \| [0-9.]+ \|' "$T/cal.md" &&
+   grep -qE '^Ratio MAPE: [0-9.]+% with the presets, [0-9.]+% calibrated, over 5 pairs$' "$T/cal.md" &&
+   grep -qE '^\| on \| output_tok_s \| 125 \| 129\.2 \| [0-9.]+ \| \+3\.4% \| [-+][0-9.]+% \| no \|$' "$T/cal.md" &&
+   head -1 "$T/calcells.csv" | grep -qx 'id,predicted,measured,error,status,calibrated,calibrated_error' &&
+   cmp -s <(sed '/^$/q' "$T/cal.md") <(sed '/^$/q' "$T/cells.md"); then ok
+else bad "cells --calibrated: $(cat "$T/cal.err") $(tail -c 1500 "$T/cal.md")"; fi
+expect 2 "fit --cells takes no spec" -- "$A" fit --cells tests/fixtures/cells.csv tests/fixtures/golden.yaml
+
 # real data, when the shared folder is there
 if [ -f "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" ]; then
   expect 0 '"2":3.31[01][0-9]*,"4":4.97[89]' -- "$A" inspect "$REAL/mixtral-8x7b-routing/gsm8k_routing.jsonl" \

@@ -548,6 +548,16 @@ int main(void) {
         "tau %g union %g executed %g", rows[0].tot.committed, rows[0].tot.union_sum, rows[0].tot.executed_sum);
   CHECK(rows[0].tot.hbm_expert_bytes == 6e6, "expert bytes %g", rows[0].tot.hbm_expert_bytes);
   amoe_row_result_free(&rows[0]);
+  /* A calibrated engine at half the modelled device speed (engine.efficiency
+   * 0.5): the target's dense, head and experts take twice as long; the
+   * step's host work and the draft's forwards (their own fitted terms) do not. */
+  s.engine.efficiency = 0.5;
+  CHECK(amoe_run(&s, &offline, src, NULL, rows, &e) == AMOE_OK, "%s", e.msg);
+  const double T_half = 5e-4 + t_draft + t_extend + 2 * (t_head + t_dense_dense + t_dense_moe + t_moe);
+  CHECK(fabs(rows[0].tot.t_total - T_half) < 1e-12 && fabs(rows[0].tot.t_step - 5e-4) < 1e-15,
+        "efficiency 0.5: block time %.9g, by hand %.9g", rows[0].tot.t_total, T_half);
+  amoe_row_result_free(&rows[0]);
+  s.engine.efficiency = 0;
   /* Offload, 4 slots, cold cache: all 6 executed are fetched (0..5 in order,
    * 4 and 5, in the second wave, evicting 0 and 1): 6 · (1e6 / 1e8 + 1e-4)
    * = 0.0606 s of copies, 2e-4 of host synchronisation, one more fused-MoE

@@ -270,6 +270,10 @@ typedef struct {
    * tensor-parallel collectives wait (0: the interconnect's
    * layer_sync_per_peer_s); an engine fits its own (docs/design.md §19) */
   double layer_sync_per_peer_s;
+  /* the share of the modelled device speed the engine reaches: a pass's
+   * device time (dense, experts, collectives, draft forwards) over it; a
+   * deployment's calibration fits it (docs/design.md §20); 0: 1 */
+  double efficiency;
 } amoe_engine;
 /* The engine's launch and step host time, or the hardware's where it sets none. */
 /* The per-peer layer sync the engine's collectives pay, or the interconnect's. */

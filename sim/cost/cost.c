@@ -155,6 +155,11 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   }
   if (par && par->pipeline > 1) /* a hidden-state copy from each stage to the next; no collectives */
     p->rest_comm += (par->pipeline - 1) * amoe_cost_hop(m, hw, tokens);
+  /* a calibrated engine's efficiency over the target's device terms (× 1
+   * unset: the same bytes); the draft's forwards keep their own fitted
+   * terms (draft_step_s, draft_token_s), which calibration does not see */
+  p->slow = eng->efficiency > 0 ? 1 / eng->efficiency : 1;
+  p->dense *= p->slow, p->rest *= p->slow, p->comm *= p->slow, p->rest_comm *= p->slow;
   p->dense_host = 0;
   p->host = 0;
   const double launch = amoe_engine_launch_s(eng, hw);
@@ -177,7 +182,7 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
 amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_counts *c) {
   amoe_layer_time t;
   t.dense = p->dense;
-  t.moe = c->expert_s + amoe_cost_moe_fixed(p->hw, c->waves);
+  t.moe = (c->expert_s + amoe_cost_moe_fixed(p->hw, c->waves)) * p->slow;
   t.fetch = 0;
   if (p->offload) {
     const double copies = amoe_cost_fetch(p->m, p->hw, c->fetched);
@@ -192,7 +197,7 @@ amoe_layer_time amoe_cost_layer(const amoe_cost_pass_ctx *p, const amoe_layer_co
     const amoe_engine *e = p->eng;
     const double empty = e->visits == AMOE_VISIT_HIT ? 0 : p->m->experts - c->executed;
     const double issue = c->executed * e->expert_host_s;
-    t.moe = c->expert_s;
+    t.moe = c->expert_s * p->slow;
     t.host = (issue > c->expert_s ? issue - c->expert_s : 0) +
              empty * (e->visits == AMOE_VISIT_ALL ? e->expert_host_s : e->visit_host_s);
   }

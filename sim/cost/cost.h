@@ -128,6 +128,7 @@ typedef struct amoe_cost_pass_ctx {
    * selection_s, set by the caller) */
   double extend, tree, sample, cycle_host, select;
   double rest_comm;   /* the dense-only layers' and draft steps' collectives */
+  double slow;        /* 1 / engine.efficiency (1 unset): the device times' factor */
 } amoe_cost_pass_ctx;
 
 /* One MoE layer's counts: experts executed and fetched, waves, and the
