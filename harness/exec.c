@@ -6,10 +6,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "afile.h"
 #include "cost.h"
 #include "moe.h"
 #include "nvtx.h"
-#include "results.h"
 #include "rng.h"
 
 #define MAX_REPEATS 64

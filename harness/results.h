@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#include "afile.h"
 #include "err.h"
 #include "run.h"
 #include "spec_load.h"
@@ -27,20 +28,6 @@ typedef struct {
   double busiest_group_executed_mean, group_executed_mean, comm_share, comm_s_per_token; /* several GPUs (§16) */
 } amoe_summary;
 void amoe_summarize(const amoe_totals *t, int offload, amoe_summary *out);
-
-typedef struct {
-  FILE *f;
-  char path[1200], tmp[1300];
-} amoe_afile;
-
-/* Opens path's temporary twin for writing. */
-amoe_status amoe_afile_open(amoe_afile *a, const char *path, amoe_err *e);
-/* Flushes, syncs and renames into place. */
-amoe_status amoe_afile_commit(amoe_afile *a, amoe_err *e);
-/* Closes and removes the temporary (no-op if not open). */
-void amoe_afile_abort(amoe_afile *a);
-/* mkdir -p, then a probe that the directory is writable. */
-amoe_status amoe_mkdirs(const char *dir, amoe_err *e);
 
 /* ------------------------------------------------------------ a run's files */
 

@@ -71,7 +71,6 @@ static void names_of(char *buf, size_t n, int verifier) {
              verifier ? amoe_verifier_table[i].name : amoe_draft_table[i].name);
 }
 
-void spec_policy_defaults(amoe_policy_row *r) { amoe_policy_init(r, 0, 0); }
 
 static int set_policy_name(ydoc *y, yaml_node_t *n, amoe_policy_row *r, int verifier, int either) {
   char w[AMOE_PATH_MAX + 64], names[256];

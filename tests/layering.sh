@@ -3,8 +3,10 @@
 # includes headers of its own folder and the folders before it only, and
 # the x86 fast paths include no header of the plain code they sit beside
 # beyond the shared ones below both; the plain code reaches them only through
-# arch/fast.h's table, and they call none of its functions. Fails naming
-# every include or call that breaks it.
+# core/fast.h's table, and they call none of its functions. The command's
+# modules (harness/: a file's name up to its first '_', so spec_yaml.c and
+# spec_internal.h are spec's) include one another without a circle. Fails
+# naming every include, call or circle that breaks it.
 # usage: layering.sh SOURCE_DIR
 set -u
 cd "$1/sim" || exit 1
@@ -17,8 +19,7 @@ bad=0
 for i in "${!order[@]}"; do
   for f in "${order[$i]}"/*.[ch]; do
     for h in $(grep -ho '^#include "[a-z_0-9]*\.h"' "$f" | cut -d'"' -f2); do
-      [ "$h" = fast.h ] && continue # the table of fast paths (arch/): every stage may call through it
-      [ "$h" = x86.h ] && { echo "layering: $f includes x86.h: the plain code reaches a fast path through arch/fast.h only"; bad=1; continue; }
+      [ "$h" = x86.h ] && { echo "layering: $f includes x86.h: the plain code reaches a fast path through core/fast.h only"; bad=1; continue; }
       s=${stage[$h]:-}
       if [ -z "$s" ]; then echo "layering: $f includes $h, which no stage holds"; bad=1
       elif [ "$s" -gt "$i" ]; then echo "layering: $f ($i ${order[$i]}) includes $h of a later stage (${order[$s]})"; bad=1; fi
@@ -33,7 +34,7 @@ for f in arch/x86/*.[ch]; do
     esac
   done
 done
-# dispatch goes one way (arch/fast.h): no plain file names an x86 function, and no x86
+# dispatch goes one way (core/fast.h): no plain file names an x86 function, and no x86
 # file calls a function the plain code defines (its headers' inline helpers aside)
 for i in "${!order[@]}"; do
   for f in "${order[$i]}"/*.[ch]; do
@@ -46,5 +47,19 @@ for f in arch/x86/*.c; do
     grep -q "[^a-z_0-9]${fn//(/\(}" "$f" && { echo "layering: $f calls ${fn%(} of the plain code"; bad=1; }
   done
 done
-[ $bad = 0 ] && echo "layering: every include goes down the pipeline; dispatch goes one way"
+# the command's modules: no circle among their includes (tsort names one)
+cd ../harness || exit 1
+edges=$(for f in *.[ch]; do
+  m=${f%.*}; m=${m%%_*}
+  for h in $(grep -ho '^#include "[a-z_0-9]*\.h"' "$f" | cut -d'"' -f2); do
+    [ -f "$h" ] || continue # (the library's, below every module)
+    t=${h%.h}; t=${t%%_*}
+    [ "$t" != "$m" ] && echo "$m $t"
+  done
+done | sort -u)
+loop=$(tsort <<<"$edges" 2>&1 >/dev/null | sed -n 's/^tsort: \([a-z0-9]*\)$/\1/p' | tr '\n' ' ')
+if [ -n "$loop" ] || ! tsort <<<"$edges" >/dev/null 2>&1; then
+  echo "layering: harness/ modules include one another in a circle: ${loop% }"; bad=1
+fi
+[ $bad = 0 ] && echo "layering: every include goes down the pipeline; dispatch goes one way; harness/ has no circle"
 exit $bad
