@@ -374,9 +374,9 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   if (!preset_exists("hw", hw)) return snprintf(why, wn, "no hardware preset '%.80s'", hw), 0;
   if (!preset_exists("engines", engine)) return snprintf(why, wn, "no engine preset '%.200s'", engine), 0;
   if (c->gpus < 1 || c->tp < 1) return snprintf(why, wn, "the layout is not stated (gpus, tp)"), 0;
-  if (c->tp != c->gpus)
-    return snprintf(why, wn, "attention data-parallel (tp %d of %d GPUs) is not modelled", c->tp, c->gpus), 0;
-  const int ep = c->ep < 1 ? 1 : c->ep;
+  /* tp below the GPUs: SGLang's DP attention, gpus / tp copies of tp GPUs */
+  if (c->gpus % c->tp) return snprintf(why, wn, "tp %d does not divide %d GPUs", c->tp, c->gpus), 0;
+  const int ep = c->ep < 1 ? 1 : c->ep, dp = c->gpus / c->tp;
   if (c->gpus % ep) return snprintf(why, wn, "ep %d does not divide %d GPUs", ep, c->gpus), 0;
   /* a dataset named for its lengths: its stand-in's mean prompt, every
    * request at it (no dataset's spread is modelled), the output as stated */
@@ -467,16 +467,18 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     if (!fmt) return snprintf(why, wn, "weights '%.80s': bf16, fp8, nvfp4 or mxfp4", c->f[C_WEIGHTS]), 0;
     snprintf(model_extra, sizeof model_extra, "%s", fmt);
   }
+  char dpline[32] = "";
+  if (dp > 1) snprintf(dpline, sizeof dpline, ", attention_dp: %d", dp);
   const char *link = cells_default_link(hw);
   char hwline[256];
   snprintf(hwline, sizeof hwline, "{preset: %.80s, gpus: %d%.80s%.80s}", hw, c->gpus, link && c->gpus > 1 ? ", interconnect: " : "",
            link && c->gpus > 1 ? link : "");
   snprintf(r->spec, sizeof r->spec,
-           "name: cell\nbaseline: false\nmodel: %s\nhardware: %s\nparallel: {attention_tp: %d, moe_ep: %d, moe_tp: %d}\n"
+           "name: cell\nbaseline: false\nmodel: %s\nhardware: %s\nparallel: {attention_tp: %d, moe_ep: %d, moe_tp: %d%s}\n"
            "engine: {preset: %s}\nworkload:\n  tokens_per_request: %d\n  prompt_tokens: %d\n  seed: 1\n"
            "  prefill_schedule: chunked\n  chunk_tokens: %d\n  prefill_sample: %d\n  route_hold: %d\n  top_m: %d\n  tree: %s\n  acceptance: %s\n  arrival: %s\n  requests: %d\n"
            "policies: [%s]\noutput: {requests_csv: true}\n",
-           model, hwline, c->tp, ep, c->gpus / ep, engine, c->osl, isl, CHUNK, SAMPLE, HOLD, row_top_m(model), tree, accept,
+           model, hwline, c->tp, ep, c->gpus / ep, dpline, engine, c->osl, isl, CHUNK, SAMPLE, HOLD, row_top_m(model), tree, accept,
            arrival, requests, policy);
   /* a format other than the preset's: its bytes by the format (expert_bytes 0) */
   if (model_extra[0]) {
@@ -635,7 +637,7 @@ amoe_status cells_open(cells_ctx *x, const amoe_cells_opts *o, amoe_err *e) {
     if (!mkdtemp(x->base)) st = amoe_fail(e, AMOE_EIO, "%s: cannot make a temporary folder: %s", x->base, strerror(errno));
     else x->made_tmp = 1;
   }
-  for (int i = 0; i < x->cf.n; i++) x->cf.rows[i].predicted = NAN;
+  for (int i = 0; i < x->cf.n; i++) x->cf.rows[i].predicted = x->cf.rows[i].little = NAN, x->cf.rows[i].run = -1;
   if (st != AMOE_OK) cells_close(x);
   return st;
 }
@@ -708,6 +710,10 @@ amoe_status cells_predict(cells_ctx *x, const unsigned char *pick, char *const *
     if (r->done) pred[i] = metric_of(r, c->metric);
     if (record && r->failed) snprintf(c->why, sizeof c->why, "%s", r->why);
     if (record && r->done) snprintf(c->note, sizeof c->note, "%s", r->policy_note);
+    if (record) c->run = of[i];
+    int clients;
+    if (record && r->done && c->osl > 0 && sscanf(c->f[C_LOAD], "concurrency:%d", &clients) == 1)
+      c->little = r->output_tok_s / c->osl * (r->ttft_mean_s + (c->osl - 1) * r->tpot_mean_s);
   }
   free(runs), free(of);
   return st;
@@ -716,6 +722,27 @@ amoe_status cells_predict(cells_ctx *x, const unsigned char *pick, char *const *
 /* ------------------------------------------------------------ the report */
 
 static double ape(const cell *c, double predicted) { return fabs(predicted - c->value) / c->value; }
+
+/* Little's law over each closed loop run (its first row): the clients
+ * against requests/s x mean latency from the run's own TPOT and TTFT. A
+ * run whose TPOT and throughput disagree shows it here; a loop of two
+ * requests per client is below its clients by its first wave's start and
+ * its last's drain. */
+static void little(FILE *out, const cell_file *cf) {
+  int n = 0;
+  for (int i = 0; i < cf->n; i++) {
+    const cell *c = &cf->rows[i];
+    if (!c->ok || !isfinite(c->little)) continue;
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = cf->rows[j].ok && cf->rows[j].run == c->run;
+    if (seen) continue;
+    int clients = 0;
+    sscanf(c->f[C_LOAD], "concurrency:%d", &clients);
+    if (!n++) fprintf(out, "\nLittle's law over each closed loop (requests/s x (TTFT + (output - 1) TPOT), the run's own):\n\n"
+                           "| row | clients | by Little | ratio |\n|---|---|---|---|\n");
+    fprintf(out, "| %s | %d | %.4g | %.3f |\n", c->f[C_ID], clients, c->little, c->little / clients);
+  }
+}
 
 /* The matrix: every row, then the MAPE per metric and per source, then the ratios. */
 static void report(FILE *out, const cell_file *cf) {
@@ -767,6 +794,7 @@ static void report(FILE *out, const cell_file *cf) {
   }
   if (rn) fprintf(out, "\nRatio MAPE: %.1f%% over %d pairs\n", 100 * rs / rn, rn);
   else fprintf(out, "\nNo (deployment, load) was run with speculation both off and on.\n");
+  little(out, cf);
 }
 
 int cells_partner(const cell_file *cf, int i) {

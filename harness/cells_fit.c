@@ -332,7 +332,9 @@ static amoe_status write_preset(const cells_ctx *x, const fitted *d, const char 
           fmt ? ", expert_bytes: 0" : "", extra[0]);
   fprintf(f, "hardware: {preset: %s, gpus: %d%s%s, step_s: %.4g%s}\n", c->f[C_HW], gpus,
           link && gpus > 1 ? ", interconnect: " : "", link && gpus > 1 ? link : "", d->value[0], extra[1]);
-  fprintf(f, "parallel: {attention_tp: %d, moe_ep: %d, moe_tp: %d%s}\n", tp, ep, gpus / ep, extra[2]);
+  char dp[32] = "";
+  if (tp > 0 && gpus / tp > 1) snprintf(dp, sizeof dp, ", attention_dp: %d", gpus / tp);
+  fprintf(f, "parallel: {attention_tp: %d, moe_ep: %d, moe_tp: %d%s%s}\n", tp, ep, gpus / ep, dp, extra[2]);
   fprintf(f, "engine: {preset: %s%s, request_s: %.4g, efficiency: %.4g}\n", engine, extra[3], d->value[1], d->value[2]);
   AMOE_TRY(amoe_afile_commit(&a, e));
   if (msg) fprintf(msg, "wrote %s (a spec names it as `deployment: %s`, its first key)\n", path, d->name);

@@ -22,6 +22,11 @@ typedef struct {
   char note[256];         /* what its run stands on beyond the cell (a stand-in, a curve) */
   double predicted;       /* by the presets alone */
   double calibrated;      /* with its deployment calibrated (NAN: not) */
+  /* a closed loop's clients by Little's law over its run (NAN: not one):
+   * requests per second (output tokens / s over the row's output length)
+   * times a request's mean latency (TTFT + (output - 1) TPOT) */
+  double little;
+  int run;                /* its run in the presets' round (rows that share one share it; -1: none) */
 } cell;
 
 typedef struct {

@@ -124,6 +124,7 @@ const krow KEYS[] = {
     {"parallel.placement_file", T_STR, F(parallel.placement_file), 0, 0, NULL, 1, 0, 0, "placement: file: the layout's file"},
     {"parallel.redundant", T_INT, F(parallel.redundant), 0, AMOE_MAX_EXPERTS, NULL, 0, 0, 0, "placement: balanced: extra expert copies per layer"},
     {"parallel.moe_comm", T_ENUM, F(parallel.moe_comm), 0, 0, amoe_moe_comm_names, 0, 0, 0, "the MoE layer's collective"},
+    {"parallel.attention_dp", T_INT, F(parallel.attention_dp), 0, AMOE_MAX_GPUS, NULL, 0, 0, 0, "data-parallel attention copies, each running its own requests (0: 1; SGLang's DP attention)"},
     {"parallel.pipeline", T_INT, F(parallel.pipeline), 0, AMOE_MAX_GPUS, NULL, 0, 0, 0, "pipeline stages, one GPU each (needs hop_latency_s and hop_bw)"},
     {"engine.cuda_graphs", T_BOOL, F(engine.cuda_graphs), 0, 0, NULL, 0, 0, AUTO_BY_HW, "CUDA graphs on (unset: the hardware preset's)"},
     {"engine.overlap_scheduler", T_BOOL, F(engine.overlap_scheduler), 0, 0, NULL, 0, 0, AUTO_BY_HW, "the overlap scheduler on (unset: the hardware preset's)"},

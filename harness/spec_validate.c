@@ -139,7 +139,9 @@ int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag 
     amoe_parallel *p = &s->parallel;
     const int g = s->hw.gpus > 0 ? s->hw.gpus : 1;
     if (!p->pipeline) p->pipeline = 1;
-    if (p->pipeline > 1 && (p->attention_tp > 1 || p->moe_ep > 1 || p->moe_tp > 1 || g != p->pipeline))
+    if (!p->attention_dp) p->attention_dp = 1;
+    if (p->pipeline > 1 && (p->attention_tp > 1 || p->moe_ep > 1 || p->moe_tp > 1 || p->attention_dp > 1 ||
+                            g != p->pipeline))
       amoe_diag_add(d, "%s: parallel.pipeline (%d) puts each stage of layers on one GPU: hardware.gpus must be %d "
                        "and parallel.attention_tp, moe_ep and moe_tp 1", where, p->pipeline, p->pipeline);
     if (p->pipeline > s->model.layers && s->model.layers > 0)
@@ -147,15 +149,19 @@ int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag 
     if (p->pipeline > 1 && !(s->hw.ic.hop_bw > 0))
       amoe_diag_add(d, "%s: parallel.pipeline needs the interconnect's hop_latency_s and hop_bw "
                        "(hardware.interconnect: nvlink4 | pcie5)", where);
-    if (!p->attention_tp) p->attention_tp = g / p->pipeline > 0 ? g / p->pipeline : 1;
-    if (!p->moe_ep && !p->moe_tp) p->moe_ep = p->attention_tp, p->moe_tp = 1;
-    else if (!p->moe_ep) p->moe_ep = p->attention_tp / p->moe_tp > 0 ? p->attention_tp / p->moe_tp : 1;
-    else if (!p->moe_tp) p->moe_tp = p->attention_tp / p->moe_ep > 0 ? p->attention_tp / p->moe_ep : 1;
-    if (p->moe_ep * p->moe_tp != p->attention_tp)
-      amoe_diag_add(d, "%s: parallel.moe_ep (%d) x parallel.moe_tp (%d) = %d must equal parallel.attention_tp (%d)",
-                    where, p->moe_ep, p->moe_tp, p->moe_ep * p->moe_tp, p->attention_tp);
-    if (p->pipeline <= 1 && p->attention_tp != g)
-      amoe_diag_add(d, "%s: parallel.attention_tp (%d) must equal hardware.gpus (%d)", where, p->attention_tp, g);
+    const int dp = p->attention_dp;
+    if (!p->attention_tp) p->attention_tp = g / p->pipeline / dp > 0 ? g / p->pipeline / dp : 1;
+    const int ranks = p->attention_tp * dp; /* the GPUs attention runs on: the experts' too */
+    if (!p->moe_ep && !p->moe_tp) p->moe_ep = ranks, p->moe_tp = 1;
+    else if (!p->moe_ep) p->moe_ep = ranks / p->moe_tp > 0 ? ranks / p->moe_tp : 1;
+    else if (!p->moe_tp) p->moe_tp = ranks / p->moe_ep > 0 ? ranks / p->moe_ep : 1;
+    char att[96];
+    if (dp > 1) snprintf(att, sizeof att, "parallel.attention_tp x attention_dp (%d x %d)", p->attention_tp, dp);
+    else snprintf(att, sizeof att, "parallel.attention_tp (%d)", p->attention_tp);
+    if (p->moe_ep * p->moe_tp != ranks)
+      amoe_diag_add(d, "%s: parallel.moe_ep (%d) x parallel.moe_tp (%d) = %d must equal %s", where, p->moe_ep, p->moe_tp,
+                    p->moe_ep * p->moe_tp, att);
+    if (p->pipeline <= 1 && ranks != g) amoe_diag_add(d, "%s: %s must equal hardware.gpus (%d)", where, att, g);
     if (s->model.experts && p->moe_ep > s->model.experts)
       amoe_diag_add(d, "%s: parallel.moe_ep (%d) exceeds the model's %d experts", KW("parallel.moe_ep"), p->moe_ep, s->model.experts);
     if (g > 1 && !(s->hw.ic.allreduce_bw > 0))

@@ -129,6 +129,7 @@ static int unused_batch_key(const amoe_experiment *x, const char *path) {
     return !amoe_experiment_batched(x);
   if (!strcmp(path, "engine.request_s") || !strcmp(path, "engine.request_per"))
     return s->engine.request_s == 0 && !swept(x, "engine.request_s") && !swept(x, "engine.request_per");
+  if (!strcmp(path, "parallel.attention_dp")) return s->parallel.attention_dp <= 1 && !swept(x, path);
   if (!strcmp(path, "engine.efficiency")) return s->engine.efficiency == 0 && !swept(x, path);
   if (!strcmp(path, "hardware.moe_flops")) return s->hw.moe_flops == 0 && !swept(x, path);
   /* the speculative cycle's terms and the eager MoE call (§9): an engine

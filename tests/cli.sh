@@ -533,6 +533,16 @@ expect 2 "parallel.attention_tp \(4\) must equal hardware.gpus \(8\)" -- "$A" ru
   --set hardware.gpus=8 --set hardware.interconnect=nvlink4 --set parallel.attention_tp=4 --out "$T/bad" --quiet
 expect 2 "hardware.gpus 8 needs an interconnect" -- "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 \
   --out "$T/bad" --quiet
+# DP attention: copies of attention_tp GPUs; the experts resolve over every GPU; a layout that does not multiply out is named
+expect 2 "parallel.attention_tp x attention_dp \(4 x 4\) must equal hardware.gpus \(8\)" -- "$A" run tests/fixtures/golden.yaml \
+  --set hardware.gpus=8 --set hardware.interconnect=nvlink4 --set parallel.attention_tp=4 --set parallel.attention_dp=4 \
+  --out "$T/bad" --quiet
+if "$A" run tests/fixtures/golden.yaml --set hardware.gpus=4 --set hardware.interconnect=nvlink4 \
+     --set parallel.attention_dp=4 --set workload.blocks=20 --out "$T/dp" --quiet >/dev/null &&
+   grep -q '^  attention_tp: 1$' "$T/dp/spec.resolved.yaml" && grep -q '^  attention_dp: 4$' "$T/dp/spec.resolved.yaml" &&
+   grep -q '^  moe_ep: 4$' "$T/dp/spec.resolved.yaml" && ! grep -q 'attention_dp' "$T/p0/spec.resolved.yaml"; then ok
+else bad "parallel.attention_dp: $(grep -A8 '^parallel' "$T/dp/spec.resolved.yaml")"; fi
+
 expect 2 "unknown interconnect preset 'nvlink9'" -- "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 \
   --set hardware.interconnect=nvlink9 --out "$T/bad" --quiet
 expect 2 "backend runs one GPU; this spec lays the model over 8" -- "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 \
@@ -943,6 +953,7 @@ if grep -qE '^\| on \| off \| output_tok_s \| 1\.042 \| [0-9.]+ \|' "$T/cells.md
    grep -q "^| dataset | .* ok, prompts 161 tokens, ShareGPT's mean" "$T/cells.md" &&
    grep -q "^| curve | .* ok, al from qwen3-32b-0101's thinking_on curve" "$T/cells.md" &&
    grep -q "the run failed: --set engine.nonsense=1: unknown key" "$T/cells.md" &&
+   grep -qE '^\| offc8 \| 8 \| 8 \| 1\.000 \|$' "$T/cells.md" && grep -qE '^\| mtp \| 8 \| 7\.[0-9]+ \| 0\.9[0-9]+ \|$' "$T/cells.md" &&
    [ "$(wc -l <"$T/cells.csv")" -eq 15 ] && [ "$(grep -c ',ok$' "$T/cells.csv")" -eq 11 ] &&
    awk -F, '$1 == "off-ttft" && $2 > 0 && $5 == "ok" { f = 1 } END { exit !f }' "$T/cells.csv" &&
    head -1 "$T/cells.csv" | grep -qx 'id,predicted,measured,error,status'; then ok

@@ -395,6 +395,40 @@ static void sync_per_peer_by_hand(void) {
   }
 }
 
+/* DP attention (parallel.attention_dp 4 of tp 1 on 4 GPUs, experts EP 4):
+ * each copy runs a quarter of a step of 8 requests, 8 tokens over 8,000
+ * tokens of KV: its dense layer is one GPU's over 2 tokens and 2,000 of KV;
+ * the MoE layer's collective is the dispatch (5e-5) and combine (7e-5) and
+ * 3 peers' sync (3e-6 each), no all-reduce; the dense layer none. KV
+ * capacity: each GPU holds the dense weights whole (12.12 MB) and a
+ * quarter of the ten 1 MB experts, 14.62 MB; 2,000 bytes a token (two
+ * layers) in the 200,000 bytes and a half token left: 100 tokens a copy,
+ * 400 in all. */
+static void dp_attention_by_hand(void) {
+  amoe_spec s = spec();
+  s.hw.gpus = 4;
+  s.hw.ic.allreduce_latency_s = 1e-5;
+  s.hw.ic.allreduce_bw = 1e9;
+  s.hw.ic.dispatch_s = 5e-5;
+  s.hw.ic.combine_s = 7e-5;
+  s.hw.ic.layer_sync_per_peer_s = 3e-6;
+  s.parallel.attention_tp = 1;
+  s.parallel.attention_dp = 4;
+  s.parallel.moe_ep = 4;
+  s.parallel.moe_tp = 1;
+  amoe_cost_pass_ctx pc;
+  amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine,
+      .parallel = &s.parallel, .tokens = 8, .requests = 8, .kv_tokens = 8000, .attn_tokens = 8000});
+  const double dense = amoe_cost_dense_batch(&s.model, &s.hw, 2, 2000, 2000, 1, 1);
+  CHECK(pc.dense == dense && fabs(pc.comm - (5e-5 + 7e-5 + 9e-6)) < 1e-18 && pc.rest_comm == 0,
+        "DP attention: dense %.12g (a copy's %.12g), comm %.12g (by hand 1.29e-4), rest %.12g", pc.dense, dense, pc.comm,
+        pc.rest_comm);
+  s.engine.gpu_memory_utilization = 1;
+  s.hw.memory_bytes = 14.62e6 + 2000 * 100.5;
+  const double kv = amoe_cost_kv_tokens(&s.model, &s.hw, &s.engine, &s.parallel, 0);
+  CHECK(kv == 400, "DP attention: KV capacity %g tokens (by hand 4 x 100)", kv);
+}
+
 /* Attention per key (model.attn_flops_per_key): the hand layer made
  * compute-bound (bandwidth 1e15) and its weights zero, so a pass of
  * n = 4 tokens over 10 tokens of context each costs its attention only:
@@ -512,6 +546,7 @@ static void expert_past_fit_by_hand(void) {
 }
 
 int main(void) {
+  dp_attention_by_hand();
   attention_per_key_by_hand();
   expert_past_fit_by_hand();
   sync_per_peer_by_hand();

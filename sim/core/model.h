@@ -170,8 +170,10 @@ typedef struct {
 
 /* How a pass is split over the node's GPUs (`parallel:`, docs/design.md §16):
  * attention, dense layers, shared experts and the head tensor-parallel over
- * attention_tp GPUs; the routed experts placed on moe_ep groups, each split
- * over moe_tp GPUs (moe_ep · moe_tp = attention_tp = gpus). */
+ * attention_tp GPUs, in attention_dp data-parallel copies that each run
+ * their own requests (SGLang's DP attention); the routed experts placed on
+ * moe_ep groups, each split over moe_tp GPUs (moe_ep · moe_tp =
+ * attention_tp · attention_dp = gpus). */
 #define AMOE_MAX_GPUS 64 /* hardware.gpus, and so the expert groups of a layout */
 typedef enum { AMOE_PLACE_CONTIGUOUS = 0, AMOE_PLACE_ROUND_ROBIN = 1, AMOE_PLACE_BALANCED = 2, AMOE_PLACE_FILE = 3 } amoe_placement_kind;
 typedef enum { AMOE_COMM_ALL_REDUCE = 0, AMOE_COMM_ALL_TO_ALL = 1 } amoe_moe_comm;
@@ -183,6 +185,7 @@ typedef struct {
   int redundant;                    /* balanced: extra copies of the hottest experts per layer */
   int moe_comm;                     /* amoe_moe_comm */
   int pipeline;                     /* P contiguous stages of layers, one GPU each (attention_tp 1); 0 until resolved: 1 */
+  int attention_dp;                 /* data-parallel attention copies; 0 until resolved: 1 */
   char placement_file[1024];        /* placement: file */
 } amoe_parallel;
 /* Whether a pass lays its experts over groups of GPUs (a layout of §16):

@@ -67,10 +67,16 @@ double amoe_cost_kv_tokens(const amoe_model *m, const amoe_hw *hw, const amoe_en
    * module) whose KV the engine keeps in the same pool, per token */
   const int kv_layers = m->layers + (drafted && m->draft_head_bytes > 0);
   const double per_token = m->kv_bytes_per_token_layer * kv_layers / (m->kv_heads > 0 ? (tp < m->kv_heads ? tp : m->kv_heads) : 1);
-  const double free = hw->memory_bytes * eng->gpu_memory_utilization - weights / gpus - (drafted ? m->draft_head_bytes : 0) -
+  /* DP attention: each copy of tp GPUs holds the dense weights whole (a
+   * GPU 1/tp of them) beside 1/gpus of the experts, and its own requests'
+   * KV: dp pools */
+  const int dp = par && par->attention_dp > 1 ? par->attention_dp : 1;
+  const double experts = m->moe_layers * (double)m->experts * amoe_model_expert_bytes(m);
+  const double held = dp > 1 ? experts / gpus + (weights - experts) / tp : weights / gpus;
+  const double free = hw->memory_bytes * eng->gpu_memory_utilization - held - (drafted ? m->draft_head_bytes : 0) -
                       eng->memory_reserve_bytes;
   if (!(per_token > 0)) return 0;
-  return free > 0 ? floor(free / per_token) : -1;
+  return free > 0 ? dp * floor(free / per_token) : -1;
 }
 
 double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw) {
@@ -104,9 +110,17 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   const int depth = sh->depth, context = sh->context;
   /* under CUDA graphs the dense side runs the step's captured size (the
    * routed experts see only the real tokens); past the largest, eager */
-  const int captured = amoe_cost_captured_tokens(eng, sh->tokens);
-  const int tokens = captured > sh->tokens ? captured : sh->tokens;
   const int tp = par && par->attention_tp > 1 ? par->attention_tp : 1;
+  const int batch = sh->kv_tokens > 0; /* several requests, each over its own context */
+  /* DP attention (§16): each copy runs its own requests' attention, dense
+   * layers and head over an even share of the step, the busiest copy's
+   * ⌈tokens / dp⌉ (one request at batch 1 lives on one copy); the experts
+   * see every copy's tokens */
+  const int dp = batch && par && par->attention_dp > 1 ? par->attention_dp : 1;
+  const int real = dp > 1 ? (sh->tokens + dp - 1) / dp : sh->tokens;
+  const double kv_tokens = dp > 1 ? sh->kv_tokens / dp : sh->kv_tokens, attn_tokens = dp > 1 ? sh->attn_tokens / dp : sh->attn_tokens;
+  const int captured = amoe_cost_captured_tokens(eng, real);
+  const int tokens = captured > real ? captured : real;
   p->m = m;
   p->hw = hw;
   p->eng = eng;
@@ -117,8 +131,7 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   p->fetch_overlap = sh->fetch_overlap;
   p->eager = !eng->cuda_graphs || captured == 0;
   p->moe_tp = par && par->moe_tp > 1 ? par->moe_tp : 1;
-  const int batch = sh->kv_tokens > 0; /* several requests, each over its own context */
-  p->dense = batch ? amoe_cost_dense_batch(m, hw, tokens, sh->kv_tokens, sh->attn_tokens, 1, tp)
+  p->dense = batch ? amoe_cost_dense_batch(m, hw, tokens, kv_tokens, attn_tokens, 1, tp)
                    : amoe_cost_dense(m, hw, tokens, context, 1, tp);
   const int levels = amoe_cost_draft_forwards(depth), dense_layers = m->layers - m->moe_layers;
   const int steps = sh->draft_passes > 0 && sh->draft_passes < levels ? sh->draft_passes : levels;
@@ -142,11 +155,21 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   p->cycle_host = cycle ? eng->cycle_host_s : 0;
   p->select = 0;
   const double dense_only =
-      dense_layers * (batch ? amoe_cost_dense_batch(m, hw, tokens, sh->kv_tokens, sh->attn_tokens, 0, tp)
+      dense_layers * (batch ? amoe_cost_dense_batch(m, hw, tokens, kv_tokens, attn_tokens, 0, tp)
                             : amoe_cost_dense(m, hw, tokens, context, 0, tp));
   p->rest = amoe_cost_head(m, hw, tokens, tp) + dense_only;
   p->comm = p->rest_comm = 0;
-  if (tp > 1) { /* after attention and after the MLP or MoE; a draft step is one layer */
+  if (dp > 1) {
+    /* the MoE layer's dispatch and combine (DeepEP's all-to-all) of every
+     * copy's tokens, which every GPU waits for; within a copy of tp GPUs,
+     * attention's all-reduce (and the dense layers' and draft steps') */
+    const int gpus = hw->gpus > 1 ? hw->gpus : tp * dp;
+    const double ar = amoe_cost_allreduce(m, hw, tokens), peer = amoe_engine_layer_sync_s(eng, hw);
+    p->comm = (tp > 1 ? ar : 0) + hw->ic.dispatch_s + hw->ic.combine_s + peer * (gpus - 1);
+    p->rest_comm = tp > 1 ? dense_layers * (2 * ar + peer * (tp - 1)) +
+                                steps * (2 * amoe_cost_allreduce(m, hw, 1) + peer * (tp - 1))
+                          : 0;
+  } else if (tp > 1) { /* after attention and after the MLP or MoE; a draft step is one layer */
     /* the sync grows with the GPUs a collective waits for: TP2 and TP4 on one
      * engine fit one coefficient per peer (docs/validation.md) */
     const double ar = amoe_cost_allreduce(m, hw, tokens), sync = amoe_engine_layer_sync_s(eng, hw) * (tp - 1);

@@ -99,8 +99,11 @@ int amoe_cost_captured_tokens(const amoe_engine *eng, int tokens);
  * embedding) split evenly over the GPUs, the draft head whole on each
  * (drafted: a row that speculates; plain decoding loads no draft), and a
  * token's KV over min(attention ranks, kv_heads) (MLA's latent: on each),
- * in every layer and, drafted, the draft head's one layer as well. 0:
- * no limit; a negative number: the weights alone do not fit. */
+ * in every layer and, drafted, the draft head's one layer as well. With DP
+ * attention (parallel.attention_dp copies of tp GPUs) each GPU holds
+ * 1/tp of the dense weights and 1/GPUs of the experts, and each copy its
+ * own requests' KV: dp pools of that. 0: no limit; a negative number: the
+ * weights alone do not fit. */
 double amoe_cost_kv_tokens(const amoe_model *m, const amoe_hw *hw, const amoe_engine *eng, const amoe_parallel *par,
                            int drafted);
 
