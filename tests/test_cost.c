@@ -511,6 +511,23 @@ static void cycle_by_hand(amoe_source *src, double T) {
       .depth = 2, .requests = 4, .kv_tokens = 4.0 * s.workload.context_tokens,
       .attn_tokens = 12.0 * s.workload.context_tokens});
   CHECK(fabs(pc.tree - 6e-6) < 1e-18, "a batch of 4 pays %.12g for its trees, one request's is 6e-6", pc.tree);
+  /* a speculating row's prefill (draft_prompt): its draft runs over the
+   * prompt's 12 tokens as well. Without a draft tree in the pass, a forward
+   * of its own: 3e6 bytes at 1e9 + draft_step_s 2e-6 + 12 x 2e-6; beside
+   * two requests' tree of depth 2, joined to the extend, which runs over
+   * their 2 accepted tokens and the 12: 3e-3 + 2e-6 + 14 x 2e-6 +
+   * draft_extend_s 3e-5 */
+  {
+    amoe_engine eng = s.engine;
+    eng.draft_token_s = 2e-6;
+    amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &eng, .tokens = 12,
+        .context = s.workload.context_tokens, .draft_prompt = 12});
+    const double alone = pc.extend;
+    amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &eng, .tokens = 16,
+        .depth = 2, .accepted = 2, .requests = 3, .kv_tokens = 40, .attn_tokens = 100, .draft_prompt = 12});
+    CHECK(fabs(alone - (3e-3 + 2e-6 + 24e-6)) < 1e-15 && fabs(pc.extend - (3e-3 + 2e-6 + 28e-6 + 3e-5)) < 1e-15,
+          "the draft over a prompt: alone %.12g (by hand 3.026e-3), with the extend %.12g (3.06e-3)", alone, pc.extend);
+  }
   amoe_cost_pass_init(&pc, &(amoe_pass_shape){.model = &s.model, .hw = &s.hw, .engine = &s.engine, .tokens = 3,
       .draft_priced = 1, .context = s.workload.context_tokens});
   pc.select = 7e-5;

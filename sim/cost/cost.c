@@ -143,7 +143,9 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   const double branch = sh->branch > 0 ? sh->branch : 1, accepted = sh->accepted > 0 ? sh->accepted : 1;
   /* the levels a forward short of one per level folds into the extend's */
   const double folded = steps < levels ? (double)(levels - steps + 1) * branch : 0;
-  p->extend = steps > 0 ? amoe_cost_draft(m, hw, eng, accepted + folded, tp) + eng->draft_extend_s : 0;
+  p->extend = steps > 0 ? amoe_cost_draft(m, hw, eng, accepted + folded + sh->draft_prompt, tp) + eng->draft_extend_s
+              : sh->draft_prompt > 0 ? amoe_cost_draft(m, hw, eng, sh->draft_prompt, tp)
+                                     : 0;
   p->draft = steps > 1 ? (steps - 1) * amoe_cost_draft(m, hw, eng, branch, tp) : 0;
   /* the tree mask every layer's attention reads, per node of one request's
    * tree: fitted at batch 1 only, where the kernel is latency-bound; at

@@ -192,6 +192,12 @@ typedef struct {
    * forwards each run over more positions (1: a block draft, DSpark's, all
    * `depth` positions in the one forward beside the committed tokens) */
   int draft_passes;
+  /* prompt tokens the draft runs over beside the target in this pass (a
+   * speculating row's prefill, whole or chunked: vLLM's proposer drafts
+   * over every scheduled token, v1/spec_decode/eagle.py; SGLang's EAGLE
+   * worker runs a draft extend over the prompt, speculative/eagle_worker.py):
+   * joined to the extend's forward, or a forward of their own */
+  int draft_prompt;
 } amoe_pass_shape;
 /* The one constructor of a spec's pass: its model, hardware, engine,
  * layout, offload, attention context and draft forwards, `tokens` tokens
