@@ -361,6 +361,74 @@ static const struct {
 
 /* The run a row asks for into r (its key, spec and overrides), or the
  * reason it cannot run into why (return 0). */
+/* The row's load as workload.arrival (its lengths inside), the requests
+ * it runs, and what was capped; 0 with why if the load is not one of the
+ * format's. */
+static int row_load(const cell *c, const char *lengths, char *arrival, size_t an, int *requests, char *capped,
+                    size_t cn, char *why, size_t wn) {
+  int conc = 0;
+  double rate = 0;
+  *requests = c->requests;
+  if (sscanf(c->f[C_LOAD], "concurrency:%d", &conc) == 1 && conc >= 1 && conc <= 4096) {
+    snprintf(arrival, an, "{process: concurrency, concurrency: %d%s}", conc, lengths);
+    /* two per client: a closed loop is at its steady state from the first
+     * wave, and a row's 880 requests of 2,048 tokens would route 1.8M
+     * tokens a run (DeepSeek-V4-Pro at 64 clients: 1,792 tok/s over 880,
+     * 1,812 over 128) */
+    const int sample = 2 * conc > 32 ? 2 * conc : 32;
+    if (*requests > sample) snprintf(capped, cn, "%d of its %d requests run", sample, *requests);
+    if (!*requests || *requests > sample) *requests = sample;
+  } else if ((sscanf(c->f[C_LOAD], "constant:%lf", &rate) == 1 || sscanf(c->f[C_LOAD], "poisson:%lf", &rate) == 1) &&
+             rate > 0) {
+    snprintf(arrival, an, "{process: %s, rate: %.17g%s}", c->f[C_LOAD][0] == 'c' ? "constant" : "poisson", rate,
+             lengths);
+    if (!*requests) *requests = (int)fmin(fmax(ceil(rate * 60), 64), 2000); /* (none stated: a minute's worth) */
+  } else
+    return snprintf(why, wn, "load '%.80s': concurrency:C, constant:R or poisson:R", c->f[C_LOAD]), 0;
+  return 1;
+}
+
+/* The row's draft as a policy, tree and acceptance (its al, else the
+ * model's curve for the draft, said in note), and whether it drafts in
+ * one forward; 0 with why where no acceptance is known. */
+static int row_draft(const cell *c, const curve *cv, int ncv, char *policy, size_t pn, char *tree, size_t tn,
+                     char *accept, size_t acn, int *passes, char *note, size_t nn, char *why, size_t wn) {
+  const char *model = c->f[C_MODEL];
+  snprintf(policy, pn, "autoregressive");
+  snprintf(tree, tn, "{depth: 1, top_k: 1, nodes: 1}");
+  *passes = 0;
+  if (c->draft == 0) {
+    snprintf(accept, acn, "{tau: 1}"); /* plain decoding: a block is one token */
+    return 1;
+  }
+  snprintf(tree, tn, "{depth: %d, top_k: 1, nodes: %d}", c->k, c->k + 1);
+  if (c->al > 0) {
+    snprintf(accept, acn, "{al: [%.17g]}", c->al);
+  } else { /* the model's curve for the draft (dspark-adaptive: dspark's) */
+    const char *d = c->draft == 4 ? "dspark" : c->f[C_DRAFT];
+    const curve *hit = NULL;
+    for (int i = 0; i < ncv && !hit; i++)
+      if (!strcmp(cv[i].model, model) && !strcmp(cv[i].draft, d)) hit = &cv[i];
+    /* else a dated revision of the model's (deepseek-v4-pro-0813 for
+     * deepseek-v4-pro), said in the row's note */
+    const size_t ml = strlen(model);
+    for (int i = 0; i < ncv && !hit; i++)
+      if (!strncmp(cv[i].model, model, ml) && cv[i].model[ml] == '-' && !strcmp(cv[i].draft, d)) hit = &cv[i];
+    if (!hit) return snprintf(why, wn, "no al, and no acceptance curve for %.80s with %.80s", model, d), 0;
+    if (c->k > 8) return snprintf(why, wn, "no al, and the curve stops at k = 8"), 0;
+    int n = snprintf(accept, acn, "{al: [");
+    for (int i = 0; i < 8; i++) n += snprintf(accept + n, acn - (size_t)n, "%s%.17g", i ? ", " : "", hit->al[i]);
+    snprintf(accept + n, acn - (size_t)n, "]}");
+    const size_t n0 = strlen(note);
+    snprintf(note + n0, nn - n0, "%sal from %.60s's %.20s curve", n0 ? "; " : "", hit->model, hit->mode);
+  }
+  if (c->draft == 1) snprintf(policy, pn, "{draft: mtp, tokens: %d}", c->k);
+  else if (c->draft == 2 || c->draft == 3) snprintf(policy, pn, "natural");
+  else snprintf(policy, pn, "{draft: adaptive, cost: tokens}");
+  *passes = c->draft >= 3; /* DSpark drafts its block in one forward */
+  return 1;
+}
+
 static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *why, size_t wn) {
   memset(r, 0, sizeof *r);
   const char *model = c->f[C_MODEL], *hw = c->f[C_HW];
@@ -404,60 +472,16 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     return snprintf(why, wn, "lengths '%.80s': fixed, uniform:R or normal:SD_IN:SD_OUT:IN_MIN:IN_MAX:OUT_MIN:OUT_MAX", L), 0;
   /* load */
   char arrival[256], capped[64] = "";
-  int conc = 0;
-  double rate = 0;
-  int requests = c->requests;
-  if (sscanf(c->f[C_LOAD], "concurrency:%d", &conc) == 1 && conc >= 1 && conc <= 4096) {
-    snprintf(arrival, sizeof arrival, "{process: concurrency, concurrency: %d%s}", conc, lengths);
-    /* two per client: a closed loop is at its steady state from the first
-     * wave, and a row's 880 requests of 2,048 tokens would route 1.8M
-     * tokens a run (DeepSeek-V4-Pro at 64 clients: 1,792 tok/s over 880,
-     * 1,812 over 128) */
-    const int sample = 2 * conc > 32 ? 2 * conc : 32;
-    if (requests > sample) snprintf(capped, sizeof capped, "%d of its %d requests run", sample, requests);
-    if (!requests || requests > sample) requests = sample;
-  } else if ((sscanf(c->f[C_LOAD], "constant:%lf", &rate) == 1 || sscanf(c->f[C_LOAD], "poisson:%lf", &rate) == 1) &&
-             rate > 0) {
-    snprintf(arrival, sizeof arrival, "{process: %s, rate: %.17g%s}", c->f[C_LOAD][0] == 'c' ? "constant" : "poisson",
-             rate, lengths);
-    if (!requests) requests = (int)fmin(fmax(ceil(rate * 60), 64), 2000); /* (none stated: a minute's worth) */
-  } else
-    return snprintf(why, wn, "load '%.80s': concurrency:C, constant:R or poisson:R", c->f[C_LOAD]), 0;
+  int requests;
+  if (!row_load(c, lengths, arrival, sizeof arrival, &requests, capped, sizeof capped, why, wn)) return 0;
   /* the draft and its acceptance */
-  char accept[512] = "", policy[128] = "autoregressive", tree[128] = "{depth: 1, top_k: 1, nodes: 1}";
-  int passes = 0;
+  char accept[512] = "", policy[128], tree[128];
+  int passes;
   snprintf(r->policy_note, sizeof r->policy_note, "%s%s%s", stand_in ? stand_in : "", stand_in && capped[0] ? "; " : "",
            capped);
-  if (c->draft > 0) {
-    snprintf(tree, sizeof tree, "{depth: %d, top_k: 1, nodes: %d}", c->k, c->k + 1);
-    if (c->al > 0) {
-      snprintf(accept, sizeof accept, "{al: [%.17g]}", c->al);
-    } else { /* the model's curve for the draft (dspark-adaptive: dspark's) */
-      const char *d = c->draft == 4 ? "dspark" : c->f[C_DRAFT];
-      const curve *hit = NULL;
-      for (int i = 0; i < ncv && !hit; i++)
-        if (!strcmp(cv[i].model, model) && !strcmp(cv[i].draft, d)) hit = &cv[i];
-      /* else a dated revision of the model's (deepseek-v4-pro-0813 for
-       * deepseek-v4-pro), said in the row's note */
-      const size_t ml = strlen(model);
-      for (int i = 0; i < ncv && !hit; i++)
-        if (!strncmp(cv[i].model, model, ml) && cv[i].model[ml] == '-' && !strcmp(cv[i].draft, d)) hit = &cv[i];
-      if (!hit) return snprintf(why, wn, "no al, and no acceptance curve for %.80s with %.80s", model, d), 0;
-      if (c->k > 8) return snprintf(why, wn, "no al, and the curve stops at k = 8"), 0;
-      int n = snprintf(accept, sizeof accept, "{al: [");
-      for (int i = 0; i < 8; i++) n += snprintf(accept + n, sizeof accept - (size_t)n, "%s%.17g", i ? ", " : "", hit->al[i]);
-      snprintf(accept + n, sizeof accept - (size_t)n, "]}");
-      const size_t n0 = strlen(r->policy_note);
-      snprintf(r->policy_note + n0, sizeof r->policy_note - n0, "%sal from %.60s's %.20s curve", n0 ? "; " : "", hit->model,
-               hit->mode);
-    }
-    if (c->draft == 1) snprintf(policy, sizeof policy, "{draft: mtp, tokens: %d}", c->k);
-    else if (c->draft == 2 || c->draft == 3) snprintf(policy, sizeof policy, "natural");
-    else snprintf(policy, sizeof policy, "{draft: adaptive, cost: tokens}");
-    passes = c->draft >= 3; /* DSpark drafts its block in one forward */
-  } else {
-    snprintf(accept, sizeof accept, "{tau: 1}"); /* plain decoding: a block is one token */
-  }
+  if (!row_draft(c, cv, ncv, policy, sizeof policy, tree, sizeof tree, accept, sizeof accept, &passes, r->policy_note,
+                 sizeof r->policy_note, why, wn))
+    return 0;
   char model_extra[128] = "";
   if (c->f[C_WEIGHTS][0]) {
     static const char *const W[][2] = {{"bf16", "bf16"}, {"fp8", "fp8-block128"}, {"nvfp4", "nvfp4"}, {"mxfp4", "mxfp4"}};

@@ -197,6 +197,138 @@ static void finish_popularity(const double *pop, int L, int E, amoe_inspect_stat
   }
 }
 
+/* What the chain's walk sums beside the request streams: over blocks, their
+ * nodes and per layer the union of every node's experts (histogram, and
+ * the share the request's last tokens never used) and of the accepted
+ * path's; over committed tokens, the experts' counts and the score shape. */
+typedef struct {
+  double nodes, usum, ucnt, psum, pcnt, nov, novn;
+  double top1, top1n, ent[AMOE_MAX_LAYERS], entn, kmass;
+  double *pop;      /* [layer][E]: committed tokens per expert */
+  uint32_t *uhist;  /* [layer][union]: blocks */
+  uint8_t useen[AMOE_MAX_EXPERTS];
+} chain_sums;
+
+/* The block's unions, layer by layer (every node verified; the accepted path). */
+static void block_unions(chain_sums *a, const stream *s, const amoe_block *b, int L, int E, int k) {
+  const int before = s->ntok >= AMOE_INSPECT_NOVELTY_W; /* the request's last W committed tokens */
+  for (int l = 0; l < L; l++) {
+    memset(a->useen, 0, (size_t)E);
+    int u = 0;
+    for (int t = 0; t < b->n; t++) u += amoe_route_union_add(b, l, k, t, a->useen);
+    a->usum += u;
+    a->ucnt += 1;
+    a->uhist[(size_t)l * (E + 1) + u]++;
+    if (before) { /* the share of it those tokens never used */
+      for (int t = s->ntok - AMOE_INSPECT_NOVELTY_W; t < s->ntok; t++)
+        for (int j = 0; j < k; j++) a->useen[s->routes[((size_t)t * L + l) * k + j]] = 2;
+      int fresh = 0;
+      for (int x = 0; x < E; x++) fresh += a->useen[x] == 1;
+      a->nov += u ? (double)fresh / u : 0;
+      a->novn += 1;
+    }
+    memset(a->useen, 0, (size_t)E); /* the accepted path's union */
+    int pu = 0;
+    for (int t = 0; t < b->n; t++)
+      if (b->accepted[t]) pu += amoe_route_union_add(b, l, k, t, a->useen);
+    a->psum += pu;
+    a->pcnt += 1;
+  }
+}
+
+/* The accepted path's tokens, root first, into the request's stream (their
+ * routes, the experts' counts, the score shape). */
+static amoe_status commit_path(chain_sums *a, stream *s, const amoe_block *b, int L, int k, int router, int **path,
+                               size_t *pcap, amoe_inspect_stats *o, amoe_err *e) {
+  const int E = s->E;
+  int *grown = amoe_grow(*path, pcap, (size_t)b->n, sizeof **path, 64);
+  if (!grown) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  *path = grown;
+  int np = 0; /* accepted nodes, root first, in depth order */
+  for (int t = 0; t < b->n; t++)
+    if (b->accepted[t]) grown[np++] = t;
+  amoe_sort(grown, np, sizeof *grown, shallower, (void *)b);
+  o->tau_hist[np < 64 ? np : 64]++;
+  o->tau_mean += np;
+  uint16_t *nr = amoe_grow(s->routes, &s->cap, (size_t)(s->ntok + np), (size_t)L * k * sizeof *nr, 256);
+  if (!nr) return amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  s->routes = nr;
+  for (int i = 0; i < np; i++) {
+    int t = grown[i], shaped = 0;
+    for (int l = 0; l < L; l++) {
+      const uint16_t *id = amoe_block_ids(b, l, t);
+      const amoe_f16 *z = amoe_block_logits(b, l, t);
+      memcpy(s->routes + ((size_t)s->ntok * L + l) * k, id, (size_t)k * sizeof *id);
+      for (int j = 0; j < k; j++) a->pop[(size_t)l * E + id[j]] += 1;
+      shaped = token_shape(b, z, k, &a->ent[l], &a->kmass); /* the score shape: softmax over the stored logits */
+      if (k >= 2) {
+        a->top1 += token_top1(z, k, router);
+        a->top1n += 1;
+      }
+    }
+    a->entn += shaped;
+    s->ntok++;
+    o->tokens++;
+  }
+  return AMOE_OK;
+}
+
+/* The statistics from what the walk summed. */
+static void finish_chain(const chain_sums *a, const stream *s, amoe_source *src, int L, int E, int k,
+                         amoe_inspect_stats *o) {
+  if (o->blocks) {
+    o->nodes_mean = a->nodes / o->blocks;
+    o->tau_mean /= o->blocks;
+  }
+  for (int wi = 0; wi < AMOE_INSPECT_NW; wi++) o->window_union[wi] = s->ucnt[wi] > 0 ? s->usum[wi] / s->ucnt[wi] : NAN;
+  o->top1_weight_mean = a->top1n > 0 ? a->top1 / a->top1n : NAN;
+  o->entropy_mean = o->topk_mass_mean = NAN;
+  o->entropy_full = amoe_source_m(src) == E;
+  if (a->entn > 0) {
+    o->entropy_mean = 0;
+    for (int l = 0; l < L; l++) o->entropy_mean += (o->entropy_layer[l] = a->ent[l] / a->entn) / L;
+    o->topk_mass_mean = a->kmass / (a->entn * L);
+  } else
+    for (int l = 0; l < L; l++) o->entropy_layer[l] = NAN;
+  double shape[AMOE_MAX_LAYERS], km;
+  if (amoe_source_score_shape(src, shape, &km)) { /* a capture's full logits, which the blocks keep the top-k of */
+    o->entropy_full = 1;
+    o->entropy_mean = 0;
+    for (int l = 0; l < L; l++) o->entropy_mean += (o->entropy_layer[l] = shape[l]) / L;
+    o->topk_mass_mean = km;
+  }
+  o->tree_union_mean = a->ucnt > 0 ? a->usum / a->ucnt : NAN;
+  o->path_union_mean = a->pcnt > 0 ? a->psum / a->pcnt : NAN;
+  o->novelty_mean = a->novn > 0 ? a->nov / a->novn : NAN;
+  for (int l = 0; l < L; l++) { /* each layer's mean and percentiles (nearest rank) */
+    const uint32_t *h = a->uhist + (size_t)l * (E + 1);
+    double sum = 0;
+    for (int u = 0; u <= E; u++) sum += (double)u * h[u];
+    o->union_layer[l] = o->blocks ? sum / o->blocks : NAN;
+    o->union_p90_layer[l] = o->union_p99_layer[l] = NAN;
+    long seen = 0;
+    for (int u = 0; u <= E && o->blocks; u++) {
+      seen += h[u];
+      if (isnan(o->union_p90_layer[l]) && seen >= ceil(0.90 * o->blocks)) o->union_p90_layer[l] = u;
+      if (isnan(o->union_p99_layer[l]) && seen >= ceil(0.99 * o->blocks)) o->union_p99_layer[l] = u;
+    }
+  }
+  o->layers = L;
+  o->uniform_overlap = (double)k / E;
+  double ov = 0;
+  for (int l = 0; l < L; l++) {
+    o->overlap_layer[l] = s->ovn > 0 ? s->ov[l] / s->ovn : NAN;
+    ov += s->ov[l];
+  }
+  o->adjacent_overlap = s->ovn > 0 ? ov / (s->ovn * L) : NAN;
+  o->top16_share = s->t16n > 0 ? s->t16 / s->t16n : NAN;
+  finish_reuse(s, o);
+  finish_popularity(a->pop, L, E, o);
+}
+
+/* One walk over the source: per block its checks, the request streams,
+ * the top experts against the previous block's, the tree's shape, the
+ * unions and the accepted path (the statistics: inspect.h). */
 amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router, int blocks, amoe_inspect_stats *o,
                                amoe_err *e) {
   memset(o, 0, sizeof *o);
@@ -212,16 +344,14 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
   uint8_t *top = calloc((size_t)L * E * 4, 1);
   double b32 = 0, b32n = 0, u32 = 0, u32n = 0, alpha[AMOE_INSPECT_DEPTHS];
   const int T32 = E >= 64 ? 32 : E / 2;
-  double *pop = calloc((size_t)L * E, sizeof(double));
-  uint32_t *uhist = calloc((size_t)L * (E + 1), sizeof *uhist); /* [layer][union]: blocks */
-  double psum = 0, pcnt = 0, nov = 0, novn = 0;
+  chain_sums *a = calloc(1, sizeof *a);
+  if (a) a->pop = calloc((size_t)L * E, sizeof(double)), a->uhist = calloc((size_t)L * (E + 1), sizeof *a->uhist);
   amoe_block b;
   amoe_block_init(&b, L, E, amoe_source_m(src));
-  amoe_status st = (s.seen && s.cnt && s.next && pop && mass && prob && top && uhist) ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
+  amoe_status st = (s.seen && s.cnt && s.next && a && a->pop && mass && prob && top && a->uhist)
+                       ? amoe_source_rewind(src, e) : amoe_fail(e, AMOE_ENOMEM, "out of memory");
   amoe_status rc = AMOE_OK;
   long last_req = -1;
-  double nodes = 0, top1 = 0, top1n = 0, usum = 0, ucnt = 0, ent[AMOE_MAX_LAYERS] = {0}, entn = 0, kmass = 0;
-  uint8_t useen[AMOE_MAX_EXPERTS];
   int *path = NULL;
   size_t pcap = 0;
   if (st == AMOE_OK && blocks && T32 > 0) { /* α_d: how often a node at depth d is committed, over the same blocks */
@@ -253,126 +383,22 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
       block_top_mass(&b, L, E, k, router, T32, same_request, alpha, mass, prob, top + (size_t)2 * L * E, &u32, &u32n);
     }
     o->blocks++;
-    nodes += b.n;
+    a->nodes += b.n;
     for (int t = 0; t < b.n; t++) {
       int ch = 0;
       for (int u = t + 1; u < b.n; u++) ch += b.parent[u] == t;
       if (b.depth[t] > o->tree_depth_max) o->tree_depth_max = b.depth[t];
       if (ch > o->tree_branch_max) o->tree_branch_max = ch;
     }
-    const int before = s.ntok >= AMOE_INSPECT_NOVELTY_W; /* the request's last W committed tokens */
-    for (int l = 0; l < L; l++) { /* the block's union, every node verified */
-      memset(useen, 0, (size_t)E);
-      int u = 0;
-      for (int t = 0; t < b.n; t++) u += amoe_route_union_add(&b, l, k, t, useen);
-      usum += u;
-      ucnt += 1;
-      uhist[(size_t)l * (E + 1) + u]++;
-      if (before) { /* the share of it those tokens never used */
-        for (int t = s.ntok - AMOE_INSPECT_NOVELTY_W; t < s.ntok; t++)
-          for (int j = 0; j < k; j++) useen[s.routes[((size_t)t * L + l) * k + j]] = 2;
-        int fresh = 0;
-        for (int x = 0; x < E; x++) fresh += useen[x] == 1;
-        nov += u ? (double)fresh / u : 0;
-        novn += 1;
-      }
-      memset(useen, 0, (size_t)E); /* the accepted path's union */
-      int pu = 0;
-      for (int t = 0; t < b.n; t++)
-        if (b.accepted[t]) pu += amoe_route_union_add(&b, l, k, t, useen);
-      psum += pu;
-      pcnt += 1;
-    }
-    int *grown = amoe_grow(path, &pcap, (size_t)b.n, sizeof *path, 64);
-    if (!grown) {
-      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-      break;
-    }
-    path = grown;
-    int np = 0; /* accepted nodes, root first, in depth order */
-    for (int t = 0; t < b.n; t++)
-      if (b.accepted[t]) path[np++] = t;
-    amoe_sort(path, np, sizeof *path, shallower, &b);
-    o->tau_hist[np < 64 ? np : 64]++;
-    o->tau_mean += np;
-    uint16_t *nr = amoe_grow(s.routes, &s.cap, (size_t)(s.ntok + np), (size_t)L * k * sizeof *nr, 256);
-    if (!nr) {
-      st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
-      break;
-    }
-    s.routes = nr;
-    for (int i = 0; i < np; i++) {
-      int t = path[i], shaped = 0;
-      for (int l = 0; l < L; l++) {
-        const uint16_t *id = amoe_block_ids(&b, l, t);
-        const amoe_f16 *z = amoe_block_logits(&b, l, t);
-        memcpy(s.routes + ((size_t)s.ntok * L + l) * k, id, (size_t)k * sizeof *id);
-        for (int j = 0; j < k; j++) pop[(size_t)l * E + id[j]] += 1;
-        shaped = token_shape(&b, z, k, &ent[l], &kmass); /* the score shape: softmax over the stored logits */
-        if (k >= 2) {
-          top1 += token_top1(z, k, router);
-          top1n += 1;
-        }
-      }
-      entn += shaped;
-      s.ntok++;
-      o->tokens++;
-    }
+    block_unions(a, &s, &b, L, E, k);
+    if ((st = commit_path(a, &s, &b, L, k, router, &path, &pcap, o, e)) != AMOE_OK) break;
   }
   if (st == AMOE_OK && rc != AMOE_END) st = rc;
   flush_request(&s);
   if (st == AMOE_OK) {
-    if (o->blocks) {
-      o->nodes_mean = nodes / o->blocks;
-      o->tau_mean /= o->blocks;
-    }
-    for (int wi = 0; wi < AMOE_INSPECT_NW; wi++)
-      o->window_union[wi] = s.ucnt[wi] > 0 ? s.usum[wi] / s.ucnt[wi] : NAN;
-    o->top1_weight_mean = top1n > 0 ? top1 / top1n : NAN;
-    o->entropy_mean = o->topk_mass_mean = NAN;
-    o->entropy_full = amoe_source_m(src) == E;
-    if (entn > 0) {
-      o->entropy_mean = 0;
-      for (int l = 0; l < L; l++) o->entropy_mean += (o->entropy_layer[l] = ent[l] / entn) / L;
-      o->topk_mass_mean = kmass / (entn * L);
-    } else
-      for (int l = 0; l < L; l++) o->entropy_layer[l] = NAN;
-    double shape[AMOE_MAX_LAYERS], km;
-    if (amoe_source_score_shape(src, shape, &km)) { /* a capture's full logits, which the blocks keep the top-k of */
-      o->entropy_full = 1;
-      o->entropy_mean = 0;
-      for (int l = 0; l < L; l++) o->entropy_mean += (o->entropy_layer[l] = shape[l]) / L;
-      o->topk_mass_mean = km;
-    }
-    o->tree_union_mean = ucnt > 0 ? usum / ucnt : NAN;
-    o->path_union_mean = pcnt > 0 ? psum / pcnt : NAN;
-    o->novelty_mean = novn > 0 ? nov / novn : NAN;
-    for (int l = 0; l < L; l++) { /* each layer's mean and percentiles (nearest rank) */
-      const uint32_t *h = uhist + (size_t)l * (E + 1);
-      double sum = 0;
-      for (int u = 0; u <= E; u++) sum += (double)u * h[u];
-      o->union_layer[l] = o->blocks ? sum / o->blocks : NAN;
-      o->union_p90_layer[l] = o->union_p99_layer[l] = NAN;
-      long seen = 0;
-      for (int u = 0; u <= E && o->blocks; u++) {
-        seen += h[u];
-        if (isnan(o->union_p90_layer[l]) && seen >= ceil(0.90 * o->blocks)) o->union_p90_layer[l] = u;
-        if (isnan(o->union_p99_layer[l]) && seen >= ceil(0.99 * o->blocks)) o->union_p99_layer[l] = u;
-      }
-    }
-    o->layers = L;
-    o->uniform_overlap = (double)k / E;
-    double ov = 0;
-    for (int l = 0; l < L; l++) {
-      o->overlap_layer[l] = s.ovn > 0 ? s.ov[l] / s.ovn : NAN;
-      ov += s.ov[l];
-    }
-    o->adjacent_overlap = s.ovn > 0 ? ov / (s.ovn * L) : NAN;
-    o->top16_share = s.t16n > 0 ? s.t16 / s.t16n : NAN;
-    finish_reuse(&s, o);
+    finish_chain(a, &s, src, L, E, k, o);
     o->block_top32_overlap = b32n > 0 ? b32 / b32n : NAN;
     o->block_top32_utility_overlap = u32n > 0 ? u32 / u32n : NAN;
-    finish_popularity(pop, L, E, o);
   }
   free(path);
   free(s.routes);
@@ -382,8 +408,8 @@ amoe_status amoe_inspect_chain(amoe_source *src, int L, int E, int k, int router
   free(mass);
   free(prob);
   free(top);
-  free(pop);
-  free(uhist);
+  if (a) free(a->pop), free(a->uhist);
+  free(a);
   amoe_block_free(&b);
   return st;
 }

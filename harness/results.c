@@ -450,35 +450,9 @@ amoe_status amoe_results_select(amoe_results *r, int row, uint64_t block, int la
   return fputs("}\n", f) == EOF ? amoe_fail(e, AMOE_EIO, "selection dump: write failed") : AMOE_OK;
 }
 
-json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_err *e) {
-  const amoe_spec *s = pt->s;
-  json_t *pj = json_object();
-  json_object_set_new(pj, "point", json_integer(pt->point));
-  json_error_t je;
-  json_t *prov = json_loads(pt->workload, 0, &je);
-  json_object_set_new(pj, "workload", prov ? prov : json_string(pt->workload));
-  json_object_set_new(pj, "workload_seed", json_integer((json_int_t)s->workload.seed));
-  if (s->workload.arrival != AMOE_ARRIVAL_CLOSED) { /* the load (§18) */
-    json_t *aj = json_pack("{s:s,s:i}", "process", amoe_arrival_names[s->workload.arrival], "max_running",
-                           amoe_workload_slots(&s->workload));
-    if (s->workload.arrival == AMOE_ARRIVAL_TRACE) json_object_set_new(aj, "path", json_string(s->workload.arrival_path));
-    else {
-      json_object_set_new(aj, "requests", json_integer(s->workload.requests));
-      if (s->workload.arrival == AMOE_ARRIVAL_CONCURRENCY)
-        json_object_set_new(aj, "concurrency", json_integer(s->workload.concurrency));
-      else
-        json_object_set_new(aj, "rate", json_real(s->workload.rate));
-    }
-    if (s->workload.arrival == AMOE_ARRIVAL_GAMMA) json_object_set_new(aj, "cv", json_real(s->workload.cv));
-    int drafted = 0; /* (the draft's weights where some row speculates) */
-    for (int i = 0; i < s->npolicies; i++) drafted |= !amoe_draft_table[s->policies[i].draft].one_token_per_pass;
-    const double kv = amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel, drafted);
-    if (kv != 0) json_object_set_new(aj, "kv_tokens", json_real(kv)); /* (§19: the KV cache's capacity per GPU) */
-    json_object_set_new(pj, "arrival", aj);
-  }
-  json_object_set_new(pj, "acceptance_seed", json_integer((json_int_t)s->workload.seed));
-  json_object_set_new(pj, "commitment", json_string(pt->commitment));
-  json_object_set_new(pj, "acceptance_model", json_pack("{s:f,s:f}", "kappa", s->kappa, "margin_min", s->margin_min));
+/* meta.json's engine of a point: its mode, launch and step host times, and
+ * the speculative cycle's and host loop's terms where it sets them. */
+static json_t *engine_json(const amoe_spec *s) {
   const amoe_engine *eng = &s->engine;
   json_t *ej = json_pack("{s:b,s:b,s:s,s:f,s:f,s:f,s:f}", "cuda_graphs", eng->cuda_graphs > 0, "overlap_scheduler",
                          eng->overlap_scheduler > 0, "moe_kernels", amoe_moe_kernels_names[eng->moe_kernels],
@@ -499,7 +473,80 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
     json_object_set_new(ej, "expert_host_s", json_real(eng->expert_host_s));
     json_object_set_new(ej, "visit_host_s", json_real(eng->visit_host_s));
   }
-  json_object_set_new(pj, "engine", ej);
+  return ej;
+}
+
+/* meta.json's arrival of a point with requests over time (§18): the
+ * process, its load and the KV cache's capacity. */
+static json_t *arrival_json(const amoe_spec *s) {
+  json_t *aj = json_pack("{s:s,s:i}", "process", amoe_arrival_names[s->workload.arrival], "max_running",
+                         amoe_workload_slots(&s->workload));
+  if (s->workload.arrival == AMOE_ARRIVAL_TRACE) json_object_set_new(aj, "path", json_string(s->workload.arrival_path));
+  else {
+    json_object_set_new(aj, "requests", json_integer(s->workload.requests));
+    if (s->workload.arrival == AMOE_ARRIVAL_CONCURRENCY)
+      json_object_set_new(aj, "concurrency", json_integer(s->workload.concurrency));
+    else
+      json_object_set_new(aj, "rate", json_real(s->workload.rate));
+  }
+  if (s->workload.arrival == AMOE_ARRIVAL_GAMMA) json_object_set_new(aj, "cv", json_real(s->workload.cv));
+  int drafted = 0; /* (the draft's weights where some row speculates) */
+  for (int i = 0; i < s->npolicies; i++) drafted |= !amoe_draft_table[s->policies[i].draft].one_token_per_pass;
+  const double kv = amoe_cost_kv_tokens(&s->model, &s->hw, &s->engine, &s->parallel, drafted);
+  if (kv != 0) json_object_set_new(aj, "kv_tokens", json_real(kv)); /* (§19: the KV cache's capacity per GPU) */
+  return aj;
+}
+
+/* requests.csv: row i's requests, one line each. */
+static void write_requests(amoe_results *r, const amoe_point_result *pt, int i) {
+  const amoe_spec *s = pt->s;
+  const amoe_policy_row *p = &s->policies[i];
+  for (int q = 0; r->requests.f && s->workload.arrival != AMOE_ARRIVAL_CLOSED && q < pt->rows[i].nreqs; q++) {
+    const amoe_request_stat *rq = &pt->rows[i].reqs[q];
+    const request_row row = {p->label, rq->request, rq->arrival_s, rq->admitted_s, rq->first_s, rq->finish_s,
+                             rq->prompt_tokens, rq->tokens, rq->first_s - rq->arrival_s, rq->tpot,
+                             rq->finish_s - rq->arrival_s, rq->preemptions};
+    fprintf(r->requests.f, "%d%s", pt->point, r->sweepvals);
+    values(r->requests.f, &row, REQUESTS, NCOL(REQUESTS));
+    fputc('\n', r->requests.f);
+  }
+}
+
+/* layers.csv: row i's MoE layers, one line each. */
+static void write_layers(amoe_results *r, const amoe_point_result *pt, int i) {
+  const amoe_spec *s = pt->s;
+  const amoe_policy_row *p = &s->policies[i];
+  const amoe_totals *tot = &pt->rows[i].tot;
+  const double B_bytes = amoe_model_expert_bytes(&s->model);
+  const double B = tot->blocks > 0 ? tot->blocks : 1, P = tot->passes > 0 ? tot->passes : 1;
+  for (int l = 0; l < s->model.moe_layers; l++) {
+    const amoe_layer_totals *lt = &pt->rows[i].layers[l];
+    layer_row lr = {p->label, l, lt->union_sum / P, lt->eligible_sum / P, lt->executed_sum / P,
+                    lt->busiest_sum / P, s->offload.enabled ? (lt->requests > 0 ? lt->hits / lt->requests : 0) : 1.0, lt->fetched / B,
+                    lt->fetched * B_bytes / B, lt->t_moe / B, lt->t_fetch / B, 0};
+    fprintf(r->layers.f, "%d%s", pt->point, r->sweepvals);
+    values(r->layers.f, &lr, LAYERS, NCOL(LAYERS));
+    if (pt->measured_layers) {
+      lr.measured = pt->measured_layers[(size_t)i * s->model.moe_layers + l];
+      values(r->layers.f, &lr, LAYERS_MEASURED, NCOL(LAYERS_MEASURED));
+    }
+    fputc('\n', r->layers.f);
+  }
+}
+
+json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_err *e) {
+  const amoe_spec *s = pt->s;
+  json_t *pj = json_object();
+  json_object_set_new(pj, "point", json_integer(pt->point));
+  json_error_t je;
+  json_t *prov = json_loads(pt->workload, 0, &je);
+  json_object_set_new(pj, "workload", prov ? prov : json_string(pt->workload));
+  json_object_set_new(pj, "workload_seed", json_integer((json_int_t)s->workload.seed));
+  if (s->workload.arrival != AMOE_ARRIVAL_CLOSED) json_object_set_new(pj, "arrival", arrival_json(s)); /* the load (§18) */
+  json_object_set_new(pj, "acceptance_seed", json_integer((json_int_t)s->workload.seed));
+  json_object_set_new(pj, "commitment", json_string(pt->commitment));
+  json_object_set_new(pj, "acceptance_model", json_pack("{s:f,s:f}", "kappa", s->kappa, "margin_min", s->margin_min));
+  json_object_set_new(pj, "engine", engine_json(s));
   if (pt->offline) {
     json_t *tab = json_array();
     for (int d = 0; d < pt->offline->n; d++) json_array_append_new(tab, json_real(pt->offline->p[d]));
@@ -521,7 +568,6 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
   memset(&ar, 0, sizeof ar);
   for (int i = s->npolicies - 1; i >= 0; i--)
     if (amoe_draft_table[s->policies[i].draft].one_token_per_pass) amoe_summarize(&pt->rows[i].tot, s->offload.enabled, &ar);
-  const double B_bytes = amoe_model_expert_bytes(&s->model);
   for (int i = 0; i < s->npolicies; i++) {
     const amoe_policy_row *p = &s->policies[i];
     const amoe_totals *tot = &pt->rows[i].tot;
@@ -550,34 +596,13 @@ json_t *amoe_results_point(amoe_results *r, const amoe_point_result *pt, amoe_er
       values(r->summary.f, &lr, SUMMARY_LOAD, NCOL(SUMMARY_LOAD));
     }
     fputc('\n', r->summary.f);
-    for (int q = 0; r->requests.f && s->workload.arrival != AMOE_ARRIVAL_CLOSED && q < pt->rows[i].nreqs; q++) {
-      const amoe_request_stat *rq = &pt->rows[i].reqs[q];
-      const request_row row = {p->label, rq->request, rq->arrival_s, rq->admitted_s, rq->first_s, rq->finish_s,
-                               rq->prompt_tokens, rq->tokens, rq->first_s - rq->arrival_s, rq->tpot,
-                               rq->finish_s - rq->arrival_s, rq->preemptions};
-      fprintf(r->requests.f, "%d%s", pt->point, r->sweepvals);
-      values(r->requests.f, &row, REQUESTS, NCOL(REQUESTS));
-      fputc('\n', r->requests.f);
-    }
+    write_requests(r, pt, i);
     if (t)
       fprintf(t, "| %d | %s | %.3f | %.1f | %.2f | %.2f | %.2f | %.3f | %.1f | %.3f | %.4f |\n", pt->point, p->label,
               sr.m.tau_mean, sr.m.verified_nodes_mean, sr.m.union_mean, sr.m.executed_mean,
               sr.m.h2d_bytes_per_token / 1e6, sr.m.cache_hit_rate, sr.m.tokens_per_s, sr.speedup,
               sr.m.deviated_token_rate);
-    const double B = tot->blocks > 0 ? tot->blocks : 1, P = tot->passes > 0 ? tot->passes : 1;
-    for (int l = 0; l < s->model.moe_layers; l++) {
-      const amoe_layer_totals *lt = &pt->rows[i].layers[l];
-      layer_row lr = {p->label, l, lt->union_sum / P, lt->eligible_sum / P, lt->executed_sum / P,
-                      lt->busiest_sum / P, s->offload.enabled ? (lt->requests > 0 ? lt->hits / lt->requests : 0) : 1.0, lt->fetched / B,
-                      lt->fetched * B_bytes / B, lt->t_moe / B, lt->t_fetch / B, 0};
-      fprintf(r->layers.f, "%d%s", pt->point, r->sweepvals);
-      values(r->layers.f, &lr, LAYERS, NCOL(LAYERS));
-      if (pt->measured_layers) {
-        lr.measured = pt->measured_layers[(size_t)i * s->model.moe_layers + l];
-        values(r->layers.f, &lr, LAYERS_MEASURED, NCOL(LAYERS_MEASURED));
-      }
-      fputc('\n', r->layers.f);
-    }
+    write_layers(r, pt, i);
   }
   if (ferror(r->summary.f) || ferror(r->layers.f) || (r->requests.f && ferror(r->requests.f))) {
     amoe_fail(e, AMOE_EIO, "%s: write failed", r->o.dir);

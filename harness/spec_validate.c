@@ -24,17 +24,11 @@ static const char *key_where(char *buf, size_t n, const char *where, const spec_
   return buf;
 }
 
-int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag *d) {
-  int before = d->n;
-  char kw[AMOE_PATH_MAX + 64];
 #define KW(path) key_where(kw, sizeof kw, where, at, path)
-  amoe_err me;
-  if (!s->model.name[0] && s->model.moe_layers > 0) snprintf(s->model.name, sizeof s->model.name, "custom");
-  if (!s->model.name[0]) amoe_diag_add(d, "%s: model: required (a preset name or a shape)", where);
-  else if (amoe_model_check(&s->model, &me)) amoe_diag_add(d, "%s: model %s: %s", where, s->model.name, me.msg);
-  if (!s->hw.name[0] || s->hw.hbm_bw <= 0 || s->hw.h2d_bw <= 0 || s->hw.peak_flops <= 0)
-    amoe_diag_add(d, "%s: hardware: required (a preset name, or hbm_bw, h2d_bw and peak_flops)", where);
-  const int open = s->workload.arrival != AMOE_ARRIVAL_CLOSED;
+
+/* What requests that arrive over time (§18) and passes of several requests
+ * (§17) cannot do. */
+static void check_requests(const amoe_spec *s, int open, const char *where, amoe_diag *d) {
   if (open) { /* requests that arrive over time (§18) */
     if (s->workload.source != AMOE_SRC_SYNTHETIC && s->workload.source != AMOE_SRC_TRACE)
       amoe_diag_add(d, "%s: workload.arrival.process: %s needs workload.source synthetic (requests generated at the "
@@ -82,14 +76,13 @@ int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag 
       amoe_diag_add(d, "%s: workload.prefill_schedule: chunked puts the prompt's experts in the decode pass, through "
                     "the caches; offload.prefill: bypass needs separate", where);
   }
-  if (s->workload.source != AMOE_SRC_SYNTHETIC && !s->workload.path[0])
-    amoe_diag_add(d, "%s: workload.path is required for source %s", where, amoe_source_kind_names[s->workload.source]);
-  if (s->workload.candidates && s->workload.candidates < s->workload.nodes)
-    amoe_diag_add(d, "%s: workload.tree.candidates (%d) must be >= nodes (%d)", KW("workload.tree.candidates"), s->workload.candidates,
-                  s->workload.nodes);
-  if (s->workload.top_m && s->model.experts && (s->workload.top_m < s->model.top_k || s->workload.top_m > s->model.experts))
-    amoe_diag_add(d, "%s: workload.top_m %d must be in the model's top_k..experts (%d..%d)", KW("workload.top_m"),
-                  s->workload.top_m, s->model.top_k, s->model.experts);
+}
+
+/* The policy rows: the default row, each budget within the model's
+ * experts, no row twice, the natural baseline added, and what held routes
+ * allow. */
+static void resolve_policies(amoe_spec *s, const char *where, const spec_at *at, amoe_diag *d) {
+  char kw[AMOE_PATH_MAX + 64];
   if (s->npolicies == 0) { /* default: natural alone */
     spec_policy_defaults(&s->policies[0]);
     amoe_policy_label(&s->policies[0]);
@@ -135,42 +128,69 @@ int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag 
                       "routes", hw, r->label);
     }
   }
-  { /* the layout over the node's GPUs (docs/design.md §16) */
-    amoe_parallel *p = &s->parallel;
-    const int g = s->hw.gpus > 0 ? s->hw.gpus : 1;
-    if (!p->pipeline) p->pipeline = 1;
-    if (!p->attention_dp) p->attention_dp = 1;
-    if (p->pipeline > 1 && (p->attention_tp > 1 || p->moe_ep > 1 || p->moe_tp > 1 || p->attention_dp > 1 ||
-                            g != p->pipeline))
-      amoe_diag_add(d, "%s: parallel.pipeline (%d) puts each stage of layers on one GPU: hardware.gpus must be %d "
-                       "and parallel.attention_tp, moe_ep and moe_tp 1", where, p->pipeline, p->pipeline);
-    if (p->pipeline > s->model.layers && s->model.layers > 0)
-      amoe_diag_add(d, "%s: parallel.pipeline (%d) exceeds the model's %d layers", KW("parallel.pipeline"), p->pipeline, s->model.layers);
-    if (p->pipeline > 1 && !(s->hw.ic.hop_bw > 0))
-      amoe_diag_add(d, "%s: parallel.pipeline needs the interconnect's hop_latency_s and hop_bw "
-                       "(hardware.interconnect: nvlink4 | pcie5)", where);
-    const int dp = p->attention_dp;
-    if (!p->attention_tp) p->attention_tp = g / p->pipeline / dp > 0 ? g / p->pipeline / dp : 1;
-    const int ranks = p->attention_tp * dp; /* the GPUs attention runs on: the experts' too */
-    if (!p->moe_ep && !p->moe_tp) p->moe_ep = ranks, p->moe_tp = 1;
-    else if (!p->moe_ep) p->moe_ep = ranks / p->moe_tp > 0 ? ranks / p->moe_tp : 1;
-    else if (!p->moe_tp) p->moe_tp = ranks / p->moe_ep > 0 ? ranks / p->moe_ep : 1;
-    char att[96];
-    if (dp > 1) snprintf(att, sizeof att, "parallel.attention_tp x attention_dp (%d x %d)", p->attention_tp, dp);
-    else snprintf(att, sizeof att, "parallel.attention_tp (%d)", p->attention_tp);
-    if (p->moe_ep * p->moe_tp != ranks)
-      amoe_diag_add(d, "%s: parallel.moe_ep (%d) x parallel.moe_tp (%d) = %d must equal %s", where, p->moe_ep, p->moe_tp,
-                    p->moe_ep * p->moe_tp, att);
-    if (p->pipeline <= 1 && ranks != g) amoe_diag_add(d, "%s: %s must equal hardware.gpus (%d)", where, att, g);
-    if (s->model.experts && p->moe_ep > s->model.experts)
-      amoe_diag_add(d, "%s: parallel.moe_ep (%d) exceeds the model's %d experts", KW("parallel.moe_ep"), p->moe_ep, s->model.experts);
-    if (g > 1 && !(s->hw.ic.allreduce_bw > 0))
-      amoe_diag_add(d, "%s: hardware.gpus %d needs an interconnect (hardware.interconnect: nvlink4 | pcie5)", where, g);
-    if (p->placement == AMOE_PLACE_FILE && !p->placement_file[0])
-      amoe_diag_add(d, "%s: parallel.placement: file needs parallel.placement_file", where);
-    if (p->redundant && p->placement != AMOE_PLACE_BALANCED)
-      amoe_diag_add(d, "%s: parallel.redundant copies are placed by parallel.placement: balanced", where);
-  }
+}
+
+/* The layout over the node's GPUs (docs/design.md §16): what is left out
+ * resolved from hardware.gpus, and what does not multiply out named. */
+static void resolve_layout(amoe_spec *s, const char *where, const spec_at *at, amoe_diag *d) {
+  char kw[AMOE_PATH_MAX + 64];
+  amoe_parallel *p = &s->parallel;
+  const int g = s->hw.gpus > 0 ? s->hw.gpus : 1;
+  if (!p->pipeline) p->pipeline = 1;
+  if (!p->attention_dp) p->attention_dp = 1;
+  if (p->pipeline > 1 && (p->attention_tp > 1 || p->moe_ep > 1 || p->moe_tp > 1 || p->attention_dp > 1 ||
+                          g != p->pipeline))
+    amoe_diag_add(d, "%s: parallel.pipeline (%d) puts each stage of layers on one GPU: hardware.gpus must be %d "
+                     "and parallel.attention_tp, moe_ep and moe_tp 1", where, p->pipeline, p->pipeline);
+  if (p->pipeline > s->model.layers && s->model.layers > 0)
+    amoe_diag_add(d, "%s: parallel.pipeline (%d) exceeds the model's %d layers", KW("parallel.pipeline"), p->pipeline, s->model.layers);
+  if (p->pipeline > 1 && !(s->hw.ic.hop_bw > 0))
+    amoe_diag_add(d, "%s: parallel.pipeline needs the interconnect's hop_latency_s and hop_bw "
+                     "(hardware.interconnect: nvlink4 | pcie5)", where);
+  const int dp = p->attention_dp;
+  if (!p->attention_tp) p->attention_tp = g / p->pipeline / dp > 0 ? g / p->pipeline / dp : 1;
+  const int ranks = p->attention_tp * dp; /* the GPUs attention runs on: the experts' too */
+  if (!p->moe_ep && !p->moe_tp) p->moe_ep = ranks, p->moe_tp = 1;
+  else if (!p->moe_ep) p->moe_ep = ranks / p->moe_tp > 0 ? ranks / p->moe_tp : 1;
+  else if (!p->moe_tp) p->moe_tp = ranks / p->moe_ep > 0 ? ranks / p->moe_ep : 1;
+  char att[96];
+  if (dp > 1) snprintf(att, sizeof att, "parallel.attention_tp x attention_dp (%d x %d)", p->attention_tp, dp);
+  else snprintf(att, sizeof att, "parallel.attention_tp (%d)", p->attention_tp);
+  if (p->moe_ep * p->moe_tp != ranks)
+    amoe_diag_add(d, "%s: parallel.moe_ep (%d) x parallel.moe_tp (%d) = %d must equal %s", where, p->moe_ep, p->moe_tp,
+                  p->moe_ep * p->moe_tp, att);
+  if (p->pipeline <= 1 && ranks != g) amoe_diag_add(d, "%s: %s must equal hardware.gpus (%d)", where, att, g);
+  if (s->model.experts && p->moe_ep > s->model.experts)
+    amoe_diag_add(d, "%s: parallel.moe_ep (%d) exceeds the model's %d experts", KW("parallel.moe_ep"), p->moe_ep, s->model.experts);
+  if (g > 1 && !(s->hw.ic.allreduce_bw > 0))
+    amoe_diag_add(d, "%s: hardware.gpus %d needs an interconnect (hardware.interconnect: nvlink4 | pcie5)", where, g);
+  if (p->placement == AMOE_PLACE_FILE && !p->placement_file[0])
+    amoe_diag_add(d, "%s: parallel.placement: file needs parallel.placement_file", where);
+  if (p->redundant && p->placement != AMOE_PLACE_BALANCED)
+    amoe_diag_add(d, "%s: parallel.redundant copies are placed by parallel.placement: balanced", where);
+}
+
+int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag *d) {
+  int before = d->n;
+  char kw[AMOE_PATH_MAX + 64];
+  amoe_err me;
+  if (!s->model.name[0] && s->model.moe_layers > 0) snprintf(s->model.name, sizeof s->model.name, "custom");
+  if (!s->model.name[0]) amoe_diag_add(d, "%s: model: required (a preset name or a shape)", where);
+  else if (amoe_model_check(&s->model, &me)) amoe_diag_add(d, "%s: model %s: %s", where, s->model.name, me.msg);
+  if (!s->hw.name[0] || s->hw.hbm_bw <= 0 || s->hw.h2d_bw <= 0 || s->hw.peak_flops <= 0)
+    amoe_diag_add(d, "%s: hardware: required (a preset name, or hbm_bw, h2d_bw and peak_flops)", where);
+  const int open = s->workload.arrival != AMOE_ARRIVAL_CLOSED;
+  check_requests(s, open, where, d);
+  if (s->workload.source != AMOE_SRC_SYNTHETIC && !s->workload.path[0])
+    amoe_diag_add(d, "%s: workload.path is required for source %s", where, amoe_source_kind_names[s->workload.source]);
+  if (s->workload.candidates && s->workload.candidates < s->workload.nodes)
+    amoe_diag_add(d, "%s: workload.tree.candidates (%d) must be >= nodes (%d)", KW("workload.tree.candidates"), s->workload.candidates,
+                  s->workload.nodes);
+  if (s->workload.top_m && s->model.experts && (s->workload.top_m < s->model.top_k || s->workload.top_m > s->model.experts))
+    amoe_diag_add(d, "%s: workload.top_m %d must be in the model's top_k..experts (%d..%d)", KW("workload.top_m"),
+                  s->workload.top_m, s->model.top_k, s->model.experts);
+  resolve_policies(s, where, at, d);
+  resolve_layout(s, where, at, d);
   if (s->engine.cuda_graphs < 0) s->engine.cuda_graphs = s->hw.cuda_graphs;
   if (s->engine.overlap_scheduler < 0) s->engine.overlap_scheduler = s->hw.overlap_scheduler;
   if (s->engine.moe_kernels == AMOE_MOE_LOOP && s->engine.cuda_graphs)

@@ -102,6 +102,36 @@ int amoe_cost_captured_tokens(const amoe_engine *eng, int tokens) {
   return size <= max ? size : 0;
 }
 
+/* The pass's collectives into p->comm (one MoE layer's) and p->rest_comm
+ * (the dense-only layers' and draft steps'), over `tokens` tokens a GPU
+ * group runs: tensor-parallel all-reduces, or with DP attention the MoE
+ * layer's dispatch and combine. */
+static void pass_comm(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh, int tokens, int tp, int dp, int dense_layers,
+                      int steps) {
+  const amoe_model *m = sh->model;
+  const amoe_hw *hw = sh->hw;
+  const amoe_engine *eng = sh->engine;
+  const amoe_parallel *par = sh->parallel;
+  p->comm = p->rest_comm = 0;
+  if (dp > 1) {
+    /* the MoE layer's dispatch and combine (DeepEP's all-to-all) of every
+     * copy's tokens, which every GPU waits for; within a copy of tp GPUs,
+     * attention's all-reduce (and the dense layers' and draft steps') */
+    const int gpus = hw->gpus > 1 ? hw->gpus : tp * dp;
+    const double ar = amoe_cost_allreduce(m, hw, tokens), peer = amoe_engine_layer_sync_s(eng, hw);
+    p->comm = (tp > 1 ? ar : 0) + hw->ic.dispatch_s + hw->ic.combine_s + peer * (gpus - 1);
+    p->rest_comm = tp > 1 ? dense_layers * (2 * ar + peer * (tp - 1)) +
+                                steps * (2 * amoe_cost_allreduce(m, hw, 1) + peer * (tp - 1))
+                          : 0;
+  } else if (tp > 1) { /* after attention and after the MLP or MoE; a draft step is one layer */
+    /* the sync grows with the GPUs a collective waits for: TP2 and TP4 on one
+     * engine fit one coefficient per peer (docs/validation.md) */
+    const double ar = amoe_cost_allreduce(m, hw, tokens), sync = amoe_engine_layer_sync_s(eng, hw) * (tp - 1);
+    p->comm = (par->moe_comm == AMOE_COMM_ALL_TO_ALL ? ar + hw->ic.dispatch_s + hw->ic.combine_s : 2 * ar) + sync;
+    p->rest_comm = dense_layers * (2 * ar + sync) + steps * (2 * amoe_cost_allreduce(m, hw, 1) + sync);
+  }
+}
+
 void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   const amoe_model *m = sh->model;
   const amoe_hw *hw = sh->hw;
@@ -160,24 +190,7 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
       dense_layers * (batch ? amoe_cost_dense_batch(m, hw, tokens, kv_tokens, attn_tokens, 0, tp)
                             : amoe_cost_dense(m, hw, tokens, context, 0, tp));
   p->rest = amoe_cost_head(m, hw, tokens, tp) + dense_only;
-  p->comm = p->rest_comm = 0;
-  if (dp > 1) {
-    /* the MoE layer's dispatch and combine (DeepEP's all-to-all) of every
-     * copy's tokens, which every GPU waits for; within a copy of tp GPUs,
-     * attention's all-reduce (and the dense layers' and draft steps') */
-    const int gpus = hw->gpus > 1 ? hw->gpus : tp * dp;
-    const double ar = amoe_cost_allreduce(m, hw, tokens), peer = amoe_engine_layer_sync_s(eng, hw);
-    p->comm = (tp > 1 ? ar : 0) + hw->ic.dispatch_s + hw->ic.combine_s + peer * (gpus - 1);
-    p->rest_comm = tp > 1 ? dense_layers * (2 * ar + peer * (tp - 1)) +
-                                steps * (2 * amoe_cost_allreduce(m, hw, 1) + peer * (tp - 1))
-                          : 0;
-  } else if (tp > 1) { /* after attention and after the MLP or MoE; a draft step is one layer */
-    /* the sync grows with the GPUs a collective waits for: TP2 and TP4 on one
-     * engine fit one coefficient per peer (docs/validation.md) */
-    const double ar = amoe_cost_allreduce(m, hw, tokens), sync = amoe_engine_layer_sync_s(eng, hw) * (tp - 1);
-    p->comm = (par->moe_comm == AMOE_COMM_ALL_TO_ALL ? ar + hw->ic.dispatch_s + hw->ic.combine_s : 2 * ar) + sync;
-    p->rest_comm = dense_layers * (2 * ar + sync) + steps * (2 * amoe_cost_allreduce(m, hw, 1) + sync);
-  }
+  pass_comm(p, sh, tokens, tp, dp, dense_layers, steps);
   if (par && par->pipeline > 1) /* a hidden-state copy from each stage to the next; no collectives */
     p->rest_comm += (par->pipeline - 1) * amoe_cost_hop(m, hw, tokens);
   /* a calibrated engine's efficiency over the target's device terms (× 1

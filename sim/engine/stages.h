@@ -165,12 +165,22 @@ static inline void record_route(const amoe_block *b, int l, work *w, int i, int 
   for (int j = 0; j < got; j++) w->rw[i * k + j] = sum > 0 ? w->rw[i * k + j] / sum : 1.0f / got;
 }
 
-/* What one forward pass adds to its block's figures. */
+/* What one forward pass adds to its block's figures (the names of §6's
+ * union U, eligible S, executed X and fetched F, summed over its layers):
+ *   T  the pass's time, s
+ *   u  |U|: experts its verified nodes route to
+ *   s  |S|: experts the verifier allows
+ *   x  |X|: experts executed
+ *   f  |F|: experts fetched over PCIe (offload) */
 typedef struct {
   double T, u, s, x, f;
 } pass_sums;
 
-/* One MoE layer of a pass: the sets and counts (in work) and its figures. */
+/* One MoE layer of a pass: the sets and counts (in work) and its figures:
+ *   nu, ns, nx, nf  |U|, |S|, |X|, |F| (routed, allowed, executed, fetched)
+ *   hits            executed experts already resident (every one without offload)
+ *   waves           fused-MoE calls (a second when the slots overflow)
+ *   displaced       (node, expert) assignments moved off their natural expert */
 typedef struct {
   int nu, ns, nx, nf, hits, waves, displaced;
   int assigned, assigned_hits; /* offload: (token, expert) assignments, and those served from the slots */
