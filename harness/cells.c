@@ -296,6 +296,13 @@ static int preset_exists(const char *kind, const char *name) {
 
 /* The node's link where the hardware preset names none: NVIDIA's NVLink of
  * that generation. */
+const char *cells_weight_format(const char *weights) {
+  static const char *const W[][2] = {{"bf16", "bf16"}, {"fp8", "fp8-block128"}, {"nvfp4", "nvfp4"}, {"mxfp4", "mxfp4"}};
+  for (size_t i = 0; i < sizeof W / sizeof W[0]; i++)
+    if (!strcmp(W[i][0], weights)) return W[i][1];
+  return NULL;
+}
+
 const char *cells_default_link(const char *hw) {
   static const char *const L[][2] = {{"h100", "nvlink4"}, {"h200", "nvlink4"}, {"h20", "nvlink4"}, {"b200", "nvlink5"}};
   for (size_t i = 0; i < sizeof L / sizeof L[0]; i++)
@@ -484,10 +491,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     return 0;
   char model_extra[128] = "";
   if (c->f[C_WEIGHTS][0]) {
-    static const char *const W[][2] = {{"bf16", "bf16"}, {"fp8", "fp8-block128"}, {"nvfp4", "nvfp4"}, {"mxfp4", "mxfp4"}};
-    const char *fmt = NULL;
-    for (size_t i = 0; i < sizeof W / sizeof W[0]; i++)
-      if (!strcmp(W[i][0], c->f[C_WEIGHTS])) fmt = W[i][1];
+    const char *fmt = cells_weight_format(c->f[C_WEIGHTS]);
     if (!fmt) return snprintf(why, wn, "weights '%.80s': bf16, fp8, nvfp4 or mxfp4", c->f[C_WEIGHTS]), 0;
     snprintf(model_extra, sizeof model_extra, "%s", fmt);
   }

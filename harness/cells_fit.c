@@ -287,10 +287,7 @@ static amoe_status write_preset(const cells_ctx *x, const fitted *d, const char 
   snprintf(engine, sizeof engine, "%s", c->f[C_ENGINE]);
   char *ov = strchr(engine, ';');
   if (ov) *ov++ = 0;
-  static const char *const W[][2] = {{"bf16", "bf16"}, {"fp8", "fp8-block128"}, {"nvfp4", "nvfp4"}, {"mxfp4", "mxfp4"}};
-  const char *fmt = NULL;
-  for (size_t i = 0; i < sizeof W / sizeof W[0]; i++)
-    if (!strcmp(W[i][0], c->f[C_WEIGHTS])) fmt = W[i][1];
+  const char *fmt = cells_weight_format(c->f[C_WEIGHTS]);
   /* the overrides by section (model, hardware, parallel, engine), as flow-mapping entries */
   static const char *const SECT[] = {"model", "hardware", "parallel", "engine"};
   char extra[4][1024] = {"", "", "", ""};

@@ -70,6 +70,8 @@ int cells_partner(const cell_file *cf, int i);
  * speculation-off rows (cells_fit.c), every row of it predicted again, and
  * the report of both (the rows' calibrated). */
 amoe_status cells_calibrated(cells_ctx *x, FILE *out, amoe_err *e);
+/* The model's weight format a cell's weights column names (NULL: none of the format's). */
+const char *cells_weight_format(const char *weights);
 /* The NVLink of the hardware where its preset names none (NULL: none). */
 const char *cells_default_link(const char *hw);
 /* 1 when id is one of the comma-separated ids (only NULL: every id). */
