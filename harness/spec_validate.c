@@ -3,6 +3,7 @@
  * keys filled in. */
 #include "spec_internal.h"
 #include "kernels.h"
+#include "sizing.h"
 
 #include <errno.h>
 #include <math.h>
@@ -170,6 +171,22 @@ static void resolve_layout(amoe_spec *s, const char *where, const spec_at *at, a
     amoe_diag_add(d, "%s: parallel.redundant copies are placed by parallel.placement: balanced", where);
 }
 
+/* The engine's sizing rule (engine.sizing) over what the spec leaves
+ * unset, from the GPU's memory, the layout and the draft tokens a
+ * speculating row verifies per request (a server speculates when any row
+ * does). */
+static void size_engine(amoe_spec *s) {
+  int speculating = 0;
+  for (int i = 0; i < s->npolicies; i++) speculating |= !amoe_draft_table[s->policies[i].draft].one_token_per_pass;
+  const amoe_parallel *p = &s->parallel;
+  const amoe_sizing_in in = {.memory_bytes = s->hw.memory_bytes,
+                             .tp = (p->attention_tp > 0 ? p->attention_tp : 1) * (p->attention_dp > 1 ? p->attention_dp : 1),
+                             .dp = p->attention_dp,
+                             .pipeline = p->pipeline,
+                             .draft_tokens = speculating ? s->workload.depth : 0};
+  amoe_engine_size(&s->engine, &in);
+}
+
 int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag *d) {
   int before = d->n;
   char kw[AMOE_PATH_MAX + 64];
@@ -193,6 +210,7 @@ int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag 
   resolve_layout(s, where, at, d);
   if (s->engine.cuda_graphs < 0) s->engine.cuda_graphs = s->hw.cuda_graphs;
   if (s->engine.overlap_scheduler < 0) s->engine.overlap_scheduler = s->hw.overlap_scheduler;
+  size_engine(s);
   if (s->engine.moe_kernels == AMOE_MOE_LOOP && s->engine.cuda_graphs)
     amoe_diag_add(d, "%s: engine.moe_kernels: loop synchronises at every expert, so it cannot run under CUDA graphs "
                      "(set engine.cuda_graphs: false)", where);

@@ -542,6 +542,21 @@ if "$A" run tests/fixtures/golden.yaml --set hardware.gpus=4 --set hardware.inte
    grep -q '^  attention_tp: 1$' "$T/dp/spec.resolved.yaml" && grep -q '^  attention_dp: 4$' "$T/dp/spec.resolved.yaml" &&
    grep -q '^  moe_ep: 4$' "$T/dp/spec.resolved.yaml" && ! grep -q 'attention_dp' "$T/p0/spec.resolved.yaml"; then ok
 else bad "parallel.attention_dp: $(grep -A8 '^parallel' "$T/dp/spec.resolved.yaml")"; fi
+# engine.sizing: SGLang's start-up rules fill what the spec leaves unset from the GPU's memory and the layout
+# (a B200's 1.8e11 bytes, DP attention over 4: 16,384 tokens a step, 4,096 a copy, 512 requests a copy captured,
+# 0.791 of the memory; test_serve works them by hand); a budget the spec sets wins; unset, nothing is written
+if "$A" run tests/fixtures/golden.yaml --set hardware.gpus=4 --set hardware.interconnect=nvlink4 \
+     --set hardware.memory_bytes=1.8e11 --set parallel.attention_dp=4 --set engine.sizing=sglang --set workload.blocks=20 \
+     --out "$T/sz" --quiet >/dev/null &&
+   "$A" run tests/fixtures/golden.yaml --set hardware.gpus=4 --set hardware.interconnect=nvlink4 \
+     --set hardware.memory_bytes=1.8e11 --set parallel.attention_dp=4 --set engine.sizing=sglang \
+     --set engine.max_batched_tokens=1024 --set workload.blocks=20 --out "$T/sz2" --quiet >/dev/null &&
+   grep -q '^  max_batched_tokens: 16384$' "$T/sz/spec.resolved.yaml" &&
+   grep -q '^  graph_capture_max_requests: 512$' "$T/sz/spec.resolved.yaml" &&
+   grep -q '^  gpu_memory_utilization: 0\.791' "$T/sz/spec.resolved.yaml" &&
+   grep -q '^  max_batched_tokens: 1024$' "$T/sz2/spec.resolved.yaml" &&
+   ! grep -q 'graph_capture_max_requests' "$T/dp/spec.resolved.yaml"; then ok
+else bad "engine.sizing: sglang: $(grep -A30 '^engine' "$T/sz/spec.resolved.yaml")"; fi
 
 expect 2 "unknown interconnect preset 'nvlink9'" -- "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 \
   --set hardware.interconnect=nvlink9 --out "$T/bad" --quiet

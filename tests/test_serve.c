@@ -23,6 +23,7 @@
 
 #include "hand.h"
 #include "runs.h"
+#include "sizing.h"
 
 /* vLLM's rule (1, 2, 4, multiples of 8 below 256, then of 16) under a
  * 512-token capture; a list; and the eager cliff past the largest size:
@@ -66,6 +67,71 @@ static void capture(void) {
    * head's in rest), added to the device time (host_overlap off) */
   CHECK(p9.eager && fabs(p9.dense_host - 10 * 2e-6) < 1e-15 && fabs(p9.host - 11 * 2e-6) < 1e-15,
         "9 tokens eager: layer host %.9g (by hand 2e-5), pass host %.9g (by hand 2.2e-5)", p9.dense_host, p9.host);
+}
+
+/* SGLang's capture per request (server_args.py's ladders) and an extend
+ * eager; a DP copy's share of the requests; and the two engines' start-up
+ * sizing worked by hand from the GPU's memory. */
+static void capture_requests(void) {
+  const int in[] = {1, 2, 3, 5, 9, 12, 13, 256, 257, 497, 513};
+  const int plain[] = {1, 2, 4, 8, 12, 12, 16, 256, 272, 512, 544};
+  const int spec_in[] = {3, 9, 31, 33, 41, 65, 257};
+  const int spec[] = {3, 10, 32, 40, 44, 72, 272};
+  for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+    CHECK(amoe_sizing_sglang_bs(in[i], 1024, 0) == plain[i], "SGLang's ladder: %d requests run as %d, not %d", in[i],
+          amoe_sizing_sglang_bs(in[i], 1024, 0), plain[i]);
+  for (size_t i = 0; i < sizeof spec_in / sizeof spec_in[0]; i++)
+    CHECK(amoe_sizing_sglang_bs(spec_in[i], 1024, 1) == spec[i], "its speculative ladder: %d requests run as %d, not %d",
+          spec_in[i], amoe_sizing_sglang_bs(spec_in[i], 1024, 1), spec[i]);
+  CHECK(amoe_sizing_sglang_bs(97, 100, 0) == 100 && amoe_sizing_sglang_bs(101, 100, 0) == 0,
+        "the ladder's last rung is cuda_graph_max_bs (97 -> %d), past it eager (101 -> %d)",
+        amoe_sizing_sglang_bs(97, 100, 0), amoe_sizing_sglang_bs(101, 100, 0));
+  amoe_engine eng;
+  memset(&eng, 0, sizeof eng);
+  eng.cuda_graphs = 1, eng.graph_capture_max_requests = 512;
+  /* two verifying requests of k = 3 (4 tokens each) and three decoding ones */
+  CHECK(amoe_cost_captured(&eng, 8, 2, 0, 1) == 8 && amoe_cost_captured(&eng, 3, 3, 0, 0) == 4 &&
+            amoe_cost_captured(&eng, 36, 9, 0, 1) == 40 && amoe_cost_captured(&eng, 7, 2, 5, 0) == 0,
+        "per request: 2x4 -> %d (8), 3x1 -> %d (4), 9x4 -> %d (10 requests, 40), an extend -> %d (eager)",
+        amoe_cost_captured(&eng, 8, 2, 0, 1), amoe_cost_captured(&eng, 3, 3, 0, 0), amoe_cost_captured(&eng, 36, 9, 0, 1),
+        amoe_cost_captured(&eng, 7, 2, 5, 0));
+  /* a B200 (1.8e11 bytes: 171,661 MiB) as the cookbook runs it, 4 GPUs of DP attention: 16,384
+   * tokens a step, 4,096 a copy, 512 requests a copy captured; reserved 512 + 1.5 x 16384 + 2 x 512 +
+   * 1024 x 4/8 + 3 x 512 x 4 + 1.5 x 512 x 4 = 35,840 MiB: 0.791 of the memory */
+  amoe_engine sg;
+  memset(&sg, 0, sizeof sg);
+  sg.sizing = AMOE_SIZING_SGLANG;
+  amoe_engine_size(&sg, &(amoe_sizing_in){.memory_bytes = 1.8e11, .tp = 4, .dp = 4});
+  CHECK(sg.max_batched_tokens == 16384 && sg.graph_capture_max_requests == 512 &&
+            fabs(sg.gpu_memory_utilization - 0.791) < 1e-12 && sg.draft_reserve_bytes == 2048.0 * 1048576,
+        "SGLang on a B200, DP 4: budget %d (16384), captured %d (512), utilisation %g (0.791), draft reserve %g",
+        sg.max_batched_tokens, sg.graph_capture_max_requests, sg.gpu_memory_utilization, sg.draft_reserve_bytes);
+  /* an H100 (8e10 bytes: 76,294 MiB) at TP 1: 8,192 tokens, 256 requests; reserved 512 + 12288 +
+   * 512 + 128 = 13,440 MiB (above the 10 GiB floor): 0.824; a budget the user set (2,048)
+   * stays, and the reserve follows it: 512 + 1.5 x 2048 + 512 + 128 = 4,224 MiB, raised to the
+   * 10 GiB floor */
+  memset(&sg, 0, sizeof sg);
+  sg.sizing = AMOE_SIZING_SGLANG, sg.max_batched_tokens = 2048;
+  amoe_engine_size(&sg, &(amoe_sizing_in){.memory_bytes = 8e10, .tp = 1, .dp = 1});
+  const double mib = 8e10 / 1048576, h100 = round((mib - 10240) / mib * 1000) / 1000;
+  CHECK(sg.max_batched_tokens == 2048 && sg.graph_capture_max_requests == 256 && fabs(sg.gpu_memory_utilization - h100) < 1e-12,
+        "SGLang on an H100 with a 2,048-token budget set: budget %d, captured %d, utilisation %g (by hand %g: the 10 GiB floor)",
+        sg.max_batched_tokens, sg.graph_capture_max_requests, sg.gpu_memory_utilization, h100);
+  memset(&sg, 0, sizeof sg);
+  sg.sizing = AMOE_SIZING_SGLANG;
+  amoe_engine_size(&sg, &(amoe_sizing_in){.memory_bytes = 8e10, .tp = 1, .dp = 1});
+  CHECK(sg.max_batched_tokens == 8192 && fabs(sg.gpu_memory_utilization - 0.824) < 1e-12,
+        "SGLang on an H100: budget %d (8192), utilisation %g (0.824)", sg.max_batched_tokens, sg.gpu_memory_utilization);
+  /* vLLM: min(max_num_seqs (1 + k) 2, 512, budget) */
+  const int seqs[] = {1024, 32, 32, 1024}, k[] = {3, 3, 0, 0}, budget[] = {8192, 8192, 8192, 256}, max[] = {512, 256, 64, 256};
+  for (int i = 0; i < 4; i++) {
+    amoe_engine v;
+    memset(&v, 0, sizeof v);
+    v.sizing = AMOE_SIZING_VLLM, v.max_running = seqs[i], v.max_batched_tokens = budget[i];
+    amoe_engine_size(&v, &(amoe_sizing_in){.draft_tokens = k[i]});
+    CHECK(v.graph_capture_max_tokens == max[i], "vLLM, %d sequences, k %d, budget %d: capture %d tokens, not %d", seqs[i], k[i],
+          budget[i], v.graph_capture_max_tokens, max[i]);
+  }
 }
 
 /* Three one-block requests of hand.h's costs (test_load.c's THREE): two
@@ -489,6 +555,7 @@ static void costtable_balanced(void) {
 int main(void) {
   costtable_balanced();
   capture();
+  capture_requests();
   closed_loop();
   budget();
   tpot_engine();

@@ -24,6 +24,7 @@ const char *const amoe_moe_kernels_names[] = {"fused", "per-expert", "loop", NUL
 const char *const amoe_visits_names[] = {"hit", "all", "all-skip", NULL};
 const char *const amoe_request_per_names[] = {"token", "pass", NULL};
 const char *const amoe_kv_allocation_names[] = {"reserve", "incremental", NULL};
+const char *const amoe_sizing_names[] = {"fixed", "vllm", "sglang", NULL};
 
 double amoe_model_shared_expert_bytes(const amoe_model *m) {
   return 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;

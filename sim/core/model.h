@@ -223,6 +223,11 @@ extern const char *const amoe_request_per_names[]; /* by amoe_request_per */
  * when a step's tokens do not fit and their KV recomputed on return. */
 typedef enum { AMOE_KV_RESERVE = 0, AMOE_KV_INCREMENTAL = 1 } amoe_kv_allocation;
 extern const char *const amoe_kv_allocation_names[]; /* by amoe_kv_allocation */
+/* How the engine sizes what a spec leaves unset from the GPU's memory and
+ * the layout (engine.sizing; sim/cost/sizing.h): the preset's numbers as
+ * they are, or vLLM's or SGLang's start-up rules. */
+typedef enum { AMOE_SIZING_FIXED = 0, AMOE_SIZING_VLLM = 1, AMOE_SIZING_SGLANG = 2 } amoe_sizing;
+extern const char *const amoe_sizing_names[]; /* by amoe_sizing */
 typedef struct {
   char name[AMOE_NAME_MAX]; /* the engine preset, or "" */
   int cuda_graphs;          /* -1 until resolved: the hardware preset's */
@@ -260,6 +265,13 @@ typedef struct {
    * captured size; a larger one runs eager. */
   int graph_capture_max_tokens;
   amoe_layer_values graph_capture_sizes;
+  /* SGLang's capture (cuda_graph_max_bs; 0: by tokens, above): decode and
+   * verify steps captured per request, each with its draft tokens, up to
+   * this many requests a copy, padded up its ladder
+   * (amoe_sizing_sglang_bs, or graph_capture_sizes in requests); a step
+   * with prompt tokens (an extend) runs eager */
+  int graph_capture_max_requests;
+  int sizing; /* amoe_sizing */
   /* the scheduler's caps (§19; 0: none): requests running at once (vLLM's
    * max_num_seqs), for open arrivals that set no workload.max_running; and
    * a step's tokens with chunked prefill (max_num_batched_tokens) */
@@ -268,6 +280,7 @@ typedef struct {
    * memory the engine takes, and what it keeps of it for activations and
    * graphs; the KV cache gets the rest after the weights */
   double gpu_memory_utilization, memory_reserve_bytes;
+  double draft_reserve_bytes; /* kept back besides when the row speculates: the draft's graphs and buffers */
   int kv_allocation; /* amoe_kv_allocation */
   /* the time per decoder layer and GPU beyond the first that the engine's
    * tensor-parallel collectives wait (0: the interconnect's

@@ -1,4 +1,5 @@
 #include "cost.h"
+#include "sizing.h"
 
 static double mx(double a, double b) { return a > b ? a : b; }
 
@@ -73,8 +74,8 @@ double amoe_cost_kv_tokens(const amoe_model *m, const amoe_hw *hw, const amoe_en
   const int dp = par && par->attention_dp > 1 ? par->attention_dp : 1;
   const double experts = m->moe_layers * (double)m->experts * amoe_model_expert_bytes(m);
   const double held = dp > 1 ? experts / gpus + (weights - experts) / tp : weights / gpus;
-  const double free = hw->memory_bytes * eng->gpu_memory_utilization - held - (drafted ? m->draft_head_bytes : 0) -
-                      eng->memory_reserve_bytes;
+  const double free = hw->memory_bytes * eng->gpu_memory_utilization - held -
+                      (drafted ? m->draft_head_bytes + eng->draft_reserve_bytes : 0) - eng->memory_reserve_bytes;
   if (!(per_token > 0)) return 0;
   return free > 0 ? dp * floor(free / per_token) : -1;
 }
@@ -100,6 +101,22 @@ int amoe_cost_captured_tokens(const amoe_engine *eng, int tokens) {
   const int step = tokens <= 256 ? 8 : 16;
   const int size = (tokens + step - 1) / step * step;
   return size <= max ? size : 0;
+}
+
+int amoe_cost_captured(const amoe_engine *eng, int tokens, int requests, int prompt, int speculating) {
+  const int max = eng->graph_capture_max_requests;
+  if (max <= 0) return amoe_cost_captured_tokens(eng, tokens);
+  if (!eng->cuda_graphs) return tokens;
+  if (prompt > 0) return 0; /* SGLang captures decode and verify steps; an extend runs eager */
+  const int r = requests > 0 ? requests : 1;
+  int bs = 0;
+  const amoe_layer_values *v = &eng->graph_capture_sizes;
+  if (v->n > 0) { /* the listed sizes, in requests */
+    for (int i = 0; i < v->n; i++)
+      if (v->v[i] >= r && v->v[i] <= max && (bs == 0 || v->v[i] < bs)) bs = (int)v->v[i];
+  } else
+    bs = amoe_sizing_sglang_bs(r, max, speculating);
+  return bs > 0 ? (int)ceil((double)tokens * bs / r) : 0;
 }
 
 /* The pass's collectives into p->comm (one MoE layer's) and p->rest_comm
@@ -149,7 +166,8 @@ void amoe_cost_pass_init(amoe_cost_pass_ctx *p, const amoe_pass_shape *sh) {
   const int dp = batch && par && par->attention_dp > 1 ? par->attention_dp : 1;
   const int real = dp > 1 ? (sh->tokens + dp - 1) / dp : sh->tokens;
   const double kv_tokens = dp > 1 ? sh->kv_tokens / dp : sh->kv_tokens, attn_tokens = dp > 1 ? sh->attn_tokens / dp : sh->attn_tokens;
-  const int captured = amoe_cost_captured_tokens(eng, real);
+  const int copy_requests = dp > 1 ? (sh->requests + dp - 1) / dp : sh->requests;
+  const int captured = amoe_cost_captured(eng, real, copy_requests, sh->prompt_tokens, depth > 0 || sh->draft_priced);
   const int tokens = captured > real ? captured : real;
   p->m = m;
   p->hw = hw;

@@ -91,6 +91,11 @@ static inline int amoe_cost_draft_forwards(int depth) { return depth > 0 ? depth
  * above the largest and runs eager. An eager engine, or one whose every step
  * is captured (graph_capture_max_tokens 0), runs it as it is. */
 int amoe_cost_captured_tokens(const amoe_engine *eng, int tokens);
+/* The same for a step of `requests` requests (a DP copy's), `prompt`
+ * of its tokens a prompt's: with engine.graph_capture_max_requests,
+ * SGLang's capture per request (the speculative ladder when `speculating`)
+ * and an extend eager; else amoe_cost_captured_tokens. */
+int amoe_cost_captured(const amoe_engine *eng, int tokens, int requests, int prompt, int speculating);
 
 /* KV capacity (§19): the tokens of KV one GPU of the layout holds, when
  * the engine sets gpu_memory_utilization:
@@ -198,6 +203,7 @@ typedef struct {
    * worker runs a draft extend over the prompt, speculative/eagle_worker.py):
    * joined to the extend's forward, or a forward of their own */
   int draft_prompt;
+  int prompt_tokens; /* of the pass's tokens, a prompt's (prefill chunks; an extend under SGLang's capture) */
 } amoe_pass_shape;
 /* The one constructor of a spec's pass: its model, hardware, engine,
  * layout, offload, attention context and draft forwards, `tokens` tokens

@@ -274,7 +274,8 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   amoe_pass_shape sh = amoe_spec_pass_shape(s, o.tokens, rs->draft->mtp || one_token ? 0 : o.maxd);
   sh.offload = rs->cache != NULL, sh.branch = s->workload.top_k * na, sh.accepted = o.accepted;
   sh.draft_priced = rs->draft->mtp && na > 0, sh.kv_tokens = o.kv, sh.attn_tokens = o.attn, sh.requests = na + npf;
-  sh.draft_prompt = one_token ? 0 : o.tokens - o.decoded; /* the prompt chunks' tokens, drafted over too */
+  sh.prompt_tokens = o.tokens - o.decoded;
+  sh.draft_prompt = one_token ? 0 : sh.prompt_tokens; /* the prompt chunks' tokens, drafted over too */
   const amoe_cost_pass_ctx pc = pass_cost(s, rs, &sh, !one_token && na > 0, o.mtp_s, o.candidates);
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
   const int by_count = pc.ec.per_token_s * o.tokens > pc.ec.mem_s, counted = by_count || rs->cache;

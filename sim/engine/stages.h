@@ -521,6 +521,7 @@ static inline amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w
   amoe_cost_pass_ctx pc;
   amoe_pass_shape sh = amoe_spec_pass_shape(s, tokens, 0);
   sh.offload = rs->cache != NULL, sh.draft_passes = 0; /* (a prompt: no draft tree) */
+  sh.prompt_tokens = tokens;
   sh.draft_prompt = rs->draft->one_token_per_pass ? 0 : tokens; /* a speculating row's draft runs over the prompt too */
   amoe_cost_pass_init(&pc, &sh);
   const int through = rs->cache && s->offload.prefill == AMOE_PREFILL_THROUGH;
