@@ -95,7 +95,7 @@ static void capture_requests(void) {
         "per request: 2x4 -> %d (8), 3x1 -> %d (4), 9x4 -> %d (10 requests, 40), an extend -> %d (eager)",
         amoe_cost_captured(&eng, 8, 2, 0, 1), amoe_cost_captured(&eng, 3, 3, 0, 0), amoe_cost_captured(&eng, 36, 9, 0, 1),
         amoe_cost_captured(&eng, 7, 2, 5, 0));
-  /* a B200 (1.8e11 bytes: 171,661 MiB) as the cookbook runs it, 4 GPUs of DP attention: 16,384
+  /* a GPU of 1.8e11 bytes (171,661 MiB: the B200 bucket) as the cookbook runs it, 4 GPUs of DP attention: 16,384
    * tokens a step, 4,096 a copy, 512 requests a copy captured; reserved 512 + 1.5 x 16384 + 2 x 512 +
    * 1024 x 4/8 + 3 x 512 x 4 + 1.5 x 512 x 4 = 35,840 MiB: 0.791 of the memory */
   amoe_engine sg;
