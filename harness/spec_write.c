@@ -86,7 +86,8 @@ static int swept_cycle(const amoe_experiment *x) {
  * written where set (non-zero, or a list) or swept, so a spec without them
  * resolves as it did before them. */
 static const char *const SERVING_KEYS[] = {"hardware.peak_flops_fp8", "hardware.peak_flops_fp4", "hardware.moe_flops_tokens", "hardware.moe_peak_share",
-                                           "engine.graph_capture_max_tokens", "engine.graph_capture_sizes",
+                                           "engine.graph_capture_max_tokens", "engine.graph_capture_sizes", "engine.graph_capture_max_requests",
+                                           "engine.sizing", "engine.draft_reserve_bytes",
                                            "engine.max_running", "engine.max_batched_tokens",
                                            "engine.gpu_memory_utilization", "engine.memory_reserve_bytes", "engine.kv_allocation", "engine.layer_sync_per_peer_s", "model.kv_heads", "model.attn_flops_per_key", "model.kernels_per_layer",
                                            "workload.acceptance.al", "workload.tree.draft_passes", "workload.route_hold", NULL};

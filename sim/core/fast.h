@@ -5,7 +5,8 @@
  * (sim/arch/x86/cpu_x86.c) and calls nothing of the plain code. No plain
  * file names an architecture's function. Every entry returns exactly what
  * the plain function it names returns, and a test compares the two
- * (ACCEPTMOE_NO_AVX2=1 leaves the table empty). */
+ * (ACCEPTMOE_NO_AVX2=1 leaves the table empty), but one: erfc_n, within
+ * 4 ulp of libm's erfc (test_marginal holds it there). */
 #ifndef AMOE_FAST_H
 #define AMOE_FAST_H
 
@@ -54,6 +55,9 @@ typedef struct {
   int (*route_layer8)(const amoe_block *b, int l, const int *nodes, int nn, const uint8_t *S, const amoe_route_sums *o);
   /* policy/policy.c's amoe_top_by_value */
   void (*top_by_value)(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
+  /* policy/verifier_marginal.c: y[i] = erfc(x[i]) for x >= 0 (glibc's
+   * vector erfc, within 4 ulp of its scalar one; the only inexact entry) */
+  void (*erfc_n)(const double *x, double *y, int n);
   /* policy/verifier_acceptmoe.c's utility loop for top-8 */
   void (*acceptmoe_scatter8)(double *u, const uint16_t *ids, int m, const float *prob, const int *nodes, int nn,
                              const uint8_t *depth, const double *alpha_d, int nd);

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "fast.h"
 #include "layout.h"
 #include "policy.h"
 #include "sort.h"
@@ -137,13 +138,47 @@ static void flip_model_of(const amoe_vctx *c, const double *pi, double *dsc, int
   }
 }
 
+/* erfc of n values: the architecture's vector path where it has one
+ * (within 4 ulp of libm's; fast.h), else libm's, one at a time. */
+static void erfc_of(const double *x, double *y, int n) {
+  if (amoe_fast.erfc_n) amoe_fast.erfc_n(x, y, n);
+  else
+    for (int i = 0; i < n; i++) y[i] = erfc(x[i]);
+}
+
+/* π_i · F_i(√s2[j]) into out[j]: node i's expected flips at n
+ * perturbations s² at once, term by term (its rest off the tree, then each
+ * child, in list order), each term's n erfc in one call. Every prediction
+ * of the verifier comes from here, so the same perturbation gives the same
+ * damage wherever it is asked for. */
+static void node_damages(const flip_model *f, int i, const double *s2, int n, double *out) {
+  double x[AMOE_MAX_TOPK], arg[AMOE_MAX_TOPK], e[AMOE_MAX_TOPK];
+  for (int j0 = 0; j0 < n; j0 += AMOE_MAX_TOPK) {
+    const int m = n - j0 < AMOE_MAX_TOPK ? n - j0 : AMOE_MAX_TOPK;
+    for (int j = 0; j < m; j++) {
+      x[j] = s2[j0 + j] > 0 ? 1 / sqrt(s2[j0 + j]) : 0;
+      out[j0 + j] = 0;
+    }
+    if (f->w_min[i] > 0) {
+      for (int j = 0; j < m; j++) arg[j] = f->a_min * x[j];
+      erfc_of(arg, e, m);
+      for (int j = 0; j < m; j++) out[j0 + j] = f->w_min[i] * e[j];
+    }
+    for (int t = f->first[i]; t >= 0; t = f->next[t]) {
+      for (int j = 0; j < m; j++) arg[j] = f->a[t] * x[j];
+      erfc_of(arg, e, m);
+      for (int j = 0; j < m; j++) out[j0 + j] += f->w[t] * e[j];
+    }
+    for (int j = 0; j < m; j++) out[j0 + j] = s2[j0 + j] > 0 && f->pi[i] > 0 ? f->pi[i] * out[j0 + j] : 0;
+  }
+}
+
 /* π_i · F_i(√s2): node i's expected flips at perturbation s² = s2. */
 static double node_damage(const flip_model *f, int i, double s2) {
   if (!(s2 > 0) || !(f->pi[i] > 0)) return 0;
-  const double x = 1 / sqrt(s2);
-  double p = f->w_min[i] > 0 ? f->w_min[i] * erfc(f->a_min * x) : 0;
-  for (int t = f->first[i]; t >= 0; t = f->next[t]) p += f->w[t] * erfc(f->a[t] * x);
-  return f->pi[i] * p;
+  double d;
+  node_damages(f, i, &s2, 1, &d);
+  return d;
 }
 
 /* Node i's share of its top-k weight outside S. */
@@ -230,9 +265,11 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
     }
     inv_mass[i] = mass > 0 ? 1 / mass : 0;
     const double ra = displaced_share(c, i, SA);
-    predicted_a += node_damage(&f, i, (sa ? sa[i] : 0) + ra * ra);
+    double s2[2] = {(sa ? sa[i] : 0) + ra * ra, sm ? sm[i] : 0}, got[2];
+    node_damages(&f, i, s2, 2, got);
+    predicted_a += got[0];
     rho[i] = 0;
-    dmg[i] = node_damage(&f, i, sm ? sm[i] : 0);
+    dmg[i] = got[1];
     spent += dmg[i];
   }
   const double budget = predicted_a * c->row->vparam[SHARE];
@@ -267,6 +304,17 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
         for (int g = 0; g < amoe_layout_groups(c->layout); g++) gmax = gwork[g] > gmax ? gwork[g] : gmax;
       }
     }
+    /* what each entry (node i, its j-th expert) adds dropped alone, a
+     * node's k at once (every entry's expert is in S: U is) */
+    for (int i = 0; i < nn; i++) {
+      double s2[AMOE_MAX_TOPK], got[AMOE_MAX_TOPK];
+      for (int j = 0; j < k; j++) {
+        const double r = c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
+        s2[j] = (sm ? sm[i] : 0) + r * r;
+      }
+      node_damages(&f, i, s2, k, got);
+      for (int j = 0; j < k; j++) alone[i * k + j] = got[j] - dmg[i];
+    }
     int m = 0;
     for (int e = 0; e < E; e++) {
       if (!S[e]) continue;
@@ -282,12 +330,7 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
         }
       }
       double delta = 0; /* dropping e alone */
-      for (int x = off[e]; x < off[e + 1]; x++) {
-        const int i = inv[x] / k, j = inv[x] % k;
-        const double r = c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
-        alone[x] = node_damage(&f, i, (sm ? sm[i] : 0) + r * r) - dmg[i];
-        delta += alone[x];
-      }
+      for (int x = off[e]; x < off[e + 1]; x++) delta += alone[inv[x]];
       key[e] = delta / ce;
       order[m++] = e;
     }
@@ -303,8 +346,8 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
       for (; x < off[e + 1] && !(spent + add > budget); x++) {
         const int i = inv[x] / k, j = inv[x] % k;
         const double r = rho[i] + c->prob[(size_t)c->nodes[i] * k + j] * inv_mass[i];
-        reached[x - off[e]] = rho[i] > 0 ? node_damage(&f, i, (sm ? sm[i] : 0) + r * r) : dmg[i] + alone[x];
-        add += rho[i] > 0 ? reached[x - off[e]] - dmg[i] : alone[x];
+        reached[x - off[e]] = rho[i] > 0 ? node_damage(&f, i, (sm ? sm[i] : 0) + r * r) : dmg[i] + alone[inv[x]];
+        add += rho[i] > 0 ? reached[x - off[e]] - dmg[i] : alone[inv[x]];
       }
       if (spent + add > budget) continue;
       for (x = off[e]; x < off[e + 1]; x++) {

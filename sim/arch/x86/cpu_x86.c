@@ -48,6 +48,7 @@ __attribute__((constructor)) static void x86_init(void) {
   amoe_fast.route_layer8 = amoe_x86_route_layer8;
   amoe_fast.top_by_value = amoe_x86_top_by_value;
   amoe_fast.acceptmoe_scatter8 = amoe_x86_acceptmoe_scatter8;
+  amoe_fast.erfc_n = amoe_x86_erfc_n;
 }
 
 int amoe_cpu_avx2_f16c(void) { return amoe_x86_avx2; }

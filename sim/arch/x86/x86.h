@@ -1,7 +1,7 @@
 /* Hand-written x86 vector paths (AVX2, F16C, FMA), one file per reference
  * function they speed up; each returns exactly what the plain C version it
  * sits beside returns (the one a reader checks against docs/design.md), and
- * a test compares the two. The plain code never names them: cpu_x86.c lends
+ * a test compares the two; erfc_x86.c alone is within 4 ulp, not exact. The plain code never names them: cpu_x86.c lends
  * them through the table of sim/arch/fast.h, and none of them calls plain
  * code. Only this folder and the tests include this header.
  * docs/performance.md says what each earns (scripts/ab.sh). */
@@ -79,6 +79,9 @@ void amoe_x86_acceptmoe_scatter8(double *u, const uint16_t *ids, int m, const fl
                                  const uint8_t *depth, const double *alpha_d, int nd);
 /* policy/policy.c's amoe_top_by_value (policy_x86.c) */
 void amoe_x86_top_by_value(const double *value, const uint8_t *cand, int experts, int count, uint8_t *S);
+/* erfc of n doubles, four at a time by glibc's libmvec (within 4 ulp of
+ * libm's erfc: the one path here that is not bit for bit; erfc_x86.c) */
+void amoe_x86_erfc_n(const double *x, double *y, int n);
 /* workload/gen.c's normals16 and node_logits (gen_x86.c) */
 typedef struct gen_rng4 gen_rng4;
 void amoe_x86_normals16(gen_rng4 *r, float *out, int n);
