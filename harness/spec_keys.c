@@ -152,6 +152,7 @@ const krow KEYS[] = {
     {"engine.graph_capture_max_requests", T_INT, F(engine.graph_capture_max_requests), 0, 1 << 20, NULL, 0, 0, 0, "SGLang's capture: decode and verify steps captured per request up to this many (0: by tokens); a step with prompt tokens runs eager"},
     {"engine.sizing", T_ENUM, F(engine.sizing), 0, 0, amoe_sizing_names, 0, 0, 0, "fixed, or vllm's or sglang's start-up rules for what is unset: chunk budget, captured steps, KV share"},
     {"engine.max_running", T_INT, F(engine.max_running), 0, 4096, NULL, 0, 0, 0, "running requests where the workload sets no max_running"},
+    {"engine.prefill_apart", T_BOOL, F(engine.prefill_apart), 0, 0, NULL, 0, 0, 0, "prompt chunks in steps of their own ahead of the decodes (SGLang), not beside them (vLLM)"},
     {"engine.max_batched_tokens", T_INT, F(engine.max_batched_tokens), 0, 1 << 24, NULL, 0, 0, 0, "a step's token budget under chunked prefill (0: none)"},
     {"engine.gpu_memory_utilization", T_DBL, F(engine.gpu_memory_utilization), 0, 1, NULL, 0, 0, 0, "the share of GPU memory the engine takes (KV gets the rest after weights)"},
     {"engine.memory_reserve_bytes", T_DBL, F(engine.memory_reserve_bytes), 0, BIG, NULL, 0, 0, 0, "memory kept back from KV: activations and graphs, bytes"},

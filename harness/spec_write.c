@@ -87,7 +87,7 @@ static int swept_cycle(const amoe_experiment *x) {
  * resolves as it did before them. */
 static const char *const SERVING_KEYS[] = {"hardware.peak_flops_fp8", "hardware.peak_flops_fp4", "hardware.moe_flops_tokens", "hardware.moe_peak_share",
                                            "engine.graph_capture_max_tokens", "engine.graph_capture_sizes", "engine.graph_capture_max_requests",
-                                           "engine.sizing", "engine.draft_reserve_bytes",
+                                           "engine.sizing", "engine.draft_reserve_bytes", "engine.prefill_apart",
                                            "engine.max_running", "engine.max_batched_tokens",
                                            "engine.gpu_memory_utilization", "engine.memory_reserve_bytes", "engine.kv_allocation", "engine.layer_sync_per_peer_s", "model.kv_heads", "model.attn_flops_per_key", "model.kernels_per_layer",
                                            "workload.acceptance.al", "workload.tree.draft_passes", "workload.route_hold", NULL};
@@ -96,7 +96,7 @@ static int unset_serving_key(const amoe_experiment *x, const char *path) {
     if (!strcmp(path, SERVING_KEYS[i])) {
       const krow *k = spec_find_key(path);
       const char *p = (const char *)&x->base + k->off;
-      const int unset = k->type == T_INT || k->type == T_ENUM ? *(const int *)(const void *)p == 0
+      const int unset = k->type == T_INT || k->type == T_ENUM || k->type == T_BOOL ? *(const int *)(const void *)p == 0
                         : k->type == T_DBL ? *(const double *)(const void *)p == 0
                                            : ((const amoe_layer_values *)(const void *)p)->n == 0;
       return unset && !swept(x, path);

@@ -244,6 +244,18 @@ static void budget(void) {
           a->first_s, a->finish_s);
   }
   amoe_row_result_free(&r);
+  /* SGLang's steps (engine.prefill_apart): a step of prompt chunks alone
+   * whenever one waits. Step 1 as above; step 2 runs request 1's 10 alone
+   * (its first token) while request 0 waits to decode; step 3 decodes
+   * both: three steps, both requests ending in the last */
+  snprintf(with, sizeof with, "engine: {max_batched_tokens: 12, prefill_apart: true}\n%s", w);
+  amoe_spec ap = serve_spec(with);
+  r = run_one(&ap);
+  CHECK(r.nreqs == 2 && r.tot.passes == 3 && r.reqs[0].finish_s == r.reqs[1].finish_s &&
+            r.reqs[0].first_s != r.reqs[1].first_s,
+        "prefill apart: %d requests in %g steps (by hand 2 in 3), ends %g and %g (by hand equal)", r.nreqs, r.tot.passes,
+        r.nreqs == 2 ? r.reqs[0].finish_s : 0, r.nreqs == 2 ? r.reqs[1].finish_s : 0);
+  amoe_row_result_free(&r);
   amoe_spec u = serve_spec(w);
   r = run_one(&u);
   CHECK(r.nreqs == 2 && r.tot.passes == 4, "no budget: %d requests in %g steps (by hand 2 in 4)", r.nreqs, r.tot.passes);

@@ -276,6 +276,10 @@ typedef struct {
    * max_num_seqs), for open arrivals that set no workload.max_running; and
    * a step's tokens with chunked prefill (max_num_batched_tokens) */
   int max_running, max_batched_tokens;
+  /* prompt chunks in steps of their own, ahead of the decodes, which wait
+   * (SGLang's scheduler without --enable-mixed-chunk: a prefill batch first
+   * whenever one can be formed); 0: beside the decodes in one step (vLLM) */
+  int prefill_apart;
   /* KV capacity (§19; utilisation 0: unlimited): the share of each GPU's
    * memory the engine takes, and what it keeps of it for activations and
    * graphs; the KV cache gets the rest after the weights */

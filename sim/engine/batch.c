@@ -499,6 +499,7 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
     int na = 0, npf = 0;
     amoe_sched_running(&sch, act, &na, pf, &npf);
     for (int q = 0; q < npf; q++) sl[pf[q]].q.take = 1;
+    if (chunked && s->engine.prefill_apart && npf > 0) na = 0; /* a prefill step of its own; the decodes wait */
     if (budget > 0 && npf > 0) npf = amoe_sched_budget(&sch, budget - na * per, s->workload.chunk_tokens, na, pf, npf);
     if (na + npf == 0 && plan && next < nrq) { /* nothing running: wait for the next arrival */
       const double gap = plan[next].arrival_s - now;

@@ -10,7 +10,9 @@
  *              stack, to return (its prompt and output so far recomputed)
  *              before any new request, the last preempted first;
  *   budget     engine.max_batched_tokens: the decodes first, then whole
- *              prompt chunks first come first served while they fit.
+ *              prompt chunks first come first served while they fit (with
+ *              engine.prefill_apart, SGLang's, a step of prompt chunks
+ *              alone whenever one waits, the decodes after).
  * The loop that runs the passes (batch.c) asks it at each pass boundary. */
 #ifndef AMOE_SCHEDULE_H
 #define AMOE_SCHEDULE_H
