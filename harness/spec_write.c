@@ -125,6 +125,8 @@ static int unused_batch_key(const amoe_experiment *x, const char *path) {
     const int varies = amoe_experiment_open(x) && (w->range_ratio > 0 || w->lengths == AMOE_LENGTHS_NORMAL);
     return w->prefill_sample == 256 && w->prompt_tokens <= 256 && !varies && !swept(x, path);
   }
+  if (!strcmp(path, "engine.prefill_apart")) /* (only chunked prefill has prompt chunks to set apart) */
+    return s->workload.prefill_schedule != AMOE_PREFILL_CHUNKED && !swept(x, path) && !swept(x, "workload.prefill_schedule");
   if (!strcmp(path, "workload.batch") || !strcmp(path, "workload.prefill_schedule") ||
       !strcmp(path, "workload.chunk_tokens"))
     return !amoe_experiment_batched(x);
