@@ -7,7 +7,9 @@
 #include "x86.h"
 
 #ifdef AMOE_X86_PATHS
-__m256d _ZGVdN4v_erfc(__m256d x); /* (libmvec: no header declares its vector entry points) */
+/* (libmvec: no header declares its vector entry points; the AVX2 variant,
+ * declared as such so that its vector argument has AVX2's ABI) */
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_erfc(__m256d x);
 
 __attribute__((target("avx2,fma"))) void amoe_x86_erfc_n(const double *x, double *y, int n) {
   int i = 0;
