@@ -85,17 +85,21 @@ double amoe_cost_fit_copy_latency(double bytes, double small_bw, double large_bw
   return mx(bytes / small_bw - bytes / large_bw, 0);
 }
 
+/* The smallest of the engine's listed capture sizes that holds n, at most
+ * max; 0 where none does. */
+static int listed_size(const amoe_engine *eng, int n, int max) {
+  const amoe_layer_values *v = &eng->graph_capture_sizes;
+  double best = 0;
+  for (int i = 0; i < v->n; i++)
+    if (v->v[i] >= n && v->v[i] <= max && (best == 0 || v->v[i] < best)) best = v->v[i];
+  return (int)best;
+}
+
 int amoe_cost_captured_tokens(const amoe_engine *eng, int tokens) {
   const int max = eng->graph_capture_max_tokens;
   if (!eng->cuda_graphs || max <= 0) return tokens;
   if (tokens > max) return 0;
-  const amoe_layer_values *v = &eng->graph_capture_sizes;
-  if (v->n > 0) { /* the smallest listed size that holds the step */
-    double best = 0;
-    for (int i = 0; i < v->n; i++)
-      if (v->v[i] >= tokens && v->v[i] <= max && (best == 0 || v->v[i] < best)) best = v->v[i];
-    return best > 0 ? (int)best : 0;
-  }
+  if (eng->graph_capture_sizes.n > 0) return listed_size(eng, tokens, max);
   if (tokens <= 2) return tokens < 1 ? 1 : tokens; /* 1, 2, 4, then multiples of 8 below 256, then of 16 */
   if (tokens <= 4) return 4;
   const int step = tokens <= 256 ? 8 : 16;
@@ -109,13 +113,8 @@ int amoe_cost_captured(const amoe_engine *eng, int tokens, int requests, int pro
   if (!eng->cuda_graphs) return tokens;
   if (prompt > 0) return 0; /* SGLang captures decode and verify steps; an extend runs eager */
   const int r = requests > 0 ? requests : 1;
-  int bs = 0;
-  const amoe_layer_values *v = &eng->graph_capture_sizes;
-  if (v->n > 0) { /* the listed sizes, in requests */
-    for (int i = 0; i < v->n; i++)
-      if (v->v[i] >= r && v->v[i] <= max && (bs == 0 || v->v[i] < bs)) bs = (int)v->v[i];
-  } else
-    bs = amoe_sizing_sglang_bs(r, max, speculating);
+  const int bs = eng->graph_capture_sizes.n > 0 ? listed_size(eng, r, max) /* (the listed sizes, in requests) */
+                                                : amoe_sizing_sglang_bs(r, max, speculating);
   return bs > 0 ? (int)ceil((double)tokens * bs / r) : 0;
 }
 

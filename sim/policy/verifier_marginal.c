@@ -152,6 +152,10 @@ static void erfc_of(const double *x, double *y, int n) {
  * of the verifier comes from here, so the same perturbation gives the same
  * damage wherever it is asked for. */
 static void node_damages(const flip_model *f, int i, const double *s2, int n, double *out) {
+  if (!(f->pi[i] > 0)) { /* (a node the block cannot reach flips nothing) */
+    for (int j = 0; j < n; j++) out[j] = 0;
+    return;
+  }
   double x[AMOE_MAX_TOPK], arg[AMOE_MAX_TOPK], e[AMOE_MAX_TOPK];
   for (int j0 = 0; j0 < n; j0 += AMOE_MAX_TOPK) {
     const int m = n - j0 < AMOE_MAX_TOPK ? n - j0 : AMOE_MAX_TOPK;
@@ -169,13 +173,12 @@ static void node_damages(const flip_model *f, int i, const double *s2, int n, do
       erfc_of(arg, e, m);
       for (int j = 0; j < m; j++) out[j0 + j] += f->w[t] * e[j];
     }
-    for (int j = 0; j < m; j++) out[j0 + j] = s2[j0 + j] > 0 && f->pi[i] > 0 ? f->pi[i] * out[j0 + j] : 0;
+    for (int j = 0; j < m; j++) out[j0 + j] = s2[j0 + j] > 0 ? f->pi[i] * out[j0 + j] : 0;
   }
 }
 
 /* π_i · F_i(√s2): node i's expected flips at perturbation s² = s2. */
 static double node_damage(const flip_model *f, int i, double s2) {
-  if (!(s2 > 0) || !(f->pi[i] > 0)) return 0;
   double d;
   node_damages(f, i, &s2, 1, &d);
   return d;
@@ -234,8 +237,8 @@ static void marginal(const amoe_vctx *c, uint8_t *S, int by_scores) {
   const int E = c->experts, k = c->k, nn = c->nn;
   /* scratch (doubles): key (E), U and S_A (E bytes each), then per
    * verified node π, ρ, its damage so far, 1 / its top-k mass, then the
-   * flip model's (nn + 2n), then per inverted-index entry what it adds
-   * alone (nn·k), then per entry of one candidate the damage its node
+   * flip model's (nn + 2n), then per (node i, its j-th expert) at i·k + j
+   * what dropping that expert alone adds (nn·k), then per entry of one candidate the damage its node
    * would reach (nn); iscratch: the visit order, token counts (E each), the
    * inverted index (E + 1 offsets, nn·k entries), then the flip model's
    * (nn + 2n) */
