@@ -400,7 +400,7 @@ void amoe_results_begin_point(amoe_results *r, int point, const amoe_spec *s) {
   if (s->kernels_note[0]) /* (every point's hardware is one preset's) */
     json_object_set_new(r->meta_json, "kernels", json_string(s->kernels_note));
   static int warned; /* a table the hardware names but this machine lacks: said once a process */
-  if (!warned && s->kernels_note[0] && strstr(s->kernels_note, "the analytic MoE terms")) {
+  if (!warned && s->kernels_note[0] && (strstr(s->kernels_note, "the analytic MoE terms") || strstr(s->kernels_note, "the dense roofline"))) {
     warned = 1;
     fprintf(stderr, "acceptmoe: hardware.kernels %s: %s\n", s->hw.kernels, s->kernels_note);
   }

@@ -254,7 +254,7 @@ int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag 
   if (s->workload.top_m == 0 && s->model.experts > 0)
     s->workload.top_m = amoe_default_top_m(s->model.experts, s->model.top_k);
   if (s->workload.candidates == 0) s->workload.candidates = s->workload.nodes;
-  if (d->n == before && amoe_kernels_apply(&s->model, &s->hw, s->kernels_note, sizeof s->kernels_note, &me) != AMOE_OK)
+  if (d->n == before && amoe_kernels_apply(&s->model, &s->hw, s->parallel.attention_tp, s->kernels_note, sizeof s->kernels_note, &me) != AMOE_OK)
     amoe_diag_add(d, "%s: %s", KW("hardware.kernels"), me.msg);
   return d->n == before;
 #undef KW

@@ -89,7 +89,7 @@ static const char *const SERVING_KEYS[] = {"hardware.peak_flops_fp8", "hardware.
                                            "engine.graph_capture_max_tokens", "engine.graph_capture_sizes", "engine.graph_capture_max_requests",
                                            "engine.sizing", "engine.draft_reserve_bytes", "engine.prefill_apart",
                                            "engine.max_running", "engine.max_batched_tokens",
-                                           "engine.gpu_memory_utilization", "engine.memory_reserve_bytes", "engine.kv_allocation", "engine.layer_sync_per_peer_s", "model.kv_heads", "model.attn_flops_per_key", "model.kernels_per_layer",
+                                           "engine.gpu_memory_utilization", "engine.memory_reserve_bytes", "engine.kv_allocation", "engine.layer_sync_per_peer_s", "model.kv_heads", "model.attn_flops_per_key", "model.kernels_per_layer", "model.dense_format", "hardware.kernel_ops",
                                            "workload.acceptance.al", "workload.tree.draft_passes", "workload.route_hold", NULL};
 static int unset_serving_key(const amoe_experiment *x, const char *path) {
   for (int i = 0; SERVING_KEYS[i]; i++)

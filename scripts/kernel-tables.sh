@@ -19,5 +19,5 @@ if ! [ -x $py ] || ! $py -c "import aiconfigurator_core, pyarrow, numpy" 2>/dev/
   exit 0
 fi
 gpus=$(echo "$tables" | tr , '\n' | cut -d/ -f1 | sort -u | paste -sd, -)
-$py scripts/aic-import.py -o "$out" --gpus "$gpus" --ops moe
+$py scripts/aic-import.py -o "$out" --gpus "$gpus" --ops moe,gemm
 $py scripts/fit_aic_moe.py "$out" --tables "$tables"

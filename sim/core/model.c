@@ -8,6 +8,13 @@
 const char *const amoe_router_names[] = {"softmax", "sigmoid-normalized", "softmax-normalized", "softmax-topk",
                                          NULL};
 const char *const amoe_weight_fmt_names[] = {"bf16", "fp8-block128", "mxfp4", "nvfp4", NULL};
+const char *const amoe_dense_fmt_names[] = {"auto", "bf16", "fp8", NULL};
+
+int amoe_model_dense_format(const amoe_model *m) {
+  if (m->dense_format != AMOE_DENSE_AUTO) return m->dense_format;
+  return m->weight_format == AMOE_FMT_FP8_BLOCK128 ? AMOE_DENSE_FP8 : AMOE_DENSE_BF16;
+}
+const char *const amoe_kernel_ops_names[] = {"moe", "moe+gemm", "gemm", NULL};
 
 double amoe_model_format_bytes(int format, int rows, int cols) {
   const double n = (double)rows * cols;

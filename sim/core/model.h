@@ -29,6 +29,12 @@ extern const char *const amoe_router_names[];
  * per 128x128 block; mxfp4, 4-bit weights with an e8m0 scale per 32; nvfp4,
  * 4-bit weights with an fp8 scale per 16 (and one fp32 per tensor). */
 typedef enum { AMOE_FMT_BF16 = 0, AMOE_FMT_FP8_BLOCK128 = 1, AMOE_FMT_MXFP4 = 2, AMOE_FMT_NVFP4 = 3 } amoe_weight_fmt;
+typedef enum { AMOE_DENSE_AUTO = 0, AMOE_DENSE_BF16 = 1, AMOE_DENSE_FP8 = 2 } amoe_dense_fmt;
+extern const char *const amoe_dense_fmt_names[]; /* by amoe_dense_fmt, NULL-terminated */
+/* hardware.kernel_ops: the measured operations a kernel table replaces */
+typedef enum { AMOE_KOPS_MOE = 0, AMOE_KOPS_MOE_GEMM = 1, AMOE_KOPS_GEMM = 2 } amoe_kernel_ops;
+extern const char *const amoe_kernel_ops_names[]; /* by amoe_kernel_ops, NULL-terminated */
+#define AMOE_GEMM_POINTS 96 /* a GEMM table's token counts kept (AIConfigurator's: 74) */
 extern const char *const amoe_weight_fmt_names[]; /* by amoe_weight_fmt, NULL-terminated */
 
 /* A value per MoE layer: n = 0 unset (the default), 1 the same at every
@@ -96,6 +102,11 @@ typedef struct {
    * where its layer is not an ordinary one (DeepSeek-V4's hyper-connections
    * and compressors); 0: the engine's kernels_per_layer */
   double kernels_per_layer;
+  /* the format of its dense weights (attention, shared experts, dense
+   * MLPs): which of a measured kernel table's GEMMs run them (§20) and the
+   * parameters attn_bytes_per_layer holds; amoe_dense_fmt (auto:
+   * amoe_model_dense_format) */
+  int dense_format;
   int vocab;
   double lm_head_bytes;
   double draft_head_bytes;
@@ -148,6 +159,15 @@ typedef struct {
    * scripts/aic-import.py and fitted by scripts/fit_aic_moe.py); empty:
    * the analytic terms */
   char kernels[AMOE_NAME_MAX];
+  int kernel_ops; /* amoe_kernel_ops: which of the table's operations replace the analytic terms */
+  /* the table's GEMMs (kernel_ops gemm), baked by harness/kernels.c for
+   * the spec's model at attention_tp gemm_tp: a MoE layer's dense
+   * projections (attention, shared experts), a dense layer's, and the
+   * head's, in seconds at gemm_m[i] tokens a step; gemm_points 0: the
+   * roofline of bytes and FLOPs */
+  int gemm_points, gemm_tp;
+  double gemm_m[AMOE_GEMM_POINTS], gemm_moe_layer[AMOE_GEMM_POINTS], gemm_dense_layer[AMOE_GEMM_POINTS],
+      gemm_head[AMOE_GEMM_POINTS];
   double draft_step_fixed_s; /* per draft step, beside the draft head's bytes */
   double copy_latency_s;  /* per host-to-device expert copy */
   /* the engine around the kernels (docs/design.md §9) */
@@ -321,6 +341,9 @@ double amoe_model_format_bytes(int format, int rows, int cols);
 static inline double amoe_model_expert_bytes(const amoe_model *m) {
   return m->expert_bytes > 0 ? m->expert_bytes : 3.0 * amoe_model_format_bytes(m->weight_format, m->hidden, m->moe_intermediate);
 }
+/* The dense weights' format: model.dense_format, or for auto fp8 beside
+ * fp8-block128 experts and else bf16 (amoe_dense_fmt). */
+int amoe_model_dense_format(const amoe_model *m);
 /* Bytes of one shared expert (always bf16 3·d·f·2). */
 double amoe_model_shared_expert_bytes(const amoe_model *m);
 /* Checks shapes for consistency: AMOE_EINVAL, the message naming the field. */

@@ -16,9 +16,36 @@ static double key_flops(const amoe_model *m) {
   return m->attn_flops_per_key > 0 ? m->attn_flops_per_key : 4.0 * m->hidden;
 }
 
+/* A baked GEMM curve of hw (hardware.kernels' gemm) at n tokens: piecewise
+ * linear over the measured token counts, in proportion past the largest. */
+static double gemm_curve(const amoe_hw *hw, const double *t, double n) {
+  const int c = hw->gemm_points;
+  const double *x = hw->gemm_m;
+  if (n <= x[0]) return t[0];
+  if (n >= x[c - 1]) return t[c - 1] * n / x[c - 1];
+  int lo = 0, hi = c - 1; /* x[lo] < n <= x[hi] */
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (x[mid] < n) lo = mid;
+    else hi = mid;
+  }
+  return t[lo] + (t[hi] - t[lo]) * (n - x[lo]) / (x[hi] - x[lo]);
+}
+
+static int gemm_baked(const amoe_hw *hw, int tp) { return hw->gemm_points > 0 && tp == hw->gemm_tp; }
+
+/* With the measured GEMMs (hardware.kernels' gemm), a decoder layer's
+ * dense side is their time plus the attention's own roofline of its KV
+ * read and FLOPs. */
+static double dense_gemm(const amoe_hw *hw, int n, double kv, double attn_flops, int is_moe, int tp) {
+  return gemm_curve(hw, is_moe ? hw->gemm_moe_layer : hw->gemm_dense_layer, n) +
+         mx(kv / tp / hw->hbm_bw, attn_flops / tp / hw->peak_flops) + hw->layer_fixed_s;
+}
+
 double amoe_cost_dense(const amoe_model *m, const amoe_hw *hw, int n, int context, int is_moe, int tp) {
   const double w = dense_weights(m, is_moe);
   double kv = m->kv_bytes_per_token_layer * (double)context;
+  if (gemm_baked(hw, tp)) return dense_gemm(hw, n, kv, (double)n * context * key_flops(m), is_moe, tp);
   /* bf16 weights: 2 FLOPs per parameter per token; attention per key read */
   double flops = (double)n * (w + context * key_flops(m));
   return mx((w + kv) / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->layer_fixed_s;
@@ -28,6 +55,7 @@ double amoe_cost_dense_batch(const amoe_model *m, const amoe_hw *hw, int n, doub
                              int is_moe, int tp) {
   const double w = dense_weights(m, is_moe);
   const double kv = m->kv_bytes_per_token_layer * kv_tokens; /* each request's own KV */
+  if (gemm_baked(hw, tp)) return dense_gemm(hw, n, kv, attn_tokens * key_flops(m), is_moe, tp);
   const double flops = (double)n * w + attn_tokens * key_flops(m);
   return mx((w + kv) / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->layer_fixed_s;
 }
@@ -45,6 +73,7 @@ double amoe_cost_fetch(const amoe_model *m, const amoe_hw *hw, double fetched) {
 }
 
 double amoe_cost_head(const amoe_model *m, const amoe_hw *hw, int n, int tp) {
+  if (gemm_baked(hw, tp) && hw->gemm_head[0] > 0) return gemm_curve(hw, hw->gemm_head, n) + hw->launch_s;
   double flops = 2.0 * n * (double)m->vocab * m->hidden;
   return mx(m->lm_head_bytes / tp / hw->hbm_bw, flops / tp / hw->peak_flops) + hw->launch_s;
 }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cells.h"
+#include "cost.h"
 #include "kernels.h"
 #include "fit.h"
 #include "layout.h"
@@ -160,8 +161,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     (void)amoe_cells_parse(path, &rows, &e);
     break;
   }
-  case FMT_KERNELS: { /* the input as DIR/gx/vllm/1.0/moe-terms.csv */
-    char dir[160], sub[224], file[256];
+  case FMT_KERNELS: { /* the input as DIR/gx/vllm/1.0/moe-terms.csv and gemm-fp8_block.csv */
+    char dir[160], sub[224], file[256], gemm[256];
     snprintf(dir, sizeof dir, "%s.d", path);
     snprintf(sub, sizeof sub, "%s/gx", dir);
     mkdir(dir, 0700);
@@ -171,16 +172,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     snprintf(sub, sizeof sub, "%s/gx/vllm/1.0", dir);
     mkdir(sub, 0700);
     snprintf(file, sizeof file, "%s/moe-terms.csv", sub);
-    if (write_file(file, d, n)) {
+    snprintf(gemm, sizeof gemm, "%s/gemm-fp8_block.csv", sub);
+    if (write_file(file, d, n) && write_file(gemm, d, n)) {
       setenv("ACCEPTMOE_KERNELS", dir, 1);
       amoe_model m = {.name = "tiny", .hidden = 64, .moe_intermediate = 32, .top_k = 2, .experts = 16,
+                      .shared_experts = 1, .attn_bytes_per_layer = 4096, .vocab = 100,
                       .weight_format = AMOE_FMT_FP8_BLOCK128};
-      amoe_hw hw = {.name = "gx", .hbm_bw = 1e12, .peak_flops = 1e14, .moe_eta = 1};
+      amoe_hw hw = {.name = "gx", .hbm_bw = 1e12, .peak_flops = 1e14, .moe_eta = 1, .kernel_ops = AMOE_KOPS_MOE_GEMM};
       snprintf(hw.kernels, sizeof hw.kernels, "aic:gx:vllm:1.0");
-      char note[512];
+      char note[1024];
       amoe_err e;
-      (void)amoe_kernels_apply(&m, &hw, note, sizeof note, &e);
+      (void)amoe_kernels_apply(&m, &hw, 1, note, sizeof note, &e);
+      /* a baked table prices every step finite and non-negative */
+      for (int t = 1; hw.gemm_points > 0 && t < 100000; t *= 7) {
+        const double x = amoe_cost_dense(&m, &hw, t, 100, 1, 1) + amoe_cost_head(&m, &hw, t, 1);
+        if (!(x >= 0) || x > 1e300) abort();
+      }
       remove(file);
+      remove(gemm);
     }
     break;
   }
