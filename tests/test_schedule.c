@@ -15,7 +15,7 @@ static amoe_sched_slot *qs[4] = {&slot[0], &slot[1], &slot[2], &slot[3]};
 
 static void admission(void) {
   amoe_sched s;
-  amoe_sched_init(&s, qs, 4, 10, 0);
+  amoe_sched_init(&s, qs, 4, 10, 0, 0);
   CHECK(slot[0].req == -1 && slot[3].req == -1 && s.running == 0, "every slot free");
   CHECK(amoe_sched_fits(&s, 16), "alone, a request is admitted whatever its KV");
   amoe_sched_admit(&s, 0, 0, 4, 8); /* 4 prompt + 4 output reserved */
@@ -23,14 +23,14 @@ static void admission(void) {
   amoe_sched_release(&s, 0);
   CHECK(slot[0].req == -1 && s.used == 0 && s.running == 0 && amoe_sched_fits(&s, 8), "released: its KV back");
   amoe_sched s2;
-  amoe_sched_init(&s2, qs, 4, 0, 0); /* no capacity: every request fits */
+  amoe_sched_init(&s2, qs, 4, 0, 0, 0); /* no capacity: every request fits */
   amoe_sched_admit(&s2, 0, 0, 4, 1e9);
   CHECK(amoe_sched_fits(&s2, 1e9), "unbounded KV: admitted regardless");
 }
 
 static void preemption(void) {
   amoe_sched s;
-  amoe_sched_init(&s, qs, 4, 10, 1);
+  amoe_sched_init(&s, qs, 4, 10, 1, 0);
   for (int i = 0; i < 3; i++) amoe_sched_admit(&s, i, i, 3, 3); /* three decoding requests of 3 KV tokens */
   /* one token each: 9 + 3 > 10, so the newest (slot 2) goes; 6 + 2 fits */
   CHECK(amoe_sched_preempt(&s, 1) == 1 && slot[2].paused && slot[2].kv == 0 && slot[2].preempted == 1 &&
@@ -57,7 +57,7 @@ static void preemption(void) {
 
 static void budget(void) {
   amoe_sched s;
-  amoe_sched_init(&s, qs, 4, 0, 0);
+  amoe_sched_init(&s, qs, 4, 0, 0, 0);
   amoe_sched_admit(&s, 0, 1, 10, 0); /* request 1 in slot 0, request 0 in slot 1: 10-token prompts, chunks of 4 */
   amoe_sched_admit(&s, 1, 0, 10, 0);
   for (int i = 0; i < 2; i++) slot[i].chunk = 0, slot[i].chunks = 3;
@@ -72,6 +72,25 @@ static void budget(void) {
   int pf3[2] = {1, 0};
   CHECK(amoe_sched_budget(&s, 6, 4, 1, pf3, 2) == 2 && slot[1].take == 1 && slot[0].take == 1,
         "a last chunk of 2, then one of 4 (takes %d, %d)", slot[1].take, slot[0].take);
+}
+
+/* engine.prefill_apart: a step of prompt chunks alone while one waits, the
+ * decodes after; without it, both in one step. */
+static void apart(void) {
+  for (int a = 0; a < 2; a++) {
+    amoe_sched s;
+    amoe_sched_init(&s, qs, 4, 0, 0, a);
+    amoe_sched_admit(&s, 0, 0, 8, 0);
+    amoe_sched_admit(&s, 1, 1, 8, 0);
+    slot[0].chunk = slot[0].chunks = 1; /* request 0 decoding, request 1 prefilling */
+    slot[1].chunk = 0, slot[1].chunks = 2;
+    int act[4], pf[4], na, npf;
+    amoe_sched_running(&s, act, &na, pf, &npf);
+    CHECK(npf == 1 && pf[0] == 1 && na == (a ? 0 : 1), "apart %d: %d decoding beside the prompt chunk", a, na);
+    slot[1].chunk = 2; /* its prompt done: it decodes too */
+    amoe_sched_running(&s, act, &na, pf, &npf);
+    CHECK(npf == 0 && na == 2 && act[0] == 0 && act[1] == 1, "apart %d: no chunk waiting, both decode", a);
+  }
 }
 
 static void closed_loop(void) {
@@ -96,6 +115,7 @@ int main(void) {
   admission();
   preemption();
   budget();
+  apart();
   closed_loop();
   printf("%d passed, %d failed\n", check_pass, check_fail);
   return check_fail ? 1 : 0;

@@ -442,9 +442,9 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
   const int incremental = kv_cap > 0 && s->engine.kv_allocation == AMOE_KV_INCREMENTAL;
   amoe_sched_slot *qs[AMOE_MAX_BATCH];
   for (int i = 0; i < B; i++) qs[i] = &sl[i].q;
-  amoe_sched sch;
-  amoe_sched_init(&sch, qs, B, kv_cap, incremental);
   const int chunked = s->workload.prefill_schedule == AMOE_PREFILL_CHUNKED;
+  amoe_sched sch;
+  amoe_sched_init(&sch, qs, B, kv_cap, incremental, chunked && s->engine.prefill_apart);
   const int budget = chunked ? s->engine.max_batched_tokens : 0;
   int act[AMOE_MAX_BATCH], pf[AMOE_MAX_BATCH], todo[AMOE_MAX_BATCH], next = 0;
   uint64_t done = 0, total = 0;
@@ -499,7 +499,6 @@ static amoe_status batch_group(const amoe_spec *s, const amoe_offline *offline, 
     int na = 0, npf = 0;
     amoe_sched_running(&sch, act, &na, pf, &npf);
     for (int q = 0; q < npf; q++) sl[pf[q]].q.take = 1;
-    if (chunked && s->engine.prefill_apart && npf > 0) na = 0; /* a prefill step of its own; the decodes wait */
     if (budget > 0 && npf > 0) npf = amoe_sched_budget(&sch, budget - na * per, s->workload.chunk_tokens, na, pf, npf);
     if (na + npf == 0 && plan && next < nrq) { /* nothing running: wait for the next arrival */
       const double gap = plan[next].arrival_s - now;

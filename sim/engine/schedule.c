@@ -1,8 +1,9 @@
 /* The serving scheduler (schedule.h). */
 #include "schedule.h"
 
-void amoe_sched_init(amoe_sched *s, amoe_sched_slot **slot, int B, double cap, int incremental) {
+void amoe_sched_init(amoe_sched *s, amoe_sched_slot **slot, int B, double cap, int incremental, int apart) {
   s->slot = slot;
+  s->apart = apart;
   s->B = B;
   s->cap = cap;
   s->used = 0;
@@ -46,6 +47,7 @@ void amoe_sched_running(const amoe_sched *s, int *act, int *na, int *pf, int *np
       else act[(*na)++] = i;
     }
   }
+  if (s->apart && *npf > 0) *na = 0; /* a step of prompt chunks of its own; the decodes wait */
 }
 
 int amoe_sched_preempt(amoe_sched *s, int per) {

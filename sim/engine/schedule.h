@@ -37,13 +37,15 @@ typedef struct {
   double cap;         /* KV capacity in tokens (0: unbounded) */
   double used;        /* KV the running requests hold */
   int incremental;    /* KV as written, with preemption */
+  int apart;          /* engine.prefill_apart under chunked prefill: prompt chunks in steps of their own */
   int running;        /* requests holding KV (admitted, not preempted, not done) */
   int held[AMOE_MAX_BATCH], nheld; /* the preempted slots, the last on top */
   long seq;
 } amoe_sched;
 
-/* A scheduler over slot[0..B) (all free), a KV capacity of cap tokens. */
-void amoe_sched_init(amoe_sched *s, amoe_sched_slot **slot, int B, double cap, int incremental);
+/* A scheduler over slot[0..B) (all free), a KV capacity of cap tokens;
+ * apart: prompt chunks run in steps of their own (engine.prefill_apart). */
+void amoe_sched_init(amoe_sched *s, amoe_sched_slot **slot, int B, double cap, int incremental, int apart);
 /* The preempted request on top of the stack, if it may return now: its
  * prompt and the committed[i] tokens it had fit beside the running
  * requests' KV, or nothing runs. Returns its slot, resumed (its KV held,
@@ -53,8 +55,9 @@ int amoe_sched_resume(amoe_sched *s, const double *committed);
 int amoe_sched_fits(const amoe_sched *s, double need);
 /* Slot i takes request req (its prompt tokens, `need` tokens of KV). */
 void amoe_sched_admit(amoe_sched *s, int i, int req, int prompt, double need);
-/* The running slots in slot order: those prefilling (pf) and those
- * decoding (act); a preempted one is neither. */
+/* The slots the next step runs, in slot order: those prefilling (pf) and
+ * those decoding (act); a preempted one is neither; with apart, no decodes
+ * while a prompt chunk waits. */
 void amoe_sched_running(const amoe_sched *s, int *act, int *na, int *pf, int *npf);
 /* Incremental KV: while the decoding requests' `per` tokens each do not
  * fit, the newest running request (of more than one) is preempted; a
