@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The marginal verifier against AcceptMoE on workloads nothing was tuned on (design §6,
-# docs/validation.md "Beyond both papers"). marginal sizes itself: it spends AcceptMoE's
+# docs/outcomes.md "Beyond both papers"). marginal sizes itself: it spends AcceptMoE's
 # predicted deviated tokens (share 1, its default); the share grid below 1 and the
 # depth-only ablation are points of the figure. Five settings, seeds 201-204 each:
 # Qwen3-30B-A3B resident, offloaded, at batch 8 and under load (12 requests/s), and
@@ -12,7 +12,7 @@
 #      (AcceptMoE's prediction is the one marginal's self-sized row makes for it on the
 #      same passes), and its speed over AcceptMoE's on the same seed (mean, min, max);
 #   3. writes OUT/pooled.csv, the figure (speed against deviation, plots/marginal.gp)
-#      and, unless --quick, the generated table of docs/validation.md.
+#      and, unless --quick, the generated table of docs/outcomes.md.
 #   scripts/marginal-eval.sh [--quick] [OUT]   (default results/reference/marginal)
 # --quick: 40 blocks (30 requests) per run (CI); nothing committed changes.
 set -euo pipefail
@@ -63,16 +63,5 @@ done >"$out/pooled.tmp"
 } >"$out/pooled.csv" && rm "$out/pooled.tmp"
 
 for ext in png svg; do gnuplot -e "in='$out/pooled.csv'; out='$figs/marginal.$ext'" plots/marginal.gp; done
-table=$(awk -F, 'NR == 1 { next }
-  $2 == "natural" || $2 == "acceptmoe" || $2 == "oracle" || $2 == "marginal" || $2 == "marginal-depth" {
-    printf "| %s | %s | %.1f ± %.1f | %.3f | %.4f ± %.4f | %s | %.1f | %.2f | %.3f (%.3f–%.3f) |\n", $1, $2, $6, $7, $8, $10,
-           $11, $2 == "acceptmoe" || $3 ~ /^marginal/ ? sprintf("%.4f", $12) : "", $13, $14, $15, $16, $17 }' "$out/pooled.csv")
-if [ $quick = 0 ]; then
-  awk -v t="$table" '/<!-- BEGIN generated: marginal -->/ { print
-      print "Nothing tuned: marginal at its default share 1. Mean ± standard deviation over seeds 201–204; predicted: the deviated-token rate the row'"'"'s sizing predicted (AcceptMoE'"'"'s: the prediction marginal made for its sets on the same passes); the last column is the speed over AcceptMoE'"'"'s on the same seed, mean (min–max). Speed under load is the wall rate."
-      print ""
-      print "| setting | policy | tokens/s | speedup | deviated tokens | predicted | H2D MB/token | executed | over AcceptMoE |"
-      print "|---|---|---|---|---|---|---|---|---|"; print t; skip = 1; next }
-    /<!-- END generated: marginal -->/ { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp && mv docs/validation.md.tmp docs/validation.md
-fi
+[ $quick = 1 ] || RESULTS=$(dirname "$out") scripts/docs-generated.sh # (its table in docs/outcomes.md)
 echo "$out/pooled.csv, $figs/marginal.png"

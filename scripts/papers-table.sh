@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The "against the papers" table (README.md, docs/validation.md) from the
+# The "against the papers" table (README.md, docs/outcomes.md) from the
 # reference runs: each published outcome beside the simulator's, read from
 # RESDIR/<spec>/summary.csv. Published numbers are quoted, never fitted to.
 #   scripts/papers-table.sh [RESDIR]   (default results/reference)

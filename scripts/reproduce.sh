@@ -3,9 +3,9 @@
 #   1. runs every spec that mirrors a paper (workloads/specs/acceptmoe-*,
 #      ecospec-*) or draws a figure (figure-*) into results/reference/;
 #   2. renders the figures with gnuplot to results/figures/*.png and .svg;
-#   3. rewrites results/README.md (each figure, a caption, its command) and
-#      the generated tables of docs/validation.md and README.md
-#      (scripts/papers-table.sh: the published outcomes beside ours).
+#   3. rewrites results/README.md (each figure, a caption, its command) and,
+#      through scripts/docs-generated.sh, every generated block of the docs
+#      (docs/validation.md and docs/outcomes.md: the fits, the published outcomes beside ours).
 # --quick: 40 blocks per point, everything under results/quick/ (CI runs it;
 # nothing committed changes). Same inputs, same bytes (figures aside).
 #   scripts/reproduce.sh [--quick]
@@ -77,20 +77,6 @@ load_table() { # SUMMARY
 }
 # against batch: each row's tokens per second over plain decoding's at the same batch, plain
 # decoding's own, and the experts per layer three rows execute
-batch_table() { # SUMMARY EXPERTS
-  awk -F, -v E="$2" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-    { b = $c["workload.batch"]; p = $c["policy"]; if (!(b in seen)) { seen[b] = 1; bs[++nb] = b }
-      if (!(p in known)) { known[p] = 1; pol[++np] = p }
-      tps[b, p] = $c["tokens_per_s"]; ex[b, p] = $c["executed_mean"] }
-    END { printf "| row |"; for (i = 1; i <= nb; i++) printf " B = %s |", bs[i]; print ""
-      printf "|---|"; for (i = 1; i <= nb; i++) printf "---|"; print ""
-      for (j = 1; j <= np; j++) if (pol[j] != "autoregressive") { printf "| %s |", pol[j]
-        for (i = 1; i <= nb; i++) printf " %.2f |", tps[bs[i], pol[j]] / tps[bs[i], "autoregressive"]; print "" }
-      printf "| plain decoding, tok/s |"; for (i = 1; i <= nb; i++) printf " %.0f |", tps[bs[i], "autoregressive"]; print ""
-      split("natural acceptmoe acceptmoe-pass", xr, " ")
-      for (j = 1; j <= 3; j++) { printf "| %s: executed%s |", xr[j], j == 1 ? " of " E : ""
-        for (i = 1; i <= nb; i++) printf " %.0f |", ex[bs[i], xr[j]]; print "" } }' "$1"
-}
 ACCEPTMOE=$A scripts/marginal-eval.sh $([ $quick = 1 ] && echo --quick) "$res/marginal" # (its figure, its table)
 [ $quick = 1 ] || ACCEPTMOE=$A scripts/routes-eval.sh "$res/routes" "$figs" >/dev/null # (its figure)
 plot breakdown-offload breakdown "in='$res/acceptmoe-offload-qwen3/summary.csv'; ttl='Qwen3-30B-A3B, offload on RTX 5090 presets (48 slots, LRU)'"
@@ -143,11 +129,11 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
     echo "    build/acceptmoe cells ../shared/real-data/serving/cells.csv --calibrated"; echo
   fi
   cap "Beyond both papers: the marginal verifier" marginal \
-    "Speedup against the deviated-token rate for marginal, self-sized (share 1) and its share grid, and its depth-only ablation, beside AcceptMoE and the oracle, in five settings; each point the mean over seeds 201-204, nothing tuned (docs/validation.md)." \
+    "Speedup against the deviated-token rate for marginal, self-sized (share 1) and its share grid, and its depth-only ablation, beside AcceptMoE and the oracle, in five settings; each point the mean over seeds 201-204, nothing tuned (docs/outcomes.md)." \
     "scripts/marginal-eval.sh"
   if [ $quick = 0 ]; then
     cap "Routes an engine can predict" routes \
-      "What {draft: adaptive, cost: experts} keeps of its gain over cost: tokens (the profiled table) when it sizes each step by routes an engine can have rather than the draft tokens' true ones: tokens/s over cost: tokens', in percent, Qwen3-30B-A3B on 4 H100s (TP4), batch 1, 8 and 64 and 12 requests/s, the mean of seeds 201-202; the kept shares are in $res/routes/kept.csv and docs/validation.md." \
+      "What {draft: adaptive, cost: experts} keeps of its gain over cost: tokens (the profiled table) when it sizes each step by routes an engine can have rather than the draft tokens' true ones: tokens/s over cost: tokens', in percent, Qwen3-30B-A3B on 4 H100s (TP4), batch 1, 8 and 64 and 12 requests/s, the mean of seeds 201-202; the kept shares are in $res/routes/kept.csv and docs/outcomes.md." \
       "scripts/routes-eval.sh"
   fi
   cap "Where the time goes: offload" breakdown-offload \
@@ -156,65 +142,9 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
   cap "Where the time goes: resident" breakdown-resident "The same, every expert resident." \
     "build/acceptmoe run workloads/specs/acceptmoe-resident-qwen3.yaml"
 } >"$readme.tmp" && mv "$readme.tmp" "$readme"
-# docs/validation.md: the table between the generated markers, from the reference runs
-table=$(for d in "$res"/acceptmoe-* "$res"/ecospec-*; do
-  awk -F, -v run="$(basename "$d")" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-    $1 == 0 { printf "| %s | %s | %.3f | %.2f | %.3f | %.1f | %.3f |\n", run, $c["policy"], $c["tau_mean"],
-              $c["executed_mean"], $c["speedup_vs_natural"], $c["h2d_bytes_per_token"] / 1e6, $c["cache_hit_rate"] }' "$d/summary.csv"
-done)
-papers=$(scripts/papers-table.sh "$res")
-if [ $quick = 0 ]; then
-  for f in README.md docs/validation.md; do # the published outcomes beside the simulator's
-    awk -v t="$papers" '/<!-- BEGIN generated: papers -->/ { print; print t; skip = 1; next }
-      /<!-- END generated: papers -->/ { skip = 0 } !skip' "$f" >"$f.tmp" && mv "$f.tmp" "$f"
-  done
-  awk -v t="$table" '/<!-- BEGIN generated: reference -->/ { print; print "| run | policy | tau | executed | speedup | H2D MB/token | hit |"; print "|---|---|---|---|---|---|---|"; print t; skip = 1; next }
-    /<!-- END generated: reference -->/ { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp && mv docs/validation.md.tmp docs/validation.md
-fi
-if [ $quick = 0 ]; then # the acceptance model's κ sensitivity on the resident arm, between its markers
-  t=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-    { k = $c["acceptance_model.kappa"]; if (!(k in seen)) { seen[k] = 1; ks[++n] = k }
-      tau[k, $c["policy"]] = $c["tau_mean"]; sp[k, $c["policy"]] = $c["speedup_vs_natural"] }
-    END { print "| κ | acceptmoe τ / speedup | acceptmoe-fix B=32 τ / speedup | moe-spec B=32 τ / speedup |"
-      print "|---|---|---|---|"
-      split("acceptmoe acceptmoe-fix/B=32 moe-spec/B=32", r, " ")
-      for (i = 1; i <= n; i++) { k = ks[i]; printf "| %s |", (k == 0.14 ? "**0.14**" : k)
-        for (j = 1; j <= 3; j++) printf " %.3f / %.3f× |", tau[k, r[j]], sp[k, r[j]]; print "" } }' \
-    "$res/acceptmoe-resident-qwen3/summary.csv")
-  awk -v t="$t" '$0 == "<!-- BEGIN generated: kappa -->" { print; print t; skip = 1; next }
-    $0 == "<!-- END generated: kappa -->" { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp &&
-    mv docs/validation.md.tmp docs/validation.md
-fi
-if [ $quick = 0 ]; then # what moves EcoSpec's result, one switch at a time: each model's table between its markers
+if [ $quick = 0 ]; then # what moves EcoSpec's result, one switch at a time (docs/validation.md's tables)
   ACCEPTMOE=$A scripts/decompose-ecospec.sh 100 >"$res/decompose-ecospec.md"
-  for m in qwen3-235b-a22b gpt-oss-120b deepseek-v3; do
-    t=$(awk -v m="$m" '$0 == "### " m " " || index($0, "### " m " (") == 1 { on = 1; next } on && /^\|/ { print; got = 1; next }
-      on && got { exit }' "$res/decompose-ecospec.md")
-    awk -v t="$t" -v mk="decompose-$m" '$0 == "<!-- BEGIN generated: " mk " -->" { print; print t; skip = 1; next }
-      $0 == "<!-- END generated: " mk " -->" { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp &&
-      mv docs/validation.md.tmp docs/validation.md
-  done
-fi
-if [ $quick = 0 ]; then # the batch figure's tables, between their markers
-  for m in "qwen3:128" "deepseek:256"; do
-    t=$(batch_table "$res/figure-batch-${m%%:*}/summary.csv" "${m#*:}")
-    awk -v t="$t" -v mk="batch-${m%%:*}" '$0 == "<!-- BEGIN generated: " mk " -->" { print; print t; skip = 1; next }
-      $0 == "<!-- END generated: " mk " -->" { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp &&
-      mv docs/validation.md.tmp docs/validation.md
-  done
-fi
-if [ $have_cells = 1 ]; then # every predicted serving cell, between its markers
-  cells_rows=$(awk -F, 'NR > 1 { printf "| %s | %s | %.4g | %.4g | %+.1f%% |\n", $1, $3, $5, $4, 100 * ($5 - $4) / $4 }' \
-    "$res/cells/points.csv")
-  awk -v t="$cells_rows" '/<!-- BEGIN generated: cells -->/ { print; print "| id | metric | predicted | measured | error |"
-      print "|---|---|---|---|---|"; print t; skip = 1; next }
-    /<!-- END generated: cells -->/ { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp && mv docs/validation.md.tmp docs/validation.md
-  for part in "cells-mape:^\\| by \\|" "cells-ratios:^\\| on \\| off \\|"; do # the matrix's MAPE and ratio tables as printed
-    t=$(awk -v h="${part#*:}" '$0 ~ h { on = 1 } on && !/^\|/ { if (seen) exit } on { print; seen = 1 }' "$res/cells/matrix.md")
-    [ "${part%%:*}" = cells-ratios ] && t="$t"$'\n\n'"$(grep '^Ratio MAPE' "$res/cells/matrix.md" || true)"
-    awk -v t="$t" -v mk="${part%%:*}" '$0 == "<!-- BEGIN generated: " mk " -->" { print; print t; skip = 1; next }
-      $0 == "<!-- END generated: " mk " -->" { skip = 0 } !skip' docs/validation.md >docs/validation.md.tmp &&
-      mv docs/validation.md.tmp docs/validation.md
-  done
+  # every generated block of the docs from these results
+  RESULTS=$res ACCEPTMOE=$A scripts/docs-generated.sh
 fi
 echo "results in $res/, figures in $figs/, $readme"

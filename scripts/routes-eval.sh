@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What {draft: adaptive, cost: experts} keeps of its gain when it sizes by routes an engine
-# can have (docs/design.md §18, docs/validation.md "Routes an engine can predict"): runs
+# can have (docs/design.md §18, docs/outcomes.md "Routes an engine can predict"): runs
 # workloads/specs/routes-batch-qwen3.yaml (batch 1, 8, 64) and routes-load-qwen3.yaml
 # (12 requests/s) on seeds 201 and 202, and prints per setting each sizing row's tokens/s
 # (pooled over the seeds: the mean) and the share of the oracle's gain over cost: tokens

@@ -404,8 +404,24 @@ while read -r cmd opt; do
 done < <("$A" --help | awk '/^  [a-z]/{cmd=$1} /^  [a-z]/||/^               /{for(i=1;i<=NF;i++){t=$i; gsub(/[][(|)]/," ",t); n=split(t,w," "); for(j=1;j<=n;j++) if(w[j] ~ /^-/) print cmd, w[j]}}' | sort -u)
 [ -z "$miss" ] && ok || bad "options in the usage that their command refuses:$miss"
 
-# the generated blocks of README.md and docs/spec.md (policy tables, key list, resolved quickstart) are the code's
+# the generated blocks of README.md, docs/spec.md (policy tables, key list, resolved quickstart),
+# docs/validation.md and docs/outcomes.md (from the reference results) are what makes them
 ACCEPTMOE="$A" scripts/docs-generated.sh --check 2>"$T/dp.err" && ok || bad "$(cat "$T/dp.err")"
+# ... and a stale block fails the check: a copy of what the generator reads, the matrix's MAPE changed
+mkdir -p "$T/dg/scripts" "$T/dg/docs" "$T/dg/results" "$T/dg/sim/engine"
+cp scripts/docs-generated.sh scripts/papers-table.sh "$T/dg/scripts/"
+cp README.md "$T/dg/"
+cp docs/spec.md docs/validation.md docs/outcomes.md "$T/dg/docs/"
+cp -r results/reference "$T/dg/results/"
+cp -r workloads "$T/dg/"
+cp sim/engine/accept.h "$T/dg/sim/engine/"
+awk '/<!-- BEGIN generated: cells-mape -->/ { on = 1 } on && /^\| all \|/ && !done { sub(/[0-9.]+%/, "99.9%"); done = 1 } { print }' \
+  docs/validation.md >"$T/dg/docs/validation.md"
+if cmp -s docs/validation.md "$T/dg/docs/validation.md"; then bad "the planted stale block did not change validation.md"
+else
+  ACCEPTMOE="$(cd "$(dirname "$A")" && pwd)/$(basename "$A")" "$T/dg/scripts/docs-generated.sh" --check 2>"$T/dg.err" && bad "a stale validation.md block passed the check" ||
+    { grep -q "validation.md's cells-mape block differs" "$T/dg.err" && ok || bad "stale block: $(cat "$T/dg.err")"; }
+fi
 "$A" keys --markdown | awk -F' [|] ' 'NR > 2 && $3 !~ /[a-z]/ { print; bad = 1 } END { exit bad }' >"$T/keys.bad" && ok || bad "keys without a help line: $(cat "$T/keys.bad")"
 # the README's example table is what the quickstart run prints
 "$A" run workloads/specs/quickstart.yaml --out "$T/qs" 2>/dev/null | grep '^|' >"$T/qs.table"
