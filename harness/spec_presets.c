@@ -1,5 +1,5 @@
 /* Presets: where they live, and the one loader of a model, hardware,
- * interconnect or engine preset (and a hardware calibration over it); a
+ * interconnect, engine or host preset (and a hardware calibration over it); a
  * deployment preset, the four sections together. */
 #include "spec_internal.h"
 
@@ -60,6 +60,10 @@ static void reset_hw(amoe_spec *s) {
 }
 static void reset_ic(amoe_spec *s) { memset(&s->hw.ic, 0, sizeof s->hw.ic); }
 static void reset_engine(amoe_spec *s) { spec_engine_defaults(&s->engine); }
+static void reset_host(amoe_spec *s) {
+  memset(&s->host, 0, sizeof s->host);
+  s->host.sockets = 1;
+}
 static const struct {
   const char *section, *dir, *what;
   void (*reset)(amoe_spec *s);
@@ -69,6 +73,7 @@ static const struct {
     {"hardware", "hw", "hardware", reset_hw, offsetof(amoe_spec, hw.name)},
     {"hardware.interconnect", "interconnect", "interconnect", reset_ic, offsetof(amoe_spec, hw.ic.name)},
     {"engine", "engines", "engine", reset_engine, offsetof(amoe_spec, engine.name)},
+    {"host", "hosts", "host", reset_host, offsetof(amoe_spec, host.name)},
 };
 
 /* Measured numbers over a hardware preset's leads (docs/design.md §4):

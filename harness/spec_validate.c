@@ -4,6 +4,7 @@
 #include "spec_internal.h"
 #include "kernels.h"
 #include "sizing.h"
+#include "tiers.h"
 
 #include <errno.h>
 #include <math.h>
@@ -175,6 +176,31 @@ static void resolve_layout(amoe_spec *s, const char *where, const spec_at *at, a
  * unset, from the GPU's memory, the layout and the draft tokens a
  * speculating row verifies per request (a server speculates when any row
  * does). */
+/* experts: (§21) parsed into s->tiers; a placement off the GPU needs a
+ * host to run its experts, and is not offload's cache over PCIe. */
+static void check_tiers(amoe_spec *s, const char *where, const spec_at *at, amoe_diag *d) {
+  char kw[AMOE_PATH_MAX + 64];
+  amoe_err me;
+  if (amoe_tiers_parse(s->experts, s->model.moe_layers, &s->tiers, &me) != AMOE_OK) {
+    amoe_diag_add(d, "%s: experts: %s", KW("experts"), me.msg);
+    return;
+  }
+  if (s->tiers.kind == AMOE_TIER_GPU) return;
+  if (!s->host.name[0] || !(s->host.channels > 0 && s->host.mts > 0 && s->host.bw_share > 0 && s->host.flops > 0))
+    amoe_diag_add(d, "%s: experts: %s computes experts on the host: host: needs a preset (workloads/hosts/) or "
+                  "channels, mts, bw_share and flops", KW("experts"), s->experts);
+  if (s->offload.enabled)
+    amoe_diag_add(d, "%s: experts: %s and offload: are two placements of the experts (the host computes them, or "
+                  "the GPU's cache fetches them); set one", KW("experts"), s->experts);
+  if (s->parallel.moe_ep > 1)
+    amoe_diag_add(d, "%s: experts: %s with parallel.moe_ep %d: experts off the GPU are modelled beside tensor "
+                  "parallelism only (the GPU's side is not yet its busiest group's)", KW("experts"), s->experts,
+                  s->parallel.moe_ep);
+  if (s->tiers.strategy == AMOE_PICK_FREQUENCY && s->tiers.kind == AMOE_TIER_SHARE)
+    amoe_diag_add(d, "%s: experts: frequency places by a calibration workload's counts, which no run gives yet; "
+                  "random, uniform or front", KW("experts"));
+}
+
 static void size_engine(amoe_spec *s) {
   int speculating = 0;
   for (int i = 0; i < s->npolicies; i++) speculating |= !amoe_draft_table[s->policies[i].draft].one_token_per_pass;
@@ -208,6 +234,7 @@ int spec_validate(amoe_spec *s, const char *where, const spec_at *at, amoe_diag 
                   s->workload.top_m, s->model.top_k, s->model.experts);
   resolve_policies(s, where, at, d);
   resolve_layout(s, where, at, d);
+  check_tiers(s, where, at, d);
   if (s->engine.cuda_graphs < 0) s->engine.cuda_graphs = s->hw.cuda_graphs;
   if (s->engine.overlap_scheduler < 0) s->engine.overlap_scheduler = s->hw.overlap_scheduler;
   size_engine(s);

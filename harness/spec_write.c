@@ -119,6 +119,9 @@ static int unused_batch_key(const amoe_experiment *x, const char *path) {
     return s->workload.lengths != AMOE_LENGTHS_NORMAL && !swept(x, path) && !swept(x, "workload.arrival.lengths");
   if (load_key(path)) return !amoe_experiment_open(x);
   if (unset_serving_key(x, path)) return 1;
+  /* §21's tiers: where the experts live, and the host, only where set */
+  if (!strcmp(path, "experts")) return !s->experts[0] && !swept(x, path);
+  if (!strncmp(path, "host.", 5)) return !s->host.name[0] && !swept(x, path) && !swept(x, "host");
   if (!strcmp(path, "baseline")) return s->baseline && !swept(x, path); /* (written where it is off) */
   if (!strcmp(path, "workload.prefill_sample")) { /* (only a prompt chunk longer than it reads it) */
     const amoe_workload_spec *w = &s->workload;

@@ -305,7 +305,7 @@ static void parse_commitment(ydoc *y, yaml_node_t *n, amoe_spec *s) {
   }
 }
 
-/* model:, hardware: or engine: as a preset name, or a mapping whose
+/* model:, hardware:, engine: or host: as a preset name, or a mapping whose
  * `preset` is loaded first and its other keys set over it. */
 static void parse_preset_node(ydoc *y, yaml_node_t *v, amoe_spec *s, const char *sect) {
   char w[AMOE_PATH_MAX + 64];
@@ -389,7 +389,7 @@ void spec_walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int 
       spec_load_preset(s, "hardware.interconnect", spec_scalar(v), w, y->d);
       continue;
     }
-    if (!strcmp(path, "model") || !strcmp(path, "hardware") || !strcmp(path, "engine")) {
+    if (!strcmp(path, "model") || !strcmp(path, "hardware") || !strcmp(path, "engine") || !strcmp(path, "host")) {
       parse_preset_node(y, v, s, path);
       continue;
     }
@@ -454,7 +454,7 @@ int spec_set(amoe_spec *s, const char *key, const char *value, const char *where
   /* Build a one-key YAML document so every key goes through the same walk. */
   ydoc y;
   const char *dot = strrchr(key, '.');
-  if (!strcmp(key, "model") || !strcmp(key, "hardware") || !strcmp(key, "engine")) {
+  if (!strcmp(key, "model") || !strcmp(key, "hardware") || !strcmp(key, "engine") || !strcmp(key, "host")) {
     spec_load_preset(s, key, value, where, d);
     return d->n == before;
   }

@@ -9,12 +9,9 @@ const char *const amoe_router_names[] = {"softmax", "sigmoid-normalized", "softm
                                          NULL};
 const char *const amoe_weight_fmt_names[] = {"bf16", "fp8-block128", "mxfp4", "nvfp4", NULL};
 const char *const amoe_dense_fmt_names[] = {"auto", "bf16", "fp8", NULL};
-
-int amoe_model_dense_format(const amoe_model *m) {
-  if (m->dense_format != AMOE_DENSE_AUTO) return m->dense_format;
-  return m->weight_format == AMOE_FMT_FP8_BLOCK128 ? AMOE_DENSE_FP8 : AMOE_DENSE_BF16;
-}
 const char *const amoe_kernel_ops_names[] = {"moe", "moe+gemm", "gemm", NULL};
+const char *const amoe_host_isa_names[] = {"avx2", "avx512", "amx", NULL};
+const char *const amoe_tier_strategy_names[] = {"random", "uniform", "front", "frequency", NULL};
 
 double amoe_model_format_bytes(int format, int rows, int cols) {
   const double n = (double)rows * cols;
@@ -35,6 +32,11 @@ const char *const amoe_sizing_names[] = {"fixed", "vllm", "sglang", NULL};
 
 double amoe_model_shared_expert_bytes(const amoe_model *m) {
   return 3.0 * m->hidden * (double)m->moe_intermediate * 2.0;
+}
+
+int amoe_model_dense_format(const amoe_model *m) {
+  if (m->dense_format != AMOE_DENSE_AUTO) return m->dense_format;
+  return m->weight_format == AMOE_FMT_FP8_BLOCK128 ? AMOE_DENSE_FP8 : AMOE_DENSE_BF16;
 }
 
 amoe_status amoe_model_check(const amoe_model *m, amoe_err *e) {

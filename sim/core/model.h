@@ -188,6 +188,40 @@ typedef struct {
   } ic;
 } amoe_hw;
 
+/* The host that experts off the GPU live on and run on (`host:`, a preset
+ * of workloads/hosts/; docs/design.md §21): its CPU sockets and their
+ * memory. A CPU-side expert costs the larger of its bytes over the
+ * bandwidth the cores reach and its FLOPs at the ISA's rate, plus a fixed
+ * cost; a second socket adds socket_gain of the first's rates. */
+typedef enum { AMOE_ISA_AVX2 = 0, AMOE_ISA_AVX512 = 1, AMOE_ISA_AMX = 2 } amoe_host_isa;
+extern const char *const amoe_host_isa_names[]; /* by amoe_host_isa, NULL-terminated */
+typedef struct {
+  char name[AMOE_NAME_MAX];
+  int cores;              /* a socket's */
+  int isa;                /* amoe_host_isa: the widest the expert kernels use */
+  int sockets;            /* 0 until resolved: 1 */
+  int channels;           /* DRAM channels a socket */
+  double mts;             /* their transfers a second, in millions (DDR5-4800: 4800) */
+  double bw_share;        /* the share of the channels' peak (8 bytes a transfer) an expert kernel's reads reach */
+  double flops;           /* a socket's expert FLOP/s at 16-bit weights */
+  double flops_int8;      /* at 8-bit and narrower weights, integer ops (0: flops) */
+  double expert_fixed_s;  /* per expert a pass computes on the host */
+  double socket_gain;     /* what a second socket adds, as a share of one (NUMA-aware kernels) */
+} amoe_host;
+
+/* Where each layer's routed experts live (`experts:`, docs/design.md §21;
+ * sim/cost/tiers.h parses and places them). */
+typedef enum { AMOE_TIER_GPU = 0, AMOE_TIER_CPU = 1, AMOE_TIER_SHARE = 2, AMOE_TIER_CPU_LAYERS = 3 } amoe_tier_kind;
+typedef enum { AMOE_PICK_RANDOM = 0, AMOE_PICK_UNIFORM = 1, AMOE_PICK_FRONT = 2, AMOE_PICK_FREQUENCY = 3 } amoe_tier_strategy;
+extern const char *const amoe_tier_strategy_names[]; /* by amoe_tier_strategy, NULL-terminated */
+
+typedef struct {
+  int kind;     /* amoe_tier_kind */
+  double share; /* cpu:SHARE:…: the GPU's share of the experts */
+  int strategy; /* cpu:SHARE:STRATEGY: amoe_tier_strategy */
+  int layers;   /* cpu-layers:N */
+} amoe_tiers;
+
 /* How a pass is split over the node's GPUs (`parallel:`, docs/design.md §16):
  * attention, dense layers, shared experts and the head tensor-parallel over
  * attention_tp GPUs, in attention_dp data-parallel copies that each run

@@ -117,6 +117,9 @@ typedef struct {
   char hw_calibration[AMOE_PATH_MAX]; /* calibration file applied over the preset, or "" */
   amoe_engine engine;
   amoe_parallel parallel;
+  amoe_host host;          /* the CPU and memory experts off the GPU live on (§21) */
+  char experts[64];        /* where the routed experts live: gpu, cpu, cpu:SHARE:STRATEGY, cpu-layers:N ("": gpu) */
+  amoe_tiers tiers;        /* experts, parsed (spec_validate) */
   amoe_workload_spec workload;
   struct {
     int mode;

@@ -278,7 +278,7 @@ static amoe_status batch_pass(const amoe_spec *s, const amoe_offline *offline, r
   sh.draft_prompt = one_token ? 0 : sh.prompt_tokens; /* the prompt chunks' tokens, drafted over too */
   const amoe_cost_pass_ctx pc = pass_cost(s, rs, &sh, !one_token && na > 0, o.mtp_s, o.candidates);
   amoe_pass_time pt = amoe_cost_pass_begin(&pc);
-  const int by_count = pc.ec.per_token_s * o.tokens > pc.ec.mem_s, counted = by_count || rs->cache;
+  const int by_count = pc.ec.per_token_s * o.tokens > pc.ec.mem_s, counted = by_count || rs->cache || rs->on_gpu;
   const int pass_wide = !rs->ver->all_experts && rs->ver->batch == AMOE_BATCH_PASS && rs->ver->select_pass && na > 0;
   if (rs->ver->all_experts) batch_route_natural(s, sl, act, na, bp);
   double su = 0, ss = 0, sx = 0;

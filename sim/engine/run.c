@@ -33,7 +33,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
    * every executed expert costs exactly its bytes: then only the executed
    * set matters, and the per-expert token counts are not kept. */
   const int by_count = ec.per_token_s * nn > ec.mem_s;
-  const int counted = by_count || rs->cache; /* offload also reports hits per (token, expert) */
+  const int counted = by_count || rs->cache || rs->on_gpu; /* offload also reports hits per (token, expert); the host computes per pair */
   const int want_routes = h && h->on_route && !log_pass;
   for (int l = 0; l < L; l++) {
     layer_sums ls = {0};
@@ -261,14 +261,21 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
   memset(rs, 0, sizeof rs);
   amoe_status st = AMOE_OK;
   amoe_layout *layout = NULL;
+  uint8_t *on_gpu = NULL; /* experts: where each layer's experts live (§21), one placement for every row */
   for (int i = 0; i < P; i++) memset(&rows[i], 0, sizeof rows[i]);
   st = amoe_run_layout(s, offline->load, &layout, e);
+  if (st == AMOE_OK && s->tiers.kind != AMOE_TIER_GPU) {
+    on_gpu = malloc((size_t)L * E);
+    st = on_gpu ? amoe_tiers_place(&s->tiers, L, E, NULL, s->workload.seed, on_gpu, e)
+                : amoe_fail(e, AMOE_ENOMEM, "out of memory placing experts");
+  }
   for (int i = 0; i < P && st == AMOE_OK; i++) {
     rows[i].layers = calloc((size_t)L, sizeof *rows[i].layers);
     if (!rows[i].layers) st = amoe_fail(e, AMOE_ENOMEM, "out of memory");
     rs[i].row = &s->policies[i];
     rs[i].request = -1;
     rs[i].layout = layout;
+    rs[i].on_gpu = on_gpu;
     rows[i].tot.groups = layout ? amoe_layout_groups(layout) : 1;
     rs[i].ver = &amoe_verifier_table[s->policies[i].verifier];
     rs[i].draft = &amoe_draft_table[s->policies[i].draft];
@@ -341,6 +348,7 @@ amoe_status amoe_run(const amoe_spec *s, const amoe_offline *offline, amoe_sourc
     free(rs[i].slot_committed);
   }
   amoe_layout_free(layout);
+  free(on_gpu);
   if (st != AMOE_OK)
     for (int i = 0; i < P; i++) amoe_row_result_free(&rows[i]);
   return st;

@@ -16,6 +16,7 @@
 #include "grow.h"
 #include "layout.h"
 #include "policy.h"
+#include "tiers.h"
 #include "route.h"
 #include "run.h"
 
@@ -30,6 +31,7 @@ typedef struct {
   int64_t request;      /* the current block's request (offload.reset: request) */
   uint8_t *prev_x;      /* [layer][E] the previous pass's executed sets (executed_overlap) */
   const amoe_layout *layout; /* several GPUs: where the experts are, else NULL */
+  const uint8_t *on_gpu;     /* experts: off the GPU (§21): [layer][E] 1 where the GPU holds it, else NULL */
   amoe_draft_prediction predicted; /* the draft's prediction for the current block (0: none) */
   double select_s;      /* the verifier's selection_s per pass (0: none) */
   int have_prev;        /* prev_x holds a pass of this request */
@@ -321,6 +323,29 @@ AMOE_STAGE void layer_execute(const amoe_expert_coef ec, row_state *rs, int l, i
   if (rs->draft_state) rs->draft->observe(rs->draft_state, l, X, E);
 }
 
+/* The executed experts of layer l split by where they live (§21): the GPU
+ * runs its own (priced as layer_execute prices them: by their tokens, or
+ * each at its bytes) while the host runs the rest at once (their reads and
+ * their (token, expert) pairs) and the pass's tokens cross the link to it
+ * and back (amoe_cost_tier_layer: the hardware's h2d_bw and
+ * copy_latency_s). all_gpu: the layer's time
+ * with every expert on the GPU, returned as it is when the host has none. */
+static inline double tier_moe_s(const amoe_spec *s, const amoe_cost_pass_ctx *pc, const uint8_t *on_gpu, int l,
+                                const uint8_t *X, const int *count, int by_count, int tokens, double all_gpu) {
+  const int E = s->model.experts;
+  const uint8_t *g = on_gpu + (size_t)l * E;
+  double gpu = 0, pairs = 0;
+  int on_host = 0;
+  for (int x = 0; x < E; x++) {
+    if (!X[x]) continue;
+    const int n = count ? count[x] : 1;
+    if (g[x]) gpu += by_count ? amoe_cost_expert_at(pc->ec, n) : pc->ec.mem_s;
+    else on_host++, pairs += n;
+  }
+  if (!on_host) return all_gpu;
+  return amoe_cost_tier_layer(&s->model, &s->host, gpu, on_host, pairs, tokens, s->hw.h2d_bw, s->hw.copy_latency_s);
+}
+
 /* Belady's and MIN's first run: the layer's requests into the row's log
  * (nothing when the row keeps none). */
 static inline amoe_status log_requests(row_state *rs, int l, const uint8_t *X, int E, amoe_err *e) {
@@ -469,6 +494,8 @@ AMOE_STAGE amoe_status layer_stages(const amoe_spec *s, row_state *rs, const amo
                                     amoe_pass_time *pt, amoe_err *e) {
   layer_execute(pc->ec, rs, l, s->model.experts, w, counted, by_count, ls);
   if (rs->layout) layer_place(rs->layout, pc->moe_tp, pc->ec, l, w, by_count, ls);
+  if (rs->on_gpu)
+    ls->t_moe = tier_moe_s(s, pc, rs->on_gpu, l, w->X, counted ? w->count : NULL, by_count, pc->tokens, ls->t_moe);
   AMOE_TRY(layer_cache(s, rs, l, w, place, ls, e));
   layer_cost(pc, ls, pt);
   if (!log_pass) layer_account(&s->model, rs, l, pc->dense, ls);
@@ -539,6 +566,7 @@ static inline amoe_status row_prefill(const amoe_spec *s, row_state *rs, work *w
       int busiest;
       c.expert_s = amoe_layout_layer(rs->layout, l, w->X, w->count, pc.ec, pc.moe_tp, &busiest);
     }
+    if (rs->on_gpu) c.expert_s = tier_moe_s(s, &pc, rs->on_gpu, l, w->X, w->count, 1, tokens, c.expert_s);
     if (through) {
       AMOE_TRY(log_requests(rs, l, w->X, E, e));
       amoe_cache_pass_stats cs;
