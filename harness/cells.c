@@ -3,6 +3,8 @@
  * the format: docs/spec.md "Serving cells"). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "cells_internal.h"
+#include "cache.h"
+#include "tiers.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -20,9 +22,18 @@
 
 static const char *const COLS[NCOLS + 1] = {"id", "source", "grade", "model", "hardware", "gpus", "tp", "ep", "engine",
                                         "weights", "draft", "k", "al", "isl", "osl", "lengths", "load", "requests",
-                                        "metric", "value", NULL};
+                                        "metric", "value", "host", "link", "experts", "ssd", "note", NULL};
 static const char *const METRICS[] = {"output_tok_s", "total_tok_s", "output_tok_s_per_gpu", "tpot_ms", "tpot_ms_p50",
-                                      "ttft_ms_p50", "ttft_ms", NULL};
+                                      "ttft_ms_p50", "ttft_ms", "decode_tok_s", "prefill_tok_s", "cache_hit_rate",
+                                      "ssd_gb_per_token", NULL};
+/* The host links a tier row names: bytes/s to the GPU and the latency of
+ * one copy (real-data tiers/pcie_h2d_rates.csv: an A10 on PCIe 4 x16 moves
+ * 18.3-19.7 GB/s in a single stream, an H100 on PCIe 5 35.0-35.4 GB/s; a
+ * copy each way, 86.2 us a round trip on imp's box, is half of that). */
+static const struct {
+  const char *name;
+  double bw, latency_s;
+} LINKS[] = {{"pcie4", 19.0e9, 43.1e-6}, {"pcie5", 35.2e9, 43.1e-6}, {NULL, 0, 0}};
 static const char *const DRAFTS[] = {"none", "mtp", "eagle3", "dspark", "dspark-adaptive", NULL};
 
 static int name_index(const char *const *names, const char *s) {
@@ -84,6 +95,58 @@ static int whole(const char *s, int lo, int empty_ok, int empty, int *out) {
   return 1;
 }
 
+static int preset_exists(const char *kind, const char *name);
+
+static int link_index(const char *name) {
+  for (int i = 0; LINKS[i].name; i++)
+    if (!strcmp(LINKS[i].name, name)) return i;
+  return -1;
+}
+
+/* The model preset's MoE layers and experts (0, 0: no such preset). */
+static void model_shape(const char *model, int *layers, int *experts) {
+  amoe_spec *s = calloc(1, sizeof *s);
+  amoe_diag d = {0};
+  *layers = *experts = 0;
+  if (s) {
+    amoe_spec_defaults(s);
+    if (preset_exists("models", model) && amoe_spec_load_preset(s, 0, model, "cells", &d) == AMOE_OK)
+      *layers = s->model.moe_layers, *experts = s->model.experts;
+  }
+  amoe_diag_free(&d);
+  free(s);
+}
+
+/* A tier row's experts column (docs/design.md §21): the placements the
+ * simulator runs (tiers.h), a GPU cache of SLOTS experts a layer over host
+ * memory (cache:SLOTS:POLICY) or experts on NVMe under a GPU cache of MIB
+ * (ssd:MIB), checked against the row's model where its preset is here.
+ * 0 with what is wrong in e. */
+static int experts_form(const char *text, const char *model, amoe_err *e) {
+  int layers, experts;
+  model_shape(model, &layers, &experts);
+  if (!strncmp(text, "cache:", 6)) {
+    char *end;
+    const long slots = strtol(text + 6, &end, 10);
+    if (end == text + 6 || *end != ':' || slots < 1)
+      return amoe_fail(e, AMOE_EINVAL, "'%s': cache:SLOTS:POLICY takes a whole number of slots, at least 1", text), 0;
+    if (experts > 0 && slots > experts)
+      return amoe_fail(e, AMOE_EINVAL, "'%s': %ld slots a layer, more than %s's %d experts", text, slots, model, experts), 0;
+    for (int i = 0; amoe_cache_policy_names[i]; i++)
+      if (!strcmp(end + 1, amoe_cache_policy_names[i])) return 1;
+    return amoe_fail(e, AMOE_EINVAL, "'%s': no cache policy '%s' (offload.policy's: lru, lfu, ...)", text, end + 1), 0;
+  }
+  if (!strncmp(text, "ssd:", 4)) {
+    char *end;
+    const double mib = strtod(text + 4, &end);
+    if (end == text + 4 || *end || !(mib > 0))
+      return amoe_fail(e, AMOE_EINVAL, "'%s': ssd:MIB takes the GPU cache's MiB, above 0", text), 0;
+    return 1;
+  }
+  amoe_tiers t;
+  return amoe_tiers_parse(text, layers > 0 ? layers : 1000000, &t, e) == AMOE_OK;
+}
+
 static amoe_status parse_file(const char *path, cell_file *cf, amoe_err *e) {
   memset(cf, 0, sizeof *cf);
   FILE *f = fopen(path, "r");
@@ -108,7 +171,7 @@ static amoe_status parse_file(const char *path, cell_file *cf, amoe_err *e) {
         }
         map[c] = i++;
       }
-      for (int c = 0; c < NCOLS && st == AMOE_OK; c++)
+      for (int c = 0; c < C_REQUIRED && st == AMOE_OK; c++)
         if (map[c] < 0)
           st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:1 (byte %ld): the header has no column '%s'", path, lineno, at,
                          COLS[c]);
@@ -183,6 +246,24 @@ static amoe_status parse_file(const char *path, cell_file *cf, amoe_err *e) {
     if (st == AMOE_OK && (r->draft = name_index(DRAFTS, r->f[C_DRAFT])) < 0)
       BAD(C_DRAFT, "none, mtp, eagle3, dspark or dspark-adaptive");
     if (st == AMOE_OK && (r->draft == 0) != (r->k == 0)) BAD(C_K, r->draft ? "at least 1 with a draft" : "0 with draft none");
+    /* a tier row's (§21): the host as PRESET or PRESET*SOCKETS, the link, where the experts live */
+    r->sockets = 1;
+    if (st == AMOE_OK && r->f[C_HOST][0]) {
+      char name[FIELD_MAX];
+      snprintf(name, sizeof name, "%s", r->f[C_HOST]);
+      char *star = strchr(name, '*');
+      if (star) *star++ = 0;
+      if (star && (!whole(star, 1, 0, 0, &r->sockets) || r->sockets > 16))
+        BAD(C_HOST, "a host preset, or PRESET*SOCKETS with 1 to 16 sockets");
+      else if (!preset_exists("hosts", name)) BAD(C_HOST, "a host preset of workloads/hosts/ (xeon-6454s, xeon-6454s*2)");
+    }
+    if (st == AMOE_OK && r->f[C_LINK][0] && link_index(r->f[C_LINK]) < 0) BAD(C_LINK, "pcie4 or pcie5 (or empty)");
+    if (st == AMOE_OK && r->f[C_EXPERTS][0]) {
+      amoe_err te;
+      if (!experts_form(r->f[C_EXPERTS], r->f[C_MODEL], &te))
+        st = amoe_fail(e, AMOE_EFORMAT, "%s:%d:%d (byte %ld): experts: %s", path, lineno, cols_at[C_EXPERTS],
+                       at + cols_at[C_EXPERTS] - 1, te.msg);
+    }
     if (st != AMOE_OK) break;
 #undef BAD
     r->isl = whole(r->f[C_ISL], 1, 0, 0, &r->isl) ? r->isl : 0; /* (a dataset's name: 0) */
@@ -276,7 +357,7 @@ typedef struct {
   char key[4096];
   char spec[4096];
   char sets[RUN_SETS][256];
-  int nset, gpus;
+  int nset, gpus, isl;
   char policy_note[256]; /* what the row's run stands on beyond the cell */
   int done, failed;
   char why[256];
@@ -444,6 +525,11 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   char *ov = strchr(engine, ';');
   if (ov) *ov++ = 0;
   if (c->metric < 0) return snprintf(why, wn, "metric '%.80s' is not one this command predicts", c->f[C_METRIC]), 0;
+  const char *tier = c->f[C_EXPERTS];
+  if (!strcmp(c->f[C_METRIC], "cache_hit_rate") || !strcmp(c->f[C_METRIC], "ssd_gb_per_token") ||
+      !strncmp(tier, "cache:", 6) || !strncmp(tier, "ssd:", 4))
+    return snprintf(why, wn, "experts '%.60s', %.40s: a GPU cache over host memory or NVMe is not modelled yet "
+                    "(docs/design.md §21)", tier[0] ? tier : "gpu", c->f[C_METRIC]), 0;
   if (!preset_exists("models", model))
     return snprintf(why, wn, "no model preset '%.80s' (its shape is in no public config read here)", model), 0;
   if (!preset_exists("hw", hw)) return snprintf(why, wn, "no hardware preset '%.80s'", hw), 0;
@@ -514,12 +600,29 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "model.expert_bytes=0");
   }
   if (passes) snprintf(r->sets[r->nset++], sizeof r->sets[0], "workload.tree.draft_passes=1");
+  if (tier[0] && strcmp(tier, "gpu")) { /* experts off the GPU (§21): the host, its sockets, the link */
+    char host[FIELD_MAX];
+    snprintf(host, sizeof host, "%s", c->f[C_HOST]);
+    if (!host[0]) return snprintf(why, wn, "experts '%.60s' and no host", tier), 0;
+    char *star = strchr(host, '*');
+    if (star) *star = 0;
+    snprintf(r->sets[r->nset++], sizeof r->sets[0], "host=%.200s", host);
+    snprintf(r->sets[r->nset++], sizeof r->sets[0], "host.sockets=%d", c->sockets);
+    snprintf(r->sets[r->nset++], sizeof r->sets[0], "experts=%.200s", tier);
+    const int li = c->f[C_LINK][0] ? link_index(c->f[C_LINK]) : -1;
+    if (li >= 0) {
+      snprintf(r->sets[r->nset++], sizeof r->sets[0], "hardware.h2d_bw=%.17g", LINKS[li].bw);
+      snprintf(r->sets[r->nset++], sizeof r->sets[0], "hardware.copy_latency_s=%.17g", LINKS[li].latency_s);
+    }
+  }
   for (char *tok = ov ? strtok(ov, ";") : NULL; tok; tok = strtok(NULL, ";")) {
-    if (r->nset == 8) return snprintf(why, wn, "more than %d overrides", 8 - 3), 0; /* (a round's extra after) */
+    if (r->nset == RUN_SETS - 3) /* (a round's extra after: a calibration's three terms) */
+      return snprintf(why, wn, "more than %d overrides", RUN_SETS - 3), 0;
     if (!strchr(tok, '=')) return snprintf(why, wn, "override '%.80s' is not KEY=VALUE", tok), 0;
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "%s", tok);
   }
   r->gpus = c->gpus;
+  r->isl = isl;
   return 1;
 }
 
@@ -613,6 +716,8 @@ static double metric_of(const cell_run *r, int metric) {
   case 4: return 1000 * r->tpot_p50_s;
   case 5: return 1000 * r->ttft_p50_s;
   case 6: return 1000 * r->ttft_mean_s;
+  case 7: return 1 / r->tpot_mean_s;          /* decode_tok_s: one stream's */
+  case 8: return r->isl / r->ttft_mean_s;     /* prefill_tok_s: its prompt over its first token's wait */
   default: return NAN;
   }
 }
@@ -633,8 +738,10 @@ int cells_wanted(const char *only, const char *id) {
 }
 
 void cells_deployment_key(const cell *c, char *out, size_t n) {
-  snprintf(out, n, "%.64s|%.32s|%.8s|%.8s|%.8s|%.300s|%.16s", c->f[C_MODEL], c->f[C_HW], c->f[C_GPUS], c->f[C_TP],
-           c->f[C_EP], c->f[C_ENGINE], c->f[C_WEIGHTS]);
+  const int m = snprintf(out, n, "%.64s|%.32s|%.8s|%.8s|%.8s|%.300s|%.16s", c->f[C_MODEL], c->f[C_HW], c->f[C_GPUS],
+                         c->f[C_TP], c->f[C_EP], c->f[C_ENGINE], c->f[C_WEIGHTS]);
+  if (c->f[C_EXPERTS][0] && m > 0 && (size_t)m < n) /* a tier row's: where its experts live, and on what */
+    snprintf(out + m, n - (size_t)m, "|%.64s|%.16s|%.64s", c->f[C_HOST], c->f[C_LINK], c->f[C_EXPERTS]);
 }
 
 void cells_base_key(const cell *c, char *out, size_t n) {

@@ -7,14 +7,18 @@
 #include "cells.h"
 #include "results.h"
 
+/* The columns; those from C_HOST on (the tier rows', docs/design.md §21)
+ * may be absent from a file. */
 enum { C_ID, C_SOURCE, C_GRADE, C_MODEL, C_HW, C_GPUS, C_TP, C_EP, C_ENGINE, C_WEIGHTS, C_DRAFT, C_K, C_AL, C_ISL,
-       C_OSL, C_LENGTHS, C_LOAD, C_REQUESTS, C_METRIC, C_VALUE, NCOLS };
+       C_OSL, C_LENGTHS, C_LOAD, C_REQUESTS, C_METRIC, C_VALUE, C_HOST, C_LINK, C_EXPERTS, C_SSD, C_NOTE, NCOLS };
+#define C_REQUIRED C_HOST
 
 #define FIELD_MAX 512
 typedef struct {
   char f[NCOLS][FIELD_MAX];
   int line;
   int gpus, tp, ep, k, requests, isl, osl; /* -1: not stated (gpus, tp, ep); isl, osl 0: a dataset's */
+  int sockets;            /* the host column's *N (1 without) */
   double al, value;
   int metric, draft;
   int ok;                 /* predicted (else skipped: why) */

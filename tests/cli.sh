@@ -1014,6 +1014,24 @@ else bad "cells: $(cat "$T/cells.err") $(head -c 600 "$T/cells.md")"; fi
 grep -q '^| on | off |' "$T/cells2.md" && ! grep -q 'capture' "$T/cells2.md" && ok || bad "cells --only: $(head -c 300 "$T/cells2.md")"
 sed 's/^on,hand,T,qwen3-32b,h200,2,/on,hand,T,qwen3-32b,h200,0,/' tests/fixtures/cells.csv >"$T/badcells.csv"
 expect 2 "badcells.csv:3:26 \\(byte 230\\): gpus must be a whole number" -- "$A" cells "$T/badcells.csv" --quiet
+# tier rows (§21): the host, link and experts columns after value, the metrics decode_tok_s and
+# prefill_tok_s; the host computing every expert is slower than the GPU; a cache row says why it is
+# skipped; bad tier values are refused at file:line:column
+"$A" cells tests/fixtures/cells_tiers.csv --csv "$T/ct.csv" --quiet >"$T/ct.md" 2>&1
+if awk -F, '$1 == "t-gpu" && $5 == "ok" { g = $2 } $1 == "t-cpu" && $5 == "ok" { c = $2 } $1 == "t-half" && $5 == "ok" { h = $2 }
+     END { exit !(g > c && c > 0 && h > 0) }' "$T/ct.csv" &&
+   grep -q "^| t-cache | cache_hit_rate | .* skipped: experts 'cache:16:lru'" "$T/ct.md"; then ok
+else bad "cells tier rows: $(head -c 600 "$T/ct.md")"; fi
+sed 's/xeon-6454s\*2/xeon-9999/' tests/fixtures/cells_tiers.csv >"$T/ct1.csv"
+expect 2 "ct1.csv:3:100 \(byte 368\): host must be a host preset of workloads/hosts/" -- "$A" cells "$T/ct1.csv" --quiet
+sed 's/cpu:0.5:front/cpu:1.5:front/' tests/fixtures/cells_tiers.csv >"$T/ct2.csv"
+expect 2 "ct2.csv:4:[0-9]+ \(byte [0-9]+\): experts: 'cpu:1.5:front': cpu:SHARE:STRATEGY takes the GPU's share from 0 to 1" -- "$A" cells "$T/ct2.csv" --quiet
+sed 's/cpu:0.5:front/cpu:0.5:hottest/' tests/fixtures/cells_tiers.csv >"$T/ct3.csv"
+expect 2 "ct3.csv:4:[0-9]+ .*no strategy 'hottest'" -- "$A" cells "$T/ct3.csv" --quiet
+sed 's/cache:16:lru/cache:65:lru/' tests/fixtures/cells_tiers.csv >"$T/ct4.csv"
+expect 2 "ct4.csv:5:[0-9]+ .*65 slots a layer, more than olmoe-1b-7b's 64 experts" -- "$A" cells "$T/ct4.csv" --quiet
+sed 's/,pcie5,/,pcie9,/' tests/fixtures/cells_tiers.csv >"$T/ct5.csv"
+expect 2 "ct5.csv:4:[0-9]+ .*link must be pcie4 or pcie5" -- "$A" cells "$T/ct5.csv" --quiet
 if [ -f "$REAL/serving/cells.csv" ]; then
   expect 0 'dsv4-mi350x-off-c4 .* skipped: the layout is not stated' -- "$A" cells "$REAL/serving/cells.csv" --only dsv4-mi350x-off-c4,qwen3-32b-h200-off-q1 --quiet
 fi
