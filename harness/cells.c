@@ -378,7 +378,8 @@ static int preset_exists(const char *kind, const char *name) {
 /* The node's link where the hardware preset names none: NVIDIA's NVLink of
  * that generation. */
 const char *cells_weight_format(const char *weights) {
-  static const char *const W[][2] = {{"bf16", "bf16"}, {"fp8", "fp8-block128"}, {"nvfp4", "nvfp4"}, {"mxfp4", "mxfp4"}};
+  static const char *const W[][2] = {{"bf16", "bf16"}, {"fp8", "fp8-block128"}, {"nvfp4", "nvfp4"}, {"mxfp4", "mxfp4"},
+                                     {"q4_k_m", "q4_k_m"}, {"int8", "int8"}};
   for (size_t i = 0; i < sizeof W / sizeof W[0]; i++)
     if (!strcmp(W[i][0], weights)) return W[i][1];
   return NULL;
@@ -578,7 +579,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   char model_extra[128] = "";
   if (c->f[C_WEIGHTS][0]) {
     const char *fmt = cells_weight_format(c->f[C_WEIGHTS]);
-    if (!fmt) return snprintf(why, wn, "weights '%.80s': bf16, fp8, nvfp4 or mxfp4", c->f[C_WEIGHTS]), 0;
+    if (!fmt) return snprintf(why, wn, "weights '%.80s': bf16, fp8, nvfp4, mxfp4, q4_k_m or int8", c->f[C_WEIGHTS]), 0;
     snprintf(model_extra, sizeof model_extra, "%s", fmt);
   }
   char dpline[32] = "";

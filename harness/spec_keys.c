@@ -129,6 +129,7 @@ const krow KEYS[] = {
     {"host.bw_share", T_DBL, F(host.bw_share), 0, 1, NULL, 0, 0, 0, "the share of the channels' peak an expert kernel's reads reach"},
     {"host.flops", T_DBL, F(host.flops), 0, BIG, NULL, 0, 0, 0, "a socket's expert FLOP/s at 16-bit weights"},
     {"host.flops_int8", T_DBL, F(host.flops_int8), 0, BIG, NULL, 0, 0, 0, "a socket's expert ops/s at 8-bit and narrower weights (0: host.flops)"},
+    {"host.flops_vector", T_DBL, F(host.flops_vector), 0, BIG, NULL, 0, 0, 0, "a socket's expert FLOP/s in vector kernels, for formats the matrix units' kernels do not take (q4_k_m; 0: host.flops)"},
     {"host.expert_fixed_s", T_DBL, F(host.expert_fixed_s), 0, 1, NULL, 0, 0, 0, "fixed cost per expert a pass computes on the host, s"},
     {"host.socket_gain", T_DBL, F(host.socket_gain), 0, 1, NULL, 0, 0, 0, "what a second socket adds, as a share of one socket's rates"},
     {"parallel.attention_tp", T_INT, F(parallel.attention_tp), 0, AMOE_MAX_GPUS, NULL, 0, 0, AUTO_BY_LAYOUT, "attention tensor-parallel ranks (0: from hardware.gpus)"},

@@ -31,6 +31,14 @@ static void host_cost(void) {
   /* narrower weights compute at the integer rate */
   m.weight_format = AMOE_FMT_FP8_BLOCK128;
   CHECK(fabs(amoe_host_flops(&m, &h) - 4e12 * 1.63) < 1, "fp8 weights at the int8 rate: %g", amoe_host_flops(&m, &h));
+  /* q4_k_m runs the vector kernels' rate */
+  m.weight_format = AMOE_FMT_Q4_K_M;
+  h.flops_vector = 2e12;
+  CHECK(fabs(amoe_host_flops(&m, &h) - 2e12 * 1.63) < 1, "q4_k_m at the vector rate: %g", amoe_host_flops(&m, &h));
+  /* the host formats' bytes: 4.85 bits a weight; a byte a weight and a float scale a row */
+  CHECK(fabs(amoe_model_format_bytes(AMOE_FMT_Q4_K_M, 1024, 512) - 1024 * 512 * 4.85 / 8) < 1e-6 &&
+            amoe_model_format_bytes(AMOE_FMT_INT8, 1024, 512) == 1024 * 512 + 4 * 1024,
+        "q4_k_m and int8 bytes");
 }
 
 /* A two-sided layer by hand: the slower of the GPU's side and the host's

@@ -7,7 +7,7 @@
 
 const char *const amoe_router_names[] = {"softmax", "sigmoid-normalized", "softmax-normalized", "softmax-topk",
                                          NULL};
-const char *const amoe_weight_fmt_names[] = {"bf16", "fp8-block128", "mxfp4", "nvfp4", NULL};
+const char *const amoe_weight_fmt_names[] = {"bf16", "fp8-block128", "mxfp4", "nvfp4", "q4_k_m", "int8", NULL};
 const char *const amoe_dense_fmt_names[] = {"auto", "bf16", "fp8", NULL};
 const char *const amoe_kernel_ops_names[] = {"moe", "moe+gemm", "gemm", NULL};
 const char *const amoe_host_isa_names[] = {"avx2", "avx512", "amx", NULL};
@@ -19,6 +19,8 @@ double amoe_model_format_bytes(int format, int rows, int cols) {
   case AMOE_FMT_FP8_BLOCK128: return n + 4.0 * ((rows + 127) / 128) * ((cols + 127) / 128);
   case AMOE_FMT_MXFP4: return n / 2 + n / 32; /* an e8m0 byte per 32 weights */
   case AMOE_FMT_NVFP4: return n / 2 + n / 16 + 4; /* an e4m3 byte per 16, an fp32 per tensor */
+  case AMOE_FMT_Q4_K_M: return n * 4.85 / 8;      /* (real-data tiers/README.md) */
+  case AMOE_FMT_INT8: return n + 4.0 * rows;
   default: return 2 * n;
   }
 }

@@ -28,7 +28,14 @@ extern const char *const amoe_router_names[];
 /* Expert weight formats (docs/design.md §4): bf16; fp8 with an fp32 scale
  * per 128x128 block; mxfp4, 4-bit weights with an e8m0 scale per 32; nvfp4,
  * 4-bit weights with an fp8 scale per 16 (and one fp32 per tensor). */
-typedef enum { AMOE_FMT_BF16 = 0, AMOE_FMT_FP8_BLOCK128 = 1, AMOE_FMT_MXFP4 = 2, AMOE_FMT_NVFP4 = 3 } amoe_weight_fmt;
+typedef enum {
+  AMOE_FMT_BF16 = 0,
+  AMOE_FMT_FP8_BLOCK128 = 1,
+  AMOE_FMT_MXFP4 = 2,
+  AMOE_FMT_NVFP4 = 3,
+  AMOE_FMT_Q4_K_M = 4, /* llama.cpp's 4-bit K-quant mix, about 4.85 bits a weight with its scales (§21) */
+  AMOE_FMT_INT8 = 5    /* 8-bit integers, a scale per output row */
+} amoe_weight_fmt;
 typedef enum { AMOE_DENSE_AUTO = 0, AMOE_DENSE_BF16 = 1, AMOE_DENSE_FP8 = 2 } amoe_dense_fmt;
 extern const char *const amoe_dense_fmt_names[]; /* by amoe_dense_fmt, NULL-terminated */
 /* hardware.kernel_ops: the measured operations a kernel table replaces */
@@ -205,6 +212,7 @@ typedef struct {
   double bw_share;        /* the share of the channels' peak (8 bytes a transfer) an expert kernel's reads reach */
   double flops;           /* a socket's expert FLOP/s at 16-bit weights */
   double flops_int8;      /* at 8-bit and narrower weights, integer ops (0: flops) */
+  double flops_vector;    /* for formats the matrix units' kernels do not take (q4_k_m: llamafile's vector kernels; 0: flops) */
   double expert_fixed_s;  /* per expert a pass computes on the host */
   double socket_gain;     /* what a second socket adds, as a share of one (NUMA-aware kernels) */
 } amoe_host;

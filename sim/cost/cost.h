@@ -41,7 +41,7 @@ typedef struct {
  * preset gives none). */
 static inline double amoe_cost_format_flops(const amoe_model *m, const amoe_hw *hw) {
   const double fp8 = hw->peak_flops_fp8 > 0 ? hw->peak_flops_fp8 : hw->peak_flops;
-  if (m->weight_format == AMOE_FMT_FP8_BLOCK128) return fp8;
+  if (m->weight_format == AMOE_FMT_FP8_BLOCK128 || m->weight_format == AMOE_FMT_INT8) return fp8;
   if (m->weight_format == AMOE_FMT_MXFP4 || m->weight_format == AMOE_FMT_NVFP4)
     return hw->peak_flops_fp4 > 0 ? hw->peak_flops_fp4 : fp8;
   return hw->peak_flops;

@@ -98,7 +98,10 @@ double amoe_host_bw(const amoe_host *h) {
 }
 
 double amoe_host_flops(const amoe_model *m, const amoe_host *h) {
-  const double per = m->weight_format != AMOE_FMT_BF16 && h->flops_int8 > 0 ? h->flops_int8 : h->flops;
+  double per = h->flops;
+  if (m->weight_format == AMOE_FMT_Q4_K_M && h->flops_vector > 0) per = h->flops_vector;
+  else if (m->weight_format != AMOE_FMT_BF16 && m->weight_format != AMOE_FMT_Q4_K_M && h->flops_int8 > 0)
+    per = h->flops_int8;
   return per * socket_factor(h);
 }
 

@@ -47,7 +47,9 @@ double amoe_cost_tier_layer(const amoe_model *m, const amoe_host *h, double gpu_
                             int tokens, double link_bw, double link_latency_s);
 
 /* The host's memory bandwidth an expert kernel reaches and its FLOP/s for
- * the model's weights, every socket counted (bytes/s, FLOP/s). */
+ * the model's weights, every socket counted (bytes/s, FLOP/s): bf16 at
+ * flops, q4_k_m at flops_vector (its kernels are vector ones), 8-bit and
+ * narrower formats at flops_int8. */
 double amoe_host_bw(const amoe_host *h);
 double amoe_host_flops(const amoe_model *m, const amoe_host *h);
 
