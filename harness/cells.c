@@ -439,14 +439,16 @@ static const struct {
   const char *name;
   int prompt_tokens;
   const char *note;
+  int output_tokens; /* where a row names the dataset for its output too (0: no stand-in) */
+  const char *output_note;
 } DATASETS[] = {
-    /* vLLM paper (Kwon et al., SOSP 2023, fig. 11): ShareGPT's mean input 161 tokens */
-    {"sharegpt", 161, "prompts 161 tokens, ShareGPT's mean (vLLM paper)"},
+    /* vLLM paper (Kwon et al., SOSP 2023, fig. 11): ShareGPT's mean input 161 tokens, output 338 */
+    {"sharegpt", 161, "prompts 161 tokens, ShareGPT's mean (vLLM paper)", 338, "outputs 338 tokens, ShareGPT's mean"},
     /* nvidia/SPEED-Bench's dataset card: the qualitative split is 909,126
      * bytes in 880 rows, 1,033 a row with its metadata: about 256 tokens
      * of prompt at ~4 bytes a token, with the chat template */
-    {"speed-bench", 256, "prompts 256 tokens, SPEED-Bench qualitative's mean (dataset card bytes)"},
-    {NULL, 0, NULL}};
+    {"speed-bench", 256, "prompts 256 tokens, SPEED-Bench qualitative's mean (dataset card bytes)", 0, NULL},
+    {NULL, 0, NULL, 0, NULL}};
 
 /* The run a row asks for into r (its key, spec and overrides), or the
  * reason it cannot run into why (return 0). */
@@ -544,11 +546,19 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
    * request at it (no dataset's spread is modelled), the output as stated */
   int isl = c->isl;
   const char *stand_in = NULL;
+  int osl = c->osl;
+  char stand_ins[160];
   for (int i = 0; !isl && DATASETS[i].name; i++)
     if (!strcmp(c->f[C_ISL], DATASETS[i].name) &&
-        (!strcmp(c->f[C_LENGTHS], DATASETS[i].name) || !strcmp(c->f[C_LENGTHS], "fixed")))
+        (!strcmp(c->f[C_LENGTHS], DATASETS[i].name) || !strcmp(c->f[C_LENGTHS], "fixed"))) {
       isl = DATASETS[i].prompt_tokens, stand_in = DATASETS[i].note;
-  if (!isl || !c->osl)
+      if (!osl && DATASETS[i].output_tokens && !strcmp(c->f[C_OSL], DATASETS[i].name)) { /* its outputs too */
+        osl = DATASETS[i].output_tokens;
+        snprintf(stand_ins, sizeof stand_ins, "%s; %s", stand_in, DATASETS[i].output_note);
+        stand_in = stand_ins;
+      }
+    }
+  if (!isl || !osl)
     return snprintf(why, wn, "lengths '%.80s': no stand-in for that dataset's lengths", c->f[C_LENGTHS]), 0;
   if (c->k > 16) return snprintf(why, wn, "k %d: a chain of at most 16 draft tokens", c->k), 0;
   /* lengths */
@@ -593,7 +603,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
            "engine: {preset: %s}\nworkload:\n  tokens_per_request: %d\n  prompt_tokens: %d\n  seed: 1\n"
            "  prefill_schedule: chunked\n  chunk_tokens: %d\n  prefill_sample: %d\n  route_hold: %d\n  top_m: %d\n  tree: %s\n  acceptance: %s\n  arrival: %s\n  requests: %d\n"
            "policies: [%s]\noutput: {requests_csv: true}\n",
-           model, hwline, c->tp, ep, c->gpus / ep, dpline, engine, c->osl, isl, CHUNK, SAMPLE, HOLD, row_top_m(model), tree, accept,
+           model, hwline, c->tp, ep, c->gpus / ep, dpline, engine, osl, isl, CHUNK, SAMPLE, HOLD, row_top_m(model), tree, accept,
            arrival, requests, policy);
   /* a format other than the preset's: its bytes by the format (expert_bytes 0) */
   if (model_extra[0]) {

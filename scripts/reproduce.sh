@@ -62,6 +62,20 @@ if [ $quick = 0 ] && [ -f "$cells_in" ]; then
   echo "== cells --calibrated"
   "$A" cells "$cells_in" --calibrated --quiet >"$res/cells/calibrated.md"
 fi
+# tiers (§21): experts on the host, against the engines' published tier cells where the shared
+# data is there (seconds): the error matrix, and the placement sweep's figure
+tiers_in=${TIERS:-../shared/real-data/tiers/cells.csv}
+have_tiers=0
+if [ $quick = 0 ] && [ -f "$tiers_in" ]; then
+  have_tiers=1
+  mkdir -p "$res/tiers"
+  echo "== tiers"
+  "$A" cells "$tiers_in" --csv "$res/tiers/cells.csv" --quiet >"$res/tiers/matrix.md"
+  awk -F, 'NR == 1 { print "strategy,share,measured,predicted"; next }
+    $1 ~ /^kt-qwen3next-/ && $5 == "ok" { n = split($1, f, "-"); print f[n - 1] "," f[n] + 0 "," $3 "," $2 }' \
+    "$res/tiers/cells.csv" >"$res/tiers/sweep.csv"
+  plot tiers tiers "in='$res/tiers/sweep.csv'"
+fi
 # under load: each row's output throughput over plain decoding's at the same rate, and its p99 TPOT
 load_table() { # SUMMARY
   awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
@@ -117,6 +131,13 @@ plot breakdown-resident breakdown "in='$res/acceptmoe-resident-qwen3/summary.csv
   echo
   load_table "$res/figure-load-deepseek/summary.csv"
   echo
+  if [ $have_tiers = 1 ]; then
+    ran=$(awk -F, 'NR > 1 { n++; ok += $5 == "ok" } END { print ok " of " n }' "$res/tiers/cells.csv")
+    echo "## Experts where users keep them: the GPU's share"; echo
+    echo "![Output tokens/s against the GPU's share of the experts](figures/tiers.png)"; echo
+    echo "SGLang + kt-kernel's Qwen3-Next-80B-A3B placement sweep (4x RTX 4090, one Xeon Gold 6454S, kt-kernel FP8 experts on the host): output tokens per second of one stream against the GPU's share of each layer's routed experts, measured (points) and predicted (lines) per strategy. The host's rates are published (kt-kernel's AMX) or leads (its bandwidth share), the RTX 4090 and PCIe 4 leads: nothing is fitted to the sweep. Every tier row the simulator runs ($ran) and the reasons for the rest: $res/tiers/matrix.md (docs/validation.md, \"Tiers\")."; echo
+    echo "    build/acceptmoe cells ../shared/real-data/tiers/cells.csv --csv cells.csv"; echo
+  fi
   if [ $have_cells = 1 ]; then
     ran=$(awk -F, 'NR > 1 { n++; ok += $5 == "ok" } END { print ok " of " n }' "$res/cells/cells.csv")
     echo "## Serving cells: predicted against measured"; echo
