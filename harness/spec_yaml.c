@@ -383,7 +383,9 @@ void spec_walk(ydoc *y, yaml_node_t *map, const char *prefix, amoe_spec *s, int 
       snprintf(path, sizeof path, "%s", key);
     if (preset && (!strcmp(key, "source") || !strcmp(key, "sources") || !strcmp(key, "notes") ||
                    !strcmp(key, "measured"))) continue;
-    if (!strcmp(path, "model.preset") || !strcmp(path, "hardware.preset") || !strcmp(path, "engine.preset")) continue;
+    if (!strcmp(path, "model.preset") || !strcmp(path, "hardware.preset") || !strcmp(path, "engine.preset") ||
+        !strcmp(path, "host.preset"))
+      continue;
     if (!strcmp(path, "hardware.interconnect") && v->type == YAML_SCALAR_NODE) { /* a preset name */
       at(y, v, w, sizeof w);
       spec_load_preset(s, "hardware.interconnect", spec_scalar(v), w, y->d);

@@ -594,6 +594,10 @@ expect 2 "cpu-layers:N takes N from 0 to the model's 16 MoE layers" -- "$A" run 
 expect 2 "experts: cpu computes experts on the host: host: needs a preset" -- "$A" run "$T/tiers.yaml" --set experts=cpu --out "$T/bad"
 expect 2 "unknown host preset 'xeon-9999'" -- "$A" run "$T/tiers.yaml" --set host=xeon-9999 --set experts=cpu --out "$T/bad"
 expect 2 "two placements of the experts" -- "$A" run tests/fixtures/golden.yaml --set host=xeon-6454s --set experts=cpu --out "$T/bad"
+# a host as a mapping over its preset (host: {preset: xeon-6454s, sockets: 2}), as the tier specs name it
+if "$A" run workloads/specs/tiers-mtp-dsv3.yaml --set workload.blocks=20 --out "$T/tm" --quiet >/dev/null &&
+   grep -q '^  sockets: 2$' "$T/tm/spec.resolved.yaml" && grep -q '^experts: "cpu"$' "$T/tm/spec.resolved.yaml"; then ok
+else bad "host: {preset, sockets}: $(grep -A4 '^host' "$T/tm/spec.resolved.yaml")"; fi
 
 expect 2 "unknown interconnect preset 'nvlink9'" -- "$A" run tests/fixtures/golden.yaml --set hardware.gpus=8 \
   --set hardware.interconnect=nvlink9 --out "$T/bad" --quiet
