@@ -575,15 +575,18 @@ if "$A" run tests/fixtures/golden.yaml --set hardware.gpus=4 --set hardware.inte
 else bad "engine.sizing: sglang: $(grep -A30 '^engine' "$T/sz/spec.resolved.yaml")"; fi
 
 # experts: (§21): a GPU share of 1 is the resident run byte for byte (batch 4, 64-token prompts); the host
-# computing half the experts, then all of them, is slower each time; bad placements are refused at their line
+# computing half the experts, then all of them, is slower each time; AcceptMoE's residency pruning drops
+# experts off the GPU (fewer executed than with every expert on it); bad placements are refused at their line
 printf 'name: tiers\nmodel: olmoe-1b-7b\nhardware: h200\nworkload: {blocks: 40, seed: 3, batch: 4, prompt_tokens: 64, tree: {depth: 4, top_k: 6, nodes: 24}, acceptance: {tau: 3.0}}\npolicies: [natural, {verifier: acceptmoe}]\n' >"$T/tiers.yaml"
 tps() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["policy"] == "natural" { print $c["tokens_per_s"] }' "$1/summary.csv"; }
+ame() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["policy"] == "acceptmoe" { print $c["executed_mean"] }' "$1/summary.csv"; }
 if "$A" run "$T/tiers.yaml" --out "$T/ti0" --quiet >/dev/null &&
    "$A" run "$T/tiers.yaml" --set host=xeon-6454s --set experts=cpu:1:random --out "$T/ti1" --quiet >/dev/null &&
    "$A" run "$T/tiers.yaml" --set host=xeon-6454s --set experts=cpu:0.5:uniform --out "$T/ti2" --quiet >/dev/null &&
    "$A" run "$T/tiers.yaml" --set host=xeon-6454s --set experts=cpu --out "$T/ti3" --quiet >/dev/null &&
    cmp -s "$T/ti0/summary.csv" "$T/ti1/summary.csv" && cmp -s "$T/ti0/layers.csv" "$T/ti1/layers.csv" &&
    awk -v a="$(tps "$T/ti0")" -v b="$(tps "$T/ti2")" -v c="$(tps "$T/ti3")" 'BEGIN { exit !(a > b && b > c) }' &&
+   awk -v a="$(ame "$T/ti0")" -v b="$(ame "$T/ti2")" 'BEGIN { exit !(b < a) }' &&
    grep -q '^experts: "cpu"$' "$T/ti3/spec.resolved.yaml" && grep -q '^  name: "xeon-6454s"$' "$T/ti3/spec.resolved.yaml" &&
    ! grep -q '^host:' "$T/ti0/spec.resolved.yaml"; then ok
 else bad "experts: share 1 not the resident run, or not slower off the GPU: $(tps "$T/ti0") $(tps "$T/ti2") $(tps "$T/ti3")"; fi

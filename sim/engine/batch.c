@@ -175,7 +175,7 @@ static double batch_layer_sets(const amoe_spec *s, const amoe_offline *offline, 
                                const amoe_cost_pass_ctx *pc, request_slot *sl, const int *act, int na, const int *pf,
                                int npf, pass_buffers *bp, int l, int counted, int pass_wide) {
   const int E = s->model.experts, L = s->model.moe_layers;
-  const uint8_t *resident = rs->cache ? amoe_cache_resident(rs->cache, l) : NULL;
+  const uint8_t *resident = layer_resident(rs, l, E);
   work *wp = &bp->w;
   memset(wp->U, 0, (size_t)E);
   memset(wp->S, 0, (size_t)E);

@@ -37,7 +37,7 @@ static AMOE_CLONES amoe_status row_pass(const amoe_spec *s, const amoe_offline *
   const int want_routes = h && h->on_route && !log_pass;
   for (int l = 0; l < L; l++) {
     layer_sums ls = {0};
-    const uint8_t *resident = rs->cache ? amoe_cache_resident(rs->cache, l) : NULL;
+    const uint8_t *resident = layer_resident(rs, l, E);
     if (natural) {
       layer_route_natural(b, l, k, w, nn, counted, &ls);
       if (want_routes)

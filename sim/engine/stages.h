@@ -346,6 +346,15 @@ static inline double tier_moe_s(const amoe_spec *s, const amoe_cost_pass_ctx *pc
   return amoe_cost_tier_layer(&s->model, &s->host, gpu, on_host, pairs, tokens, s->hw.h2d_bw, s->hw.copy_latency_s);
 }
 
+/* What the verifiers see as resident at layer l: the cache's slots under
+ * offload, the GPU's experts where experts live on the host (§21: so
+ * AcceptMoE's residency pruning prefers the GPU's at its own deviation
+ * budget), else nothing. */
+static inline const uint8_t *layer_resident(const row_state *rs, int l, int E) {
+  if (rs->cache) return amoe_cache_resident(rs->cache, l);
+  return rs->on_gpu ? rs->on_gpu + (size_t)l * E : NULL;
+}
+
 /* Belady's and MIN's first run: the layer's requests into the row's log
  * (nothing when the row keeps none). */
 static inline amoe_status log_requests(row_state *rs, int l, const uint8_t *X, int E, amoe_err *e) {
