@@ -362,7 +362,7 @@ typedef struct {
   int done, failed;
   char why[256];
   /* what the run gave */
-  double output_tok_s, total_tok_s, tpot_mean_s, tpot_p50_s, ttft_p50_s, ttft_mean_s;
+  double output_tok_s, total_tok_s, tpot_mean_s, tpot_p50_s, ttft_p50_s, ttft_mean_s, cache_hit_rate;
 } cell_run;
 
 static int preset_exists(const char *kind, const char *name) {
@@ -529,10 +529,11 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
   if (ov) *ov++ = 0;
   if (c->metric < 0) return snprintf(why, wn, "metric '%.80s' is not one this command predicts", c->f[C_METRIC]), 0;
   const char *tier = c->f[C_EXPERTS];
-  if (!strcmp(c->f[C_METRIC], "cache_hit_rate") || !strcmp(c->f[C_METRIC], "ssd_gb_per_token") ||
-      !strncmp(tier, "cache:", 6) || !strncmp(tier, "ssd:", 4))
-    return snprintf(why, wn, "experts '%.60s', %.40s: a GPU cache over host memory or NVMe is not modelled yet "
-                    "(docs/design.md §21)", tier[0] ? tier : "gpu", c->f[C_METRIC]), 0;
+  if (!strcmp(c->f[C_METRIC], "ssd_gb_per_token") || !strncmp(tier, "ssd:", 4))
+    return snprintf(why, wn, "experts '%.60s', %.40s: experts on NVMe are not modelled yet (docs/design.md §21)",
+                    tier[0] ? tier : "gpu", c->f[C_METRIC]), 0;
+  if (!strcmp(c->f[C_METRIC], "cache_hit_rate") && strncmp(tier, "cache:", 6))
+    return snprintf(why, wn, "cache_hit_rate without a cache (experts cache:SLOTS:POLICY)"), 0;
   if (!preset_exists("models", model))
     return snprintf(why, wn, "no model preset '%.80s' (its shape is in no public config read here)", model), 0;
   if (!preset_exists("hw", hw)) return snprintf(why, wn, "no hardware preset '%.80s'", hw), 0;
@@ -611,7 +612,19 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "model.expert_bytes=0");
   }
   if (passes) snprintf(r->sets[r->nset++], sizeof r->sets[0], "workload.tree.draft_passes=1");
-  if (tier[0] && strcmp(tier, "gpu")) { /* experts off the GPU (§21): the host, its sockets, the link */
+  if (!strncmp(tier, "cache:", 6)) { /* a GPU cache over host memory: offload's (§8), its link the row's */
+    int slots;
+    char pol[32];
+    if (sscanf(tier + 6, "%d:%31s", &slots, pol) != 2) return snprintf(why, wn, "experts '%.60s'", tier), 0;
+    snprintf(r->sets[r->nset++], sizeof r->sets[0], "offload.slots_per_layer=%d", slots);
+    snprintf(r->sets[r->nset++], sizeof r->sets[0], "offload.policy=%s", pol);
+    snprintf(r->sets[r->nset++], sizeof r->sets[0], "workload.route_hold=1"); /* (a cache sees every block's own routes) */
+    const int li = c->f[C_LINK][0] ? link_index(c->f[C_LINK]) : -1;
+    if (li >= 0) {
+      snprintf(r->sets[r->nset++], sizeof r->sets[0], "hardware.h2d_bw=%.17g", LINKS[li].bw);
+      snprintf(r->sets[r->nset++], sizeof r->sets[0], "hardware.copy_latency_s=%.17g", LINKS[li].latency_s);
+    }
+  } else if (tier[0] && strcmp(tier, "gpu")) { /* experts off the GPU (§21): the host, its sockets, the link */
     char host[FIELD_MAX];
     snprintf(host, sizeof host, "%s", c->f[C_HOST]);
     if (!host[0]) return snprintf(why, wn, "experts '%.60s' and no host", tier), 0;
@@ -682,6 +695,7 @@ static amoe_status read_run(const char *dir, cell_run *r, amoe_err *e) {
   r->tpot_p50_s = column(hdr, row, n, "tpot_p50_s");
   r->ttft_p50_s = column(hdr, row, n, "ttft_p50_s");
   r->ttft_mean_s = column(hdr, row, n, "ttft_mean_s");
+  r->cache_hit_rate = column(hdr, row, n, "cache_hit_rate");
   /* the requests' prompt and output tokens (the output: committed tokens and
    * the first token each prefill gave), as a benchmark counts them */
   double prompt = 0, output = 0;
@@ -729,6 +743,7 @@ static double metric_of(const cell_run *r, int metric) {
   case 6: return 1000 * r->ttft_mean_s;
   case 7: return 1 / r->tpot_mean_s;          /* decode_tok_s: one stream's */
   case 8: return r->isl / r->ttft_mean_s;     /* prefill_tok_s: its prompt over its first token's wait */
+  case 9: return r->cache_hit_rate;           /* a GPU cache over host memory (offload's, §8) */
   default: return NAN;
   }
 }
