@@ -520,6 +520,14 @@ static int row_draft(const cell *c, const curve *cv, int ncv, char *policy, size
   return 1;
 }
 
+/* A tier row's link as the hardware's copies (bandwidth, latency), where it names one. */
+static void link_sets(const cell *c, cell_run *r) {
+  const int li = c->f[C_LINK][0] ? link_index(c->f[C_LINK]) : -1;
+  if (li < 0) return;
+  snprintf(r->sets[r->nset++], sizeof r->sets[0], "hardware.h2d_bw=%.17g", LINKS[li].bw);
+  snprintf(r->sets[r->nset++], sizeof r->sets[0], "hardware.copy_latency_s=%.17g", LINKS[li].latency_s);
+}
+
 static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *why, size_t wn) {
   memset(r, 0, sizeof *r);
   const char *model = c->f[C_MODEL], *hw = c->f[C_HW];
@@ -619,11 +627,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "offload.slots_per_layer=%d", slots);
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "offload.policy=%s", pol);
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "workload.route_hold=1"); /* (a cache sees every block's own routes) */
-    const int li = c->f[C_LINK][0] ? link_index(c->f[C_LINK]) : -1;
-    if (li >= 0) {
-      snprintf(r->sets[r->nset++], sizeof r->sets[0], "hardware.h2d_bw=%.17g", LINKS[li].bw);
-      snprintf(r->sets[r->nset++], sizeof r->sets[0], "hardware.copy_latency_s=%.17g", LINKS[li].latency_s);
-    }
+    link_sets(c, r);
   } else if (tier[0] && strcmp(tier, "gpu")) { /* experts off the GPU (§21): the host, its sockets, the link */
     char host[FIELD_MAX];
     snprintf(host, sizeof host, "%s", c->f[C_HOST]);
@@ -633,11 +637,7 @@ static int row_run(const cell *c, const curve *cv, int ncv, cell_run *r, char *w
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "host=%.200s", host);
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "host.sockets=%d", c->sockets);
     snprintf(r->sets[r->nset++], sizeof r->sets[0], "experts=%.200s", tier);
-    const int li = c->f[C_LINK][0] ? link_index(c->f[C_LINK]) : -1;
-    if (li >= 0) {
-      snprintf(r->sets[r->nset++], sizeof r->sets[0], "hardware.h2d_bw=%.17g", LINKS[li].bw);
-      snprintf(r->sets[r->nset++], sizeof r->sets[0], "hardware.copy_latency_s=%.17g", LINKS[li].latency_s);
-    }
+    link_sets(c, r);
   }
   for (char *tok = ov ? strtok(ov, ";") : NULL; tok; tok = strtok(NULL, ";")) {
     if (r->nset == RUN_SETS - 3) /* (a round's extra after: a calibration's three terms) */
